@@ -1,0 +1,47 @@
+# Two commands: `make demo` runs the main job, `make test` runs the tests.
+# Both install what they need on a fresh Debian machine first (apt packages, then a venv).
+
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc spirv-tools \
+                pocl-opencl-icd ocl-icd-opencl-dev
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Tests run with the Khronos validation layer on; the pool turns its messages into failures.
+TEST_ENV := LAZYFUEL_VALIDATION=1 XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp}
+
+.PHONY: test demo deps apt venv lint shaders clean
+
+test: deps
+	$(BIN)/ruff check lazyfuel tests benchmarks examples
+	$(TEST_ENV) $(BIN)/python -m pytest -q
+
+demo: deps
+	@echo "make demo: the main job (pipeline graphs) is not built yet; listing the reference contract document's bindings instead"
+	$(BIN)/lazyfuel contracts list ../shared/seeds/000_15629ce0d4bdd845.txt
+
+deps: apt venv
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages: $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+lint: venv
+	$(BIN)/ruff check lazyfuel tests benchmarks examples
+
+shaders:
+	$(BIN)/python shaders/build.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

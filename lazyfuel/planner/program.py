@@ -1,0 +1,64 @@
+"""Programs: the planner's output and the unit a backend executor runs as one batch.
+
+A `Program` is a straight-line list of `Step`s over numbered values. Values `0 … n_inputs-1` are
+the host arrays handed to the executor (possibly strided, offset, reversed or broadcast views);
+value `n_inputs + i` is the output of step `i`. Every step of a program runs on one backend, so a
+Vulkan executor records the whole program into one command buffer and keeps intermediates on the
+device; only the values named in `outputs` come back to the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+from lazyfuel.registry.model import Binding
+
+
+@dataclass(frozen=True)
+class Step:
+    """Run `binding` on the values `args`, with `params`, producing one contiguous value.
+
+    `params` holds the contract's op-param fields by name (a Contiguize step's params are
+    `shape`, `strides`, `offset`: the layout of its argument relative to that value's memory span).
+    `reason` says why the planner inserted the step (for `explain`), empty for requested work.
+    """
+
+    binding: Binding
+    args: tuple[int, ...]
+    params: tuple[tuple[str, Any], ...]
+    out_shape: tuple[int, ...]
+    out_dtype: DType
+    cost: float = 0.0
+    reason: str = ""
+
+    @property
+    def param(self) -> dict[str, Any]:
+        """`params` as a dict."""
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Program:
+    """Steps over numbered values; see the module docstring."""
+
+    input_dtypes: tuple[DType, ...]
+    input_layouts: tuple[Layout, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[int, ...]
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.input_dtypes)
+
+    @property
+    def cost(self) -> float:
+        """Estimated seconds: the sum of the steps' costs."""
+        return sum(s.cost for s in self.steps)
+
+    @property
+    def backend(self):
+        """The one backend all steps run on (None for a program with no steps)."""
+        return self.steps[0].binding.backend if self.steps else None

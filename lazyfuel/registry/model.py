@@ -1,0 +1,78 @@
+"""What the registry holds: kernel references, binding keys and bindings.
+
+A `KernelRef` is what a link registry resolves a symbol to: the backend's own handle on runnable
+code plus the bytes of that code (hashed into the revision). A `Binding` is one fanned dtype key of
+a contract, linked to its KernelRef.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lazyfuel.contracts.model import Backend, KernelContract, OpKind
+from lazyfuel.dtypes import DType
+
+
+@dataclass(frozen=True, eq=False)
+class KernelRef:
+    """Runnable code a symbol resolves to.
+
+    `impl` is private to the backend that runs it (a numpy function for Cpu, a shader wrapper for
+    Vulkan). `code` returns the bytes of the code (SPIR-V, source text) for the revision hash; it
+    is a callable so that building a link registry reads no files until a hash is needed.
+    Identity is the object: several symbols may resolve to the same KernelRef.
+    """
+
+    name: str
+    backend: Backend
+    impl: Any
+    code: Callable[[], bytes] = field(repr=False, default=lambda: b"")
+
+    def __repr__(self) -> str:
+        return f"KernelRef({self.name})"
+
+
+@dataclass(frozen=True)
+class BindingKey:
+    """`(op_kind, [input dtypes…, output dtype], backend)` plus the kernel_source tag."""
+
+    op_kind: OpKind
+    dtypes: tuple[DType, ...]
+    backend: Backend
+    kernel_source: str
+
+    def __str__(self) -> str:
+        dts = ",".join(d.name for d in self.dtypes)
+        return f"({self.op_kind.name},[{dts}],{self.backend.name}) {self.kernel_source}"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One registered kernel for one dtype key."""
+
+    key: BindingKey
+    symbol: str
+    kernel_ref: KernelRef
+    revision_hash: str
+    contract: KernelContract
+    cost_fn: Callable[[dict[str, Any]], float] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def op_kind(self) -> OpKind:
+        return self.key.op_kind
+
+    @property
+    def dtypes(self) -> tuple[DType, ...]:
+        return self.key.dtypes
+
+    @property
+    def backend(self) -> Backend:
+        return self.key.backend
+
+    @property
+    def kernel_source(self) -> str:
+        return self.key.kernel_source
+
+    def __str__(self) -> str:
+        return f"{self.key} -> {self.symbol}"

@@ -1,0 +1,259 @@
+"""Checks of user input shared by every layer: indices, masks, fill values and shapes.
+
+Each check either returns the input in the one form kernels accept (U32 indices, a bool mask, the
+fill value's bytes, a normalised dim) or raises with a message that says what was wrong, where, and
+what would be accepted:
+
+- `IndexError`: an index value out of range (negative, >= the axis length, or >= 2**32);
+- `TypeError`: a wrong dtype (float or bool indices, a uint8 mask, a string fill value);
+- `ValueError`: shapes that do not fit together, or a fill value the dtype cannot hold.
+
+Nothing here is lazy: the checks run on concrete numpy data (lazy indices are checked when they
+are computed). They are vectorised, so checking a million indices costs a couple of reductions.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import normalize_dim
+
+U32_LIMIT = 2**32
+
+
+def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:
+    """`indices` as a contiguous uint32 array after checking every value against `axis_len`.
+
+    Accepts numpy arrays, array-likes and Python ints of any integer dtype (signed or unsigned,
+    any width); the shape is kept (0-d stays 0-d). Empty indices are fine; an empty Python list
+    (which numpy reads as float64) counts as empty integer indices. The result may share memory
+    with `indices` when that is already a contiguous uint32 array.
+
+    Raises:
+        TypeError: the dtype is not an integer one (float, bool, complex, object, string).
+        IndexError: some value is negative (no wrap-around, as in PyTorch), >= `axis_len`, or
+            >= 2**32; the message names the first such value in row-major order and its position.
+
+    >>> as_indices([2, 0], 3)
+    array([2, 0], dtype=uint32)
+    >>> as_indices([0, -1], 3)
+    Traceback (most recent call last):
+    ...
+    IndexError: index -1 at position 1 is negative; expected 0 <= index < 3 (no wrap-around, as in PyTorch)
+    """
+    a = np.asarray(indices)
+    if a.size == 0 and not isinstance(indices, np.ndarray):
+        a = a.astype(np.uint32)
+    if a.dtype == object and _all_python_ints(a):
+        # ints beyond int64 make numpy fall back to object: they are out of range, say which one.
+        _raise_first_bad(a, int(axis_len), what)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what} values must be integers (got dtype {a.dtype}); "
+                        f"pass an integer array, e.g. indices.astype(np.int64)")
+    limit = min(int(axis_len), U32_LIMIT)
+    if a.size:
+        low = a.min() if a.dtype.kind == "i" else 0
+        if low < 0 or a.max() >= limit:
+            _raise_first_bad(a, int(axis_len), what)
+    return np.ascontiguousarray(a, dtype=np.uint32)
+
+
+def _all_python_ints(a: np.ndarray) -> bool:
+    return a.size > 0 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in a.flat)
+
+
+def _raise_first_bad(a: np.ndarray, axis_len: int, what: str) -> None:
+    """Raise IndexError for the first out-of-range value of `a` (row-major order)."""
+    limit = min(axis_len, U32_LIMIT)
+    bad = (a >= limit) | (a < 0) if a.dtype.kind in "iO" else a >= limit
+    flat = int(np.argmax(bad.ravel()))
+    value = int(a.ravel()[flat])
+    where = _position(flat, a.shape)
+    if axis_len:
+        valid = f"expected 0 <= {what} < {axis_len}"
+    else:
+        valid = f"the axis has length 0, so no {what} is valid"
+    if value < 0:
+        raise IndexError(f"{what} {value} {where} is negative; {valid} (no wrap-around, as in PyTorch)")
+    if value >= U32_LIMIT and axis_len > U32_LIMIT:
+        raise IndexError(f"{what} {value} {where} does not fit in 32 bits; "
+                         f"lazyfuel indices are U32 (expected 0 <= {what} < 2**32)")
+    raise IndexError(f"{what} {value} {where} is out of range; {valid}")
+
+
+def _position(flat: int, shape: tuple[int, ...]) -> str:
+    if len(shape) == 0:
+        return "(the only one)"
+    if len(shape) == 1:
+        return f"at position {flat}"
+    return f"at position {tuple(int(i) for i in np.unravel_index(flat, shape))}"
+
+
+def check_mask(mask: Any) -> np.ndarray:
+    """`mask` as a bool numpy array; only the bool dtype is accepted.
+
+    A uint8 (or any other) mask is refused, never reinterpreted: its bytes could hold values
+    other than 0 and 1, and `mask.astype(bool)` says what the caller means. An empty Python list
+    counts as an empty bool mask. The result shares memory with `mask` when it is an ndarray.
+
+    Raises:
+        TypeError: the mask's dtype is not bool; the message says how to convert it.
+    """
+    m = np.asarray(mask)
+    if m.size == 0 and not isinstance(mask, np.ndarray):
+        m = m.astype(np.bool_)
+    if m.dtype == np.bool_:
+        return m
+    if m.dtype == np.uint8:
+        raise TypeError("mask must be bool (got uint8); a uint8 mask is not reinterpreted: "
+                        "pass mask.astype(bool)")
+    raise TypeError(f"mask must be bool (got {m.dtype}); pass a bool array, e.g. mask != 0")
+
+
+def fill_bytes(value: Any, dtype: DType) -> bytes:
+    """The bytes of `value` cast to `dtype`: what a MaskedFill kernel writes where the mask is true.
+
+    Accepts Python and numpy scalars (bool, int, float, complex, bf16) and 0-d arrays. The cast is
+    numpy's `astype` for values the dtype can hold, with these decisions (PyTorch's, where it has
+    them):
+
+    - integer dtypes (U8 U32 I32 I64): a float is truncated toward zero (2.7 -> 2, -0.5 -> 0),
+      as numpy and PyTorch do; NaN, ±inf or a (truncated) value outside the dtype's range raise
+      ValueError instead of wrapping around;
+    - float dtypes (F16 BF16 F32 F64): rounded to nearest; a finite value too large for the
+      dtype raises ValueError (PyTorch: "cannot be converted without overflow"); NaN and ±inf
+      pass, and a value already of the dtype keeps its exact bits (NaN payloads, -0.0);
+    - complex values into a real dtype raise TypeError unless their imaginary part is 0;
+    - BOOL: nonzero is True.
+
+    Raises:
+        TypeError: `value` is not a bool, real or complex scalar (a string, None, an n-d array).
+        ValueError: the dtype cannot hold the value (see above).
+    """
+    dtype = DType.parse(dtype)
+    arr = _scalar_array(value)
+    target = dtype.numpy
+    if arr.dtype.kind == "c" and target.kind != "c":
+        if arr.imag != 0:
+            raise TypeError(f"fill value {value!r} is complex but the data is {dtype}; pass a real value")
+        arr = arr.real
+    if target.kind in "iu":
+        return _int_fill(arr, value, dtype)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # numpy's overflow / complex warnings: we check ourselves
+        try:
+            cast = arr.astype(target)
+            overflow = target.kind != "b" and _overflowed(arr, cast)
+        except OverflowError:  # a Python int beyond float64
+            overflow = True
+    if overflow:
+        raise ValueError(f"fill value {value!r} cannot be converted to {dtype} without overflow")
+    return cast.tobytes()
+
+
+def _scalar_array(value: Any) -> np.ndarray:
+    """`value` as a 0-d array of a numeric or bool dtype; TypeError otherwise."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"fill value must be a bool, int, float or complex scalar (Python or numpy), "
+                        f"got {type(value).__name__} {value!r}")
+    if isinstance(value, numbers.Number) and not isinstance(value, np.generic):
+        # Python ints of any size: keep them exact (numpy would make object or overflow).
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return np.asarray(value, dtype=object)
+    arr = np.asarray(value)
+    if arr.ndim != 0:
+        raise TypeError(f"fill value must be a scalar, got an array of shape {arr.shape}")
+    if arr.dtype.kind in "biufc":
+        return arr
+    try:
+        DType.from_numpy(arr.dtype)  # bf16 and other numpy twins of our dtypes
+    except TypeError:
+        raise TypeError(f"fill value must be a bool, int, float or complex scalar (Python or numpy), "
+                        f"got {type(value).__name__} {value!r}") from None
+    return arr
+
+
+def _int_fill(arr: np.ndarray, value: Any, dtype: DType) -> bytes:
+    info = np.iinfo(dtype.numpy)
+    raw = arr.item()
+    if isinstance(raw, bool) or isinstance(raw, numbers.Integral):
+        whole = int(raw)
+    else:
+        real = float(raw)
+        if not math.isfinite(real):
+            raise ValueError(f"fill value {value!r} cannot be converted to {dtype}: "
+                             f"integers have no NaN or infinity")
+        whole = math.trunc(real)
+    if not info.min <= whole <= info.max:
+        raise ValueError(f"fill value {value!r} is out of range for {dtype} "
+                         f"(expected {info.min} <= value <= {info.max})")
+    return np.asarray(whole, dtype=dtype.numpy).tobytes()
+
+
+def _overflowed(source: np.ndarray, cast: np.ndarray) -> bool:
+    """True if a finite part (real or imaginary) of `source` became infinite in `cast`."""
+    before = complex(source.item()) if source.dtype == object else _as_complex(source)
+    after = _as_complex(cast)
+    return any(math.isfinite(b) and not math.isfinite(c)
+               for b, c in ((before.real, after.real), (before.imag, after.imag)))
+
+
+def _as_complex(a: np.ndarray) -> complex:
+    return complex(a.astype(np.complex128).item())
+
+
+def broadcast_mask_shape(mask_shape: Sequence[int], data_shape: Sequence[int]) -> tuple[int, ...]:
+    """The data's shape, after checking that a mask of `mask_shape` broadcasts to it (numpy rules).
+
+    The broadcast goes one way: the mask is stretched to the data, never the data to the mask
+    (so the output always has the data's shape). PyTorch's out-of-place masked_fill also
+    broadcasts the data to a larger mask; lazyfuel refuses that, as DESIGN.md states.
+
+    Raises:
+        ValueError: naming both shapes and the first dim that does not fit.
+    """
+    mask_shape, data_shape = tuple(mask_shape), tuple(data_shape)
+    if len(mask_shape) > len(data_shape):
+        raise ValueError(f"mask of shape {mask_shape} does not broadcast to data of shape {data_shape}: "
+                         f"the mask has {len(mask_shape)} dims, the data {len(data_shape)}")
+    lead = len(data_shape) - len(mask_shape)
+    for i, (m, d) in enumerate(zip(mask_shape, data_shape[lead:])):
+        if m not in (1, d):
+            raise ValueError(f"mask of shape {mask_shape} does not broadcast to data of shape "
+                             f"{data_shape}: mask dim {i} has {m} elements, expected 1 or {d}")
+    return data_shape
+
+
+def check_gather_shapes(source_shape: Sequence[int], index_shape: Sequence[int], dim: int) -> int:
+    """The normalised `dim` of a gather, after checking the index shape against the source shape.
+
+    `dim` may be negative. The index must have the source's rank and equal the source's extent on
+    every axis but `dim` (DESIGN.md; PyTorch also allows smaller extents there). A 0-d source or
+    index counts as one element along dim 0, as in PyTorch. The output has the index's shape.
+
+    Raises:
+        IndexError: `dim` is out of range for the source's rank.
+        ValueError: the ranks differ, or an extent differs on an axis other than `dim`.
+    """
+    source_shape, index_shape = tuple(source_shape), tuple(index_shape)
+    d = normalize_dim(dim, len(source_shape))
+    src = source_shape or (1,)
+    idx = index_shape or (1,)
+    if len(src) != len(idx):
+        raise ValueError(f"gather index has {len(index_shape)} dims but the source has "
+                         f"{len(source_shape)}; expected an index of rank {len(source_shape)} "
+                         f"(got shape {index_shape} for source shape {source_shape})")
+    for axis, (s, i) in enumerate(zip(src, idx)):
+        if axis != d and s != i:
+            expected = (*src[:d], "any", *src[d + 1:])
+            raise ValueError(f"gather index has shape {index_shape}, expected "
+                             f"({', '.join(map(str, expected))}) for source shape {source_shape} "
+                             f"and dim {d}: axis {axis} has {i} elements, the source {s}")
+    return d

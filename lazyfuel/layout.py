@@ -167,3 +167,53 @@ class _Holder:
             "data": (address, readonly),
             "version": 3,
         }
+
+
+def transpose(layout: Layout, axes: tuple[int, ...] | None = None) -> Layout:
+    """The layout of `a.transpose(axes)` (reversed axes when None); moves no data."""
+    axes = tuple(reversed(range(layout.ndim))) if axes is None else tuple(axes)
+    if sorted(axes) != list(range(layout.ndim)):
+        raise ValueError(f"axes {axes} are not a permutation of 0..{layout.ndim - 1}")
+    return Layout(tuple(layout.shape[a] for a in axes), tuple(layout.strides[a] for a in axes),
+                  layout.offset)
+
+
+def getitem(layout: Layout, key: tuple[int | slice, ...]) -> Layout:
+    """The layout of `a[key]` for basic indexing (ints and slices with any step); moves no data."""
+    if len(key) > layout.ndim:
+        raise IndexError(f"too many indices: {len(key)} for an array of {layout.ndim} dims")
+    key = tuple(key) + (slice(None),) * (layout.ndim - len(key))
+    shape, strides, offset = [], [], layout.offset
+    for k, n, s in zip(key, layout.shape, layout.strides):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            if count:
+                offset += start * s
+            shape.append(count)
+            strides.append(s * step)
+        else:
+            i = int(k)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for an axis of size {n}")
+            offset += (i % n) * s
+    if 0 in shape:
+        offset = 0
+    return Layout(tuple(shape), tuple(strides), offset)
+
+
+def broadcast_to(layout: Layout, shape: tuple[int, ...]) -> Layout:
+    """The layout of `np.broadcast_to(a, shape)`: new and size-1 dims get stride 0."""
+    shape = tuple(int(n) for n in shape)
+    lead = len(shape) - layout.ndim
+    if lead < 0:
+        raise ValueError(f"cannot broadcast shape {layout.shape} to fewer dims {shape}")
+    strides = [0] * lead
+    for have, want, s in zip(layout.shape, shape[lead:], layout.strides):
+        if have == want:
+            strides.append(s)
+        elif have == 1:
+            strides.append(0)
+        else:
+            raise ValueError(f"cannot broadcast shape {layout.shape} to {shape}")
+    return Layout(shape, tuple(strides), layout.offset)

@@ -1,0 +1,229 @@
+"""Choosing bindings for a chain given the chunks actually in hand, and inserting Contiguize.
+
+`Planner.plan(chain, dtypes, layouts)` returns the cheapest `Program` over the allowed backends
+(every step of one program on one backend, so it runs as one batch). For each op it tries the
+bindings of that backend whose dtype key fits; an input whose layout breaks a binding's caps is
+contiguized first when the binding `requires_contiguous` (the Contiguize step's cost is added and
+its reason records the cap), and the binding is passed over when it claims `native_strided` but
+still rejects the layout. Plans are cached by signature, so planning a chunk costs a dict lookup.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lazyfuel import layout as layouts
+from lazyfuel.checks import fill_bytes
+from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+from lazyfuel.planner.chain import Chain, OpNode, decode_key
+from lazyfuel.planner.program import Program, Step
+from lazyfuel.registry import Binding, NoBindingError, Registry
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A value during planning: its dtype, and its layout over the storage of program value `storage`."""
+
+    dtype: DType
+    layout: Layout
+    storage: int
+
+
+class _Unplannable(Exception):
+    """This backend cannot run the chain; the message says why."""
+
+
+class Planner:
+    """Plans chains against one registry and an ordered list of allowed backends (first = preferred)."""
+
+    def __init__(self, registry: Registry, backends: Sequence[Backend]) -> None:
+        self.registry = registry
+        self.backends = tuple(backends)
+        self._cache: dict[tuple[Any, ...], Program] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, chain: Chain, dtypes: Sequence[DType], in_layouts: Sequence[Layout]) -> Program:
+        """The cheapest program for `chain` on these inputs; NoBindingError if no backend can run it."""
+        key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry))
+        with self._lock:
+            found = self._cache.get(key)
+        if found is not None:
+            return found
+        best: Program | None = None
+        reasons: list[str] = []
+        for backend in self.backends:
+            try:
+                program = _Builder(self.registry, backend, dtypes, in_layouts).build(chain)
+            except _Unplannable as why:
+                reasons.append(f"  {backend}: {why}")
+                continue
+            if best is None or program.cost < best.cost:
+                best = program
+        if best is None:
+            raise NoBindingError("no backend can run this chain:\n" + "\n".join(reasons), [])
+        with self._lock:
+            self._cache[key] = best
+        return best
+
+
+class _Builder:
+    """Builds one backend's program for a chain, step by step."""
+
+    def __init__(self, registry: Registry, backend: Backend, dtypes: Sequence[DType],
+                 in_layouts: Sequence[Layout]) -> None:
+        self.registry, self.backend = registry, backend
+        self.n_inputs = len(dtypes)
+        self.input_dtypes, self.input_layouts = tuple(dtypes), tuple(in_layouts)
+        self.values = [_Value(d, lay, i) for i, (d, lay) in enumerate(zip(dtypes, in_layouts))]
+        self.steps: list[Step] = []
+        self.contiguous: dict[int, int] = {}  # chain value -> program value holding it contiguous
+
+    def build(self, chain: Chain) -> Program:
+        for node in chain.nodes:
+            self.values.append(self._node(node))
+        outputs = tuple(self._as_program_value(v, "the result is returned contiguous")
+                        for v in chain.outputs)
+        return Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs)
+
+    def _node(self, node: OpNode) -> _Value:
+        view = _VIEWS.get(node.op)
+        if view is not None:
+            src = self.values[node.args[0]]
+            return _Value(src.dtype, view(src.layout, node.attr), src.storage)
+        op_kind = OpKind.parse(node.op)
+        if op_kind is OpKind.Contiguize:
+            pid = self._contiguize(node.args[0], "explicit contiguous()", force=True)
+            return self._step_value(pid)
+        return self._select(op_kind, node)
+
+    def _step_value(self, pid: int) -> _Value:
+        step = self.steps[pid - self.n_inputs]
+        return _Value(step.out_dtype, Layout.contiguous(step.out_shape), pid)
+
+    def _select(self, op_kind: OpKind, node: OpNode) -> _Value:
+        args = [self.values[a] for a in node.args]
+        dtypes = (*[a.dtype for a in args], args[0].dtype)
+        candidates = [b for b in self.registry.candidates(op_kind, dtypes) if b.backend is self.backend]
+        if not candidates:
+            raise _Unplannable(f"no {op_kind} binding for [{','.join(d.name for d in dtypes)}]")
+        params, out_shape = PARAMS[op_kind]([a.layout.shape for a in args], args[0].dtype, node.attr)
+        best: tuple[float, Binding, dict[int, str]] | None = None
+        for binding in candidates:
+            needs = self._layout_needs(binding, node.args)
+            if needs is None:
+                continue
+            cost = _cost(binding, params, out_shape) + sum(
+                self._contiguize_cost(node.args[i]) for i, _ in needs)
+            if best is None or cost < best[0]:
+                best = (cost, binding, dict(needs))
+        if best is None:
+            raise _Unplannable(f"every {op_kind} binding rejects the input layouts")
+        _, binding, reasons = best
+        pids = []
+        for i, (spec, a) in enumerate(zip(binding.contract.inputs, node.args)):
+            why = reasons.get(i)
+            if why is None:
+                pids.append(self.values[a].storage)
+            else:
+                pids.append(self._contiguize(a, f"{binding.contract.kernel} input {spec.name}: {why}"))
+        step = Step(binding, tuple(pids), tuple(params.items()), out_shape, args[0].dtype,
+                    _cost(binding, params, out_shape))
+        self.steps.append(step)
+        return self._step_value(self.n_inputs + len(self.steps) - 1)
+
+    def _layout_needs(self, binding: Binding, args: tuple[int, ...]) -> list[tuple[int, str]] | None:
+        """Which args must be contiguized for `binding` (index, reason), or None if it cannot run."""
+        needs = []
+        for i, (spec, a) in enumerate(zip(binding.contract.inputs, args)):
+            v = self.values[a]
+            if spec.rank is not None and v.layout.ndim != spec.rank:
+                return None
+            derived = a >= self.n_inputs and v.layout != self._storage_layout(v)
+            violation = spec.layout.violation(v.layout) if not derived else "a view of an intermediate"
+            if violation is None:
+                continue
+            if binding.contract.caps.awkward_layout_strategy is AwkwardLayoutStrategy.requires_contiguous \
+                    or derived:
+                needs.append((i, violation))
+            else:
+                return None
+        return needs
+
+    def _storage_layout(self, v: _Value) -> Layout:
+        if v.storage < self.n_inputs:
+            return self.input_layouts[v.storage]
+        return Layout.contiguous(self.steps[v.storage - self.n_inputs].out_shape)
+
+    def _as_program_value(self, chain_value: int, reason: str) -> int:
+        v = self.values[chain_value]
+        if v.storage >= self.n_inputs and v.layout == self._storage_layout(v):
+            return v.storage
+        return self._contiguize(chain_value, reason)
+
+    def _contiguize_binding(self, v: _Value) -> Binding:
+        for b in self.registry.candidates(OpKind.Contiguize, (v.dtype, v.dtype)):
+            if b.backend is self.backend and b.contract.inputs[0].layout.violation(v.layout) is None:
+                return b
+        raise _Unplannable(f"no Contiguize binding for {v.dtype} accepting layout {v.layout}")
+
+    def _contiguize_cost(self, chain_value: int) -> float:
+        v = self.values[chain_value]
+        params = _contiguize_params(v.layout)
+        return _cost(self._contiguize_binding(v), params, v.layout.shape)
+
+    def _contiguize(self, chain_value: int, reason: str, force: bool = False) -> int:
+        if not force and chain_value in self.contiguous:
+            return self.contiguous[chain_value]
+        v = self.values[chain_value]
+        binding = self._contiguize_binding(v)
+        params = _contiguize_params(v.layout)
+        self.steps.append(Step(binding, (v.storage,), tuple(params.items()), v.layout.shape, v.dtype,
+                               _cost(binding, params, v.layout.shape), reason))
+        pid = self.n_inputs + len(self.steps) - 1
+        self.contiguous[chain_value] = pid
+        return pid
+
+
+def _contiguize_params(layout: Layout) -> dict[str, Any]:
+    return {"shape": layout.shape, "strides": layout.strides, "offset": layout.offset}
+
+
+def _cost(binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...]) -> float:
+    env = dict(params, dtype_bytes=binding.dtypes[0].itemsize, n=math.prod(out_shape))
+    env = {k: v for k, v in env.items() if not isinstance(v, (bytes, str))}
+    return binding.cost_fn(env) if binding.cost_fn is not None else 0.0
+
+
+def _index_select_params(shapes, dtype, attr):
+    src, (n,) = shapes[0], shapes[1]
+    dim = attr["dim"]
+    params = {"outer_count": math.prod(src[:dim]), "source_dim_size": src[dim], "n_indices": n,
+              "inner_count": math.prod(src[dim + 1:])}
+    return params, (*src[:dim], n, *src[dim + 1:])
+
+
+def _gather_params(shapes, dtype, attr):
+    return {"source_shape": shapes[0], "output_shape": shapes[1], "dim": attr["dim"]}, shapes[1]
+
+
+def _masked_fill_params(shapes, dtype, attr):
+    return {"fill_bytes": fill_bytes(attr["value"], dtype)}, shapes[0]
+
+
+PARAMS = {
+    OpKind.IndexSelect: _index_select_params,
+    OpKind.Gather: _gather_params,
+    OpKind.MaskedFill: _masked_fill_params,
+}
+
+_VIEWS = {
+    "transpose": lambda lay, a: layouts.transpose(lay, a.get("axes")),
+    "getitem": lambda lay, a: layouts.getitem(lay, decode_key(a["key"])),
+    "broadcast_to": lambda lay, a: layouts.broadcast_to(lay, a["shape"]),
+}

@@ -1,0 +1,206 @@
+"""The binding registry: contracts fanned into per-dtype bindings, linked, hashed and looked up.
+
+`Registry.add_document` turns each kernel contract into one `Binding` per dtype of its fanned
+input (the first input listing several dtypes; the first input if none does), keyed
+`(op_kind, [input dtypes…, output dtype], backend) + kernel_source`. Each binding's symbol,
+`<entry_point>_<suffix>`, resolves through the link registry named in the front matter. A document
+is checked whole before any of its bindings is added, so a failed load changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lazyfuel.contracts import parse_document
+from lazyfuel.contracts.model import Backend, ContractDocument, ContractError, KernelContract, OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+from lazyfuel.registry.cost import fill_unset_cost_for_backend, initial_cost
+from lazyfuel.registry.links import link_registry, link_registry_names
+from lazyfuel.registry.model import Binding, BindingKey
+
+
+class NoBindingError(LookupError):
+    """No binding fits a request. `.near_misses` lists `(binding, first failing check)`."""
+
+    def __init__(self, message: str, near_misses: list[tuple[Binding, str]]) -> None:
+        super().__init__(message)
+        self.near_misses = near_misses
+
+
+class Registry:
+    """Bindings by key, in registration order. Thread-safe; `lf.registry()` is the default one."""
+
+    def __init__(self) -> None:
+        self._bindings: dict[BindingKey, Binding] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._bindings)
+
+    def bindings(self) -> list[Binding]:
+        """Every binding, in registration order."""
+        with self._lock:
+            return list(self._bindings.values())
+
+    def load(self, path_or_text: str | Path) -> list[Binding]:
+        """Parse a contract document (a file path or its text) and add its bindings."""
+        path = Path(path_or_text) if isinstance(path_or_text, Path) else None
+        if path is None and isinstance(path_or_text, str) and "\n" not in path_or_text:
+            candidate = Path(path_or_text)
+            path = candidate if candidate.is_file() else None
+        if path is not None:
+            return self.add_document(parse_document(path.read_text(encoding="utf-8"), str(path)))
+        return self.add_document(parse_document(str(path_or_text)))
+
+    def add_document(self, doc: ContractDocument) -> list[Binding]:
+        """Fan, link and hash every contract of `doc`; add all or none. Raises ContractError."""
+        fanned = [b for contract in doc.contracts for b in fan_out(contract)]
+        added = []
+        with self._lock:
+            seen: dict[BindingKey, Binding] = dict(self._bindings)
+            for binding in fanned:
+                other = seen.get(binding.key)
+                if other is not None:
+                    if binding.key in self._bindings and _same(other, binding):
+                        added.append(other)  # the same contract loaded again: a no-op
+                        continue
+                    raise binding.contract.loc.error(
+                        f"duplicate binding {binding.key}: already declared by kernel "
+                        f"{other.contract.kernel!r} at {other.contract.loc}", key="kernel")
+                seen[binding.key] = binding
+                added.append(binding)
+            self._bindings = seen
+        return added
+
+    def candidates(self, op_kind: OpKind | str, dtypes: Sequence[DType | str]) -> list[Binding]:
+        """Every binding for `op_kind` whose dtype key is `dtypes`, on any backend."""
+        op_kind, dtypes = OpKind.parse(op_kind), tuple(DType.parse(d) for d in dtypes)
+        return [b for b in self.bindings() if b.op_kind is op_kind and b.dtypes == dtypes]
+
+    def lookup(self, op_kind: OpKind | str, dtypes: Sequence[DType | str],
+               backend: Backend | str | None = None,
+               layouts: Sequence[Layout] | None = None) -> Binding:
+        """The first binding that fits, in registration order, else NoBindingError.
+
+        `dtypes` is `[input dtypes…, output dtype]`; `layouts`, if given, one per input: a binding
+        whose caps reject an input's layout or rank does not fit. The error lists every binding of
+        the same op kind with the first check it fails.
+        """
+        op_kind = OpKind.parse(op_kind)
+        dtypes = tuple(DType.parse(d) for d in dtypes)
+        backend = None if backend is None else Backend.parse(backend)
+        misses: list[tuple[Binding, str]] = []
+        for binding in self.bindings():
+            if binding.op_kind is not op_kind:
+                continue
+            reason = first_failing_check(binding, dtypes, backend, layouts)
+            if reason is None:
+                return binding
+            misses.append((binding, reason))
+        want = f"({op_kind},[{','.join(d.name for d in dtypes)}],{backend or 'any backend'})"
+        if not misses:
+            kinds = sorted({b.op_kind.name for b in self.bindings()})
+            raise NoBindingError(f"no binding for {want}: no kernel has op_kind {op_kind}; "
+                                 f"registered op kinds: {' '.join(kinds) or 'none'}", [])
+        lines = "\n".join(f"  {b.key} ({b.symbol}): {reason}" for b, reason in misses)
+        raise NoBindingError(f"no binding for {want}; near misses:\n{lines}", misses)
+
+
+def _same(a: Binding, b: Binding) -> bool:
+    """The same contract linked to the same kernel: loading it again is harmless."""
+    return a.contract == b.contract and a.kernel_ref is b.kernel_ref and a.symbol == b.symbol
+
+
+def first_failing_check(binding: Binding, dtypes: tuple[DType, ...], backend: Backend | None,
+                        layouts: Sequence[Layout] | None) -> str | None:
+    """Why `binding` does not fit the request (the first failing check), or None if it does."""
+    if backend is not None and binding.backend is not backend:
+        return f"backend is {binding.backend}, not {backend}"
+    inputs = binding.contract.inputs
+    if len(dtypes) != len(binding.dtypes):
+        return f"takes {len(inputs)} inputs + 1 output dtype, got {len(dtypes)} dtypes"
+    names = [i.name for i in inputs] + [binding.contract.outputs[0].name]
+    for name, want, have in zip(names, dtypes, binding.dtypes):
+        if want is not have:
+            return f"dtype of {name}: binding has {have}, asked for {want}"
+    if layouts is not None:
+        for spec, layout in zip(inputs, layouts):
+            if spec.rank is not None and layout.ndim != spec.rank:
+                return f"rank of {spec.name}: expected {spec.rank}, got {layout.ndim}"
+            violation = spec.layout.violation(layout)
+            if violation is not None:
+                return f"layout of {spec.name}: {violation}"
+    return None
+
+
+def fan_out(contract: KernelContract) -> list[Binding]:
+    """One linked, hashed Binding per dtype of `contract`'s fanned input."""
+    fanned = contract.fanned_input or contract.inputs[0]
+    for spec in contract.inputs:
+        if spec is not fanned and len(spec.dtypes) > 1:
+            raise spec.loc.error(f"input {spec.name!r} lists several dtypes but {fanned.name!r} is "
+                                 "already the fanned input; only one input may fan", key="dtypes")
+    links = _link_registry_for(contract)
+    out_rule = contract.outputs[0].dtype_rule
+    bindings = []
+    for dtype in fanned.dtypes:
+        ins = tuple(dtype if spec is fanned else spec.dtypes[0] for spec in contract.inputs)
+        by_name = {spec.name: d for spec, d in zip(contract.inputs, ins)}
+        key = BindingKey(contract.op_kind, (*ins, by_name[out_rule.input]), contract.backend,
+                         contract.kernel_source)
+        symbol = f"{contract.entry_point}_{dtype.suffix}"
+        ref = links.get(symbol)
+        if ref is None:
+            raise contract.loc.error(
+                f"entry point {symbol!r} is not in link registry {contract.provider.link_registry!r} "
+                f"({len(links)} symbols registered)", key="entry_point")
+        cost_fn = fill_unset_cost_for_backend(contract, initial_cost(contract))
+        revision = contract.kernel_revision_hash or revision_hash(contract, ref.code())
+        bindings.append(Binding(key, symbol, ref, revision, contract, cost_fn))
+    return bindings
+
+
+def _link_registry_for(contract: KernelContract) -> Any:
+    name = contract.provider.link_registry
+    links = link_registry(name)
+    if links is None:
+        known = ", ".join(link_registry_names()) or "none"
+        raise ContractError(f"link registry {name!r} is not registered; registered: {known}",
+                            contract.provider.loc.path, contract.provider.loc.line, "link_registry")
+    return links
+
+
+def revision_hash(contract: KernelContract, code: bytes) -> str:
+    """Stable hash of the provider's revision_base, the canonical contract and the code bytes."""
+    digest = hashlib.sha256()
+    digest.update(contract.provider.revision_base.encode())
+    digest.update(json.dumps(canonical(contract), sort_keys=True).encode())
+    digest.update(code)
+    return digest.hexdigest()[:16]
+
+
+def canonical(value: Any) -> Any:
+    """A JSON-able form of a contract (locations and prose left out) for hashing."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if hasattr(value, "text") and hasattr(value, "evaluate"):  # an Expr: its source text
+            return value.text
+        return {f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in ("loc", "doc")}
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (tuple, list)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def load_all(registry: Registry, sources: Iterable[str | Path]) -> list[Binding]:
+    """Load several documents into `registry`; returns every new binding."""
+    return [b for source in sources for b in registry.load(source)]

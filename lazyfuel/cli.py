@@ -1,0 +1,130 @@
+"""The `lazyfuel` command line (also `python -m lazyfuel`).
+
+Exit codes: 0 success, 1 the work failed (a malformed document, a kernel error), 2 bad usage.
+Errors print as one line (`file:line: key: message`) unless `--debug` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from lazyfuel.contracts import ContractError, format_text, parse_document
+from lazyfuel.providers import register_builtin_providers
+from lazyfuel.registry import NoBindingError, Registry
+
+
+def _contracts_check(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            bindings = _registry_of(path).bindings()
+        except (ContractError, OSError) as err:
+            print(f"{err}", file=sys.stderr)
+            failed += 1
+            continue
+        kernels = {b.contract.kernel for b in bindings}
+        print(f"ok {path}: {len(kernels)} kernel(s), {len(bindings)} binding(s)")
+    return 1 if failed else 0
+
+
+def _contracts_list(args: argparse.Namespace) -> int:
+    rows = [("op_kind", "dtype key", "backend", "kernel_source", "symbol", "KernelRef", "revision")]
+    for path in args.files:
+        for b in _registry_of(path).bindings():
+            rows.append((b.op_kind.name, "[" + ",".join(d.name for d in b.dtypes) + "]",
+                         b.backend.name, b.kernel_source, b.symbol, b.kernel_ref.name, b.revision_hash))
+    print(_table(rows))
+    print(f"{len(rows) - 1} binding(s)")
+    return 0
+
+
+def _contracts_show(args: argparse.Namespace) -> int:
+    for path in args.files:
+        doc = parse_document(Path(path).read_text(encoding="utf-8"), path)
+        print(f"# {doc.provider.name} ({doc.provider.backend}, {doc.provider.kernel_source}) — {path}")
+        for c in doc.contracts:
+            if args.kernel and c.kernel != args.kernel:
+                continue
+            dtypes = ", ".join(f"{i.name}: {'/'.join(d.name for d in i.dtypes)}" for i in c.inputs)
+            print(f"\n## {c.kernel} ({c.op_kind}) — {c.blurb}\n   inputs {dtypes}; "
+                  f"layout strategy {c.caps.awkward_layout_strategy}; determinism {c.determinism}; "
+                  f"bytes_moved = {c.cost.bytes_moved.text}\n")
+            print(c.doc.strip())
+    return 0
+
+
+def _contracts_fmt(args: argparse.Namespace) -> int:
+    for path in args.files:
+        text = format_text(Path(path).read_text(encoding="utf-8"), path)
+        if args.write:
+            Path(path).write_text(text, encoding="utf-8")
+            print(f"formatted {path}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+    return 0
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from lazyfuel.backends.vulkan.devices import describe_devices
+
+    print(describe_devices())
+    return 0
+
+
+def _registry_of(path: str) -> Registry:
+    register_builtin_providers()
+    registry = Registry()
+    registry.load(Path(path))
+    return registry
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="lazyfuel", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("devices", help="list the Vulkan devices and the one the pool picks"
+                   ).set_defaults(func=_devices)
+
+    contracts = sub.add_parser("contracts", help="check, list, show or format contract documents")
+    csub = contracts.add_subparsers(dest="action", required=True)
+    for name, func, help_ in (("check", _contracts_check, "parse and link; non-zero exit on any error"),
+                              ("list", _contracts_list, "one row per binding"),
+                              ("show", _contracts_show, "print each kernel's documentation"),
+                              ("fmt", _contracts_fmt, "print the canonical indented form")):
+        p = csub.add_parser(name, help=help_)
+        p.add_argument("files", nargs="+", metavar="FILE")
+        p.set_defaults(func=func)
+        if name == "show":
+            p.add_argument("--kernel", help="only this kernel")
+        if name == "fmt":
+            p.add_argument("--write", action="store_true", help="rewrite the file in place")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except (ContractError, NoBindingError, OSError, ValueError, TypeError, IndexError,
+            LookupError, RuntimeError, MemoryError) as err:
+        if args.debug:
+            raise
+        print(f"lazyfuel: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The built-in providers: their contract documents, their registration, and which backends are usable.
+
+A provider plugs in by data: a row in `BUILTIN` names the module whose `register()` registers its
+link registries and executor, and the contract documents it ships under `lazyfuel/contracts/`.
+`default_registry()` loads them all once per process; `available_backends()` says which backends
+can run here (a Vulkan device exists, …), honouring `LAZYFUEL_BACKEND=vulkan|cpu|auto`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from lazyfuel.backends.base import executor
+from lazyfuel.contracts.model import Backend
+from lazyfuel.registry import Registry
+
+CONTRACTS_DIR = Path(__file__).parent / "contracts"
+
+
+@dataclass(frozen=True)
+class BuiltinProvider:
+    """A backend module with a `register()` function and the documents it ships."""
+
+    module: str
+    backend: Backend
+    documents: tuple[str, ...]
+
+
+BUILTIN = (
+    BuiltinProvider("lazyfuel.backends.cpu", Backend.Cpu, ("cpu.md",)),
+    BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan, ("vulkan_select.md", "vulkan.md")),
+)
+
+# Preference order when costs tie: a device first, the numpy reference last.
+BACKEND_PRIORITY = (Backend.Vulkan, Backend.Cuda, Backend.OpenCL, Backend.Cpu)
+
+_lock = threading.Lock()
+_default: Registry | None = None
+_available: dict[Backend, bool] = {}
+
+
+def register_builtin_providers() -> None:
+    """Import every built-in backend and call its `register()` (idempotent)."""
+    for provider in BUILTIN:
+        importlib.import_module(provider.module).register()
+
+
+def default_registry() -> Registry:
+    """The registry holding every document the project ships (built once per process)."""
+    global _default
+    with _lock:
+        if _default is None:
+            register_builtin_providers()
+            registry = Registry()
+            for provider in BUILTIN:
+                for name in provider.documents:
+                    path = CONTRACTS_DIR / name
+                    if path.is_file():
+                        registry.load(path)
+            _default = registry
+        return _default
+
+
+def backend_usable(backend: Backend) -> bool:
+    """Whether `backend`'s executor can be built here (checked once; a failure warns once)."""
+    with _lock:
+        if backend not in _available:
+            try:
+                executor(backend)
+                _available[backend] = True
+            except Exception as err:  # noqa: BLE001 - any failure means "not here"; we say why
+                warnings.warn(f"lazyfuel: backend {backend} is not usable here: {err}", stacklevel=2)
+                _available[backend] = False
+        return _available[backend]
+
+
+def available_backends(choice: str | None = None) -> list[Backend]:
+    """Backends to plan over, best first: `choice` or `$LAZYFUEL_BACKEND` (vulkan, cpu or auto).
+
+    Forcing a backend that cannot run here raises RuntimeError saying why.
+    """
+    choice = (choice or os.environ.get("LAZYFUEL_BACKEND") or "auto").lower()
+    register_builtin_providers()
+    if choice == "auto":
+        return [b for b in BACKEND_PRIORITY if _has_provider(b) and backend_usable(b)]
+    named = {b.name.lower(): b for b in Backend}
+    if choice not in named:
+        raise ValueError(f"LAZYFUEL_BACKEND={choice!r}; expected one of auto, "
+                         f"{', '.join(sorted(named))}")
+    backend = named[choice]
+    if not (_has_provider(backend) and backend_usable(backend)):
+        raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but cannot run here")
+    return [backend]
+
+
+def _has_provider(backend: Backend) -> bool:
+    return any(p.backend is backend for p in BUILTIN)

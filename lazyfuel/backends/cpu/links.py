@@ -1,0 +1,49 @@
+"""The CPU provider's link registry `lazyfuel::cpu::ENTRY_POINTS`: fanned symbols → KernelRefs.
+
+`lazyfuel/contracts/cpu.md` declares four kernels whose base entry points (`lazyfuel::cpu::gather`
+…) fan to one symbol per dtype (`lazyfuel::cpu::gather_f32` …). Each kernel is one dtype-agnostic
+numpy step function, so every symbol of a kernel resolves to the same `KernelRef`, whose `impl` is
+that function. The link registry covers every lazyfuel dtype; the document decides which of those
+symbols are bound.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from functools import partial
+
+from lazyfuel.backends.cpu import kernels
+from lazyfuel.contracts.model import Backend
+from lazyfuel.dtypes import DType
+from lazyfuel.registry.model import KernelRef
+
+LINK_REGISTRY = "lazyfuel::cpu::ENTRY_POINTS"
+NAMESPACE = "lazyfuel::cpu::"
+
+# base entry point (without the namespace) → step function
+KERNELS: dict[str, Callable[..., object]] = {
+    "index_select": kernels.index_select_step,
+    "gather": kernels.gather_step,
+    "masked_fill": kernels.masked_fill_step,
+    "contiguize": kernels.contiguize_step,
+}
+
+
+def entry_points() -> dict[str, KernelRef]:
+    """`{"lazyfuel::cpu::<kernel>_<suffix>": KernelRef}` for every kernel and every lazyfuel dtype.
+
+    A kernel's symbols share one KernelRef (named by its base symbol). Its `code()` is the source
+    of the whole kernels module: a step function leans on the module's helpers, so an edit to any
+    of them changes the revision hash and the judge measures again.
+    """
+    refs: dict[str, KernelRef] = {}
+    for base, fn in KERNELS.items():
+        ref = KernelRef(NAMESPACE + base, Backend.Cpu, impl=fn, code=partial(_source, fn))
+        for dtype in DType:
+            refs[f"{NAMESPACE}{base}_{dtype.suffix}"] = ref
+    return refs
+
+
+def _source(fn: Callable[..., object]) -> bytes:
+    return f"{fn.__qualname__}\n".encode() + inspect.getsource(inspect.getmodule(fn)).encode()

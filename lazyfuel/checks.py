@@ -52,8 +52,10 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
     if a.size == 0 and not isinstance(indices, np.ndarray):
         a = a.astype(np.uint32)
     if a.dtype == object and _all_python_ints(a):
-        # ints beyond int64 make numpy fall back to object: they are out of range, say which one.
-        _raise_first_bad(a, int(axis_len), what)
+        # Python ints (maybe beyond int64, where numpy falls back to object): check them one by one.
+        if any(not 0 <= v < min(int(axis_len), U32_LIMIT) for v in a.flat):
+            _raise_first_bad(a, int(axis_len), what)
+        a = a.astype(np.uint32)
     if a.dtype.kind not in "iu":
         raise TypeError(f"{what} values must be integers (got dtype {a.dtype}); "
                         f"pass an integer array, e.g. indices.astype(np.int64)")
@@ -62,7 +64,7 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
         low = a.min() if a.dtype.kind == "i" else 0
         if low < 0 or a.max() >= limit:
             _raise_first_bad(a, int(axis_len), what)
-    return np.ascontiguousarray(a, dtype=np.uint32)
+    return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _all_python_ints(a: np.ndarray) -> bool:

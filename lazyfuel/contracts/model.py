@@ -273,9 +273,15 @@ class KernelContract:
 
 @dataclass(frozen=True)
 class ContractDocument:
-    """A whole FKC document: its provider, its prose, and its kernels in order."""
+    """A whole FKC document: its provider, its prose, and its kernels in order.
+
+    `prose_parts` is the prose split around the ```fkc blocks (one more part than there are
+    contracts: before the first block, between blocks, after the last); each part is whole lines,
+    each ending in a newline, so `fmt` can put every block back where it was. `prose` is their join.
+    """
 
     path: str
     provider: Provider
     prose: str
     contracts: tuple[KernelContract, ...]
+    prose_parts: tuple[str, ...] = ()

@@ -72,4 +72,4 @@ class CpuExecutor:
         if out.dtype != expected or out.size != math.prod(step.out_shape):
             raise ValueError(f"step {number} ({step.binding}) returned {out.dtype} {out.shape}, "
                              f"expected {expected} {step.out_shape}")
-        return np.ascontiguousarray(out).reshape(step.out_shape)
+        return np.asarray(out, order="C").reshape(step.out_shape)

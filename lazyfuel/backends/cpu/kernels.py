@@ -47,7 +47,7 @@ def _checked_array(x: Any) -> np.ndarray:
 
 def _fresh(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """A newly computed raw-word array as a C-contiguous array of `dtype` (copies only if needed)."""
-    return np.ascontiguousarray(bits).view(dtype)
+    return np.asarray(bits, order="C").view(dtype)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def _raise_first_bad(a: np.ndarray, axis_len: int, what: str) -> None:
 
 def _position(flat: int, shape: tuple[int, ...]) -> str:
     if len(shape) == 0:
-        return "(the only one)"
+        return "(the 0-d index)"
     if len(shape) == 1:
         return f"at position {flat}"
     return f"at position {tuple(int(i) for i in np.unravel_index(flat, shape))}"

@@ -1,1 +1,73 @@
-"""vulkan."""
+"""The Vulkan backend: device pool, memory, pipelines, batched dispatch, kernels, link registries.
+
+Public entry points (no Vulkan handles or cffi types leave this package):
+- `get_pool()`: the process's `DevicePool` (built on first use, shared by threads, closed at exit);
+- `VulkanExecutor`: runs a planner `Program` as one command buffer;
+- `list_devices()` / `describe_devices()`: what `lazyfuel devices` shows;
+- `register()`: registers the executor and the link registries
+  (`fuel_vulkan_backend::fkc::ENTRY_POINTS`, `lazyfuel::vulkan::ENTRY_POINTS`).
+Importing this package touches no device; the pool opens on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.backends.vulkan.pool import DevicePool
+
+__all__ = ["VulkanExecutor", "describe_devices", "get_pool", "list_devices", "register"]
+
+
+def get_pool(device: str | None = None) -> DevicePool:
+    """The process's device pool (see `lazyfuel.backends.vulkan.pool.get_pool`)."""
+    from lazyfuel.backends.vulkan.pool import get_pool as _get_pool
+
+    return _get_pool(device)
+
+
+def list_devices() -> list[Any]:
+    """Every Vulkan device as a `DeviceInfo` (plain data)."""
+    from lazyfuel.backends.vulkan.devices import list_devices as _list
+
+    return _list()
+
+
+def describe_devices() -> str:
+    """The text `lazyfuel devices` prints."""
+    from lazyfuel.backends.vulkan.devices import describe_devices as _describe
+
+    return _describe()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VulkanExecutor":
+        from lazyfuel.backends.vulkan.executor import VulkanExecutor
+
+        return VulkanExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_registered = False
+
+
+def register() -> None:
+    """Register the Vulkan executor and link registries (idempotent; opens no device)."""
+    global _registered
+    if _registered:
+        return
+    from lazyfuel.backends.base import register_executor
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.backends.vulkan.links import LINK_REGISTRIES
+    from lazyfuel.contracts.model import Backend
+
+    register_executor(Backend.Vulkan, VulkanExecutor)
+    try:
+        from lazyfuel.registry.links import register_link_registry
+    except ImportError:  # the registry layer predates link registration by name
+        register_link_registry = None
+    if register_link_registry is not None:
+        for name, factory in LINK_REGISTRIES.items():
+            register_link_registry(name, factory)
+    _registered = True

@@ -1,0 +1,183 @@
+"""A task's work as one command buffer: uploads, dispatches, barriers, downloads; one submit.
+
+    with pool.batch() as batch:
+        src = batch.alloc(nbytes); batch.upload(src, host_bytes)
+        batch.dispatch(pipeline, fmt, values, base_slot, n_items, items_per_group)
+        batch.barrier()
+        batch.download(dst, out_array)
+        batch.run()          # end, submit once, wait on the fence, copy downloads out
+
+Grids larger than maxComputeWorkGroupCount[0] are split into several dispatches in the same
+command buffer: the push-constant value at `base_slot` is the first item of each tile. Buffer
+sizes need no tiling: shaders reach memory through device addresses, to which
+maxStorageBufferRange does not apply. Allocations made through the batch are freed when it
+closes; the context (command pool, buffer, fence) goes back to the pool.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import vulkan as vk
+
+from lazyfuel.backends.vulkan.check import check
+from lazyfuel.backends.vulkan.dispatch import Recorder
+from lazyfuel.backends.vulkan.memory import Allocation
+
+if TYPE_CHECKING:
+    from lazyfuel.backends.vulkan.pool import DevicePool
+
+
+class Context:
+    """A command pool, its one command buffer, a fence and a recorder; used by one task at a time."""
+
+    def __init__(self, device: Any, queue_family: int, layout: Any) -> None:
+        ffi, lib = vk.ffi, vk.lib
+        self.device = device
+        info = ffi.new("VkCommandPoolCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+            "flags": vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, "queueFamilyIndex": queue_family})
+        out = ffi.new("VkCommandPool*")
+        check(lib.vkCreateCommandPool(device, info, ffi.NULL, out), "vkCreateCommandPool")
+        self.command_pool = out[0]
+        ainfo = ffi.new("VkCommandBufferAllocateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.command_pool,
+            "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+        self.cmd_ptr = ffi.new("VkCommandBuffer*")
+        check(lib.vkAllocateCommandBuffers(device, ainfo, self.cmd_ptr), "vkAllocateCommandBuffers")
+        finfo = ffi.new("VkFenceCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+        self.fence_ptr = ffi.new("VkFence*")
+        check(lib.vkCreateFence(device, finfo, ffi.NULL, self.fence_ptr), "vkCreateFence")
+        self.submit_info = ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+            "pCommandBuffers": self.cmd_ptr})
+        self.recorder = Recorder(self.cmd_ptr[0], layout)
+
+    def reset(self) -> None:
+        """Ready for a new recording: reset the command pool and the fence."""
+        check(vk.lib.vkResetCommandPool(self.device, self.command_pool, 0), "vkResetCommandPool")
+        check(vk.lib.vkResetFences(self.device, 1, self.fence_ptr), "vkResetFences")
+
+    def destroy(self) -> None:
+        """Destroy the fence and the command pool (its work must have finished)."""
+        lib, ffi = vk.lib, vk.ffi
+        lib.vkDestroyFence(self.device, self.fence_ptr[0], ffi.NULL)
+        lib.vkDestroyCommandPool(self.device, self.command_pool, ffi.NULL)
+
+
+class Batch:
+    """One command buffer's worth of work for one task; see the module docstring."""
+
+    def __init__(self, pool: DevicePool, context: Context) -> None:
+        self.pool, self.context = pool, context
+        self.recorder = context.recorder
+        self.max_groups = pool.info.max_workgroup_count[0]
+        self._owned: list[Allocation] = []
+        self._downloads: list[tuple[Allocation, np.ndarray]] = []
+        self._ran = False
+        context.reset()
+        check(self.recorder.begin(), "vkBeginCommandBuffer")
+
+    # -- memory ---------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Allocation:
+        """Device memory freed when the batch closes."""
+        allocation = self.pool.allocator.alloc(nbytes)
+        self._owned.append(allocation)
+        return allocation
+
+    def _staging(self, nbytes: int) -> Allocation:
+        allocation = self.pool.allocator.alloc(nbytes, staging=True)
+        self._owned.append(allocation)
+        return allocation
+
+    def upload(self, dst: Allocation, data: np.ndarray) -> None:
+        """Put the bytes of `data` (1-d uint8) at the start of `dst` before later work reads it."""
+        n = data.nbytes
+        if n == 0:
+            return
+        if dst.host is not None:
+            dst.host[:n] = data
+            return
+        stage = self._staging(n)
+        stage.host[:n] = data
+        self.recorder.copy(stage.buffer, stage.offset, dst.buffer, dst.offset, n)
+        self.recorder.barrier()
+
+    def fill_u32(self, dst: Allocation, value: int, nbytes: int) -> None:
+        """Set the first `nbytes` (a multiple of 4) of `dst` to a repeated 32-bit `value`."""
+        if dst.host is not None:
+            dst.host[:nbytes].view(np.uint32)[:] = value
+            return
+        self.recorder.fill(dst.buffer, dst.offset, nbytes, value)
+        self.recorder.barrier()
+
+    def download(self, src: Allocation, out: np.ndarray) -> None:
+        """After `run`, `out` (contiguous) holds the first `out.nbytes` bytes of `src`.
+
+        Record it after the last write to `src` and a `barrier()`.
+        """
+        if out.nbytes == 0:
+            return
+        flat = out.reshape(-1).view(np.uint8)
+        if src.host is not None:
+            self._downloads.append((src, flat))
+            return
+        stage = self._staging(out.nbytes)
+        self.recorder.copy(src.buffer, src.offset, stage.buffer, stage.offset, out.nbytes)
+        self._downloads.append((stage, flat))
+
+    # -- work -----------------------------------------------------------------------------------
+    def dispatch(self, pipeline: Any, fmt: str, values: list, base_slot: int, n_items: int,
+                 items_per_group: int) -> None:
+        """Dispatch enough groups for `n_items`, tiled by maxComputeWorkGroupCount[0]."""
+        groups = -(-n_items // items_per_group)
+        first = 0
+        while first < groups:
+            count = min(self.max_groups, groups - first)
+            values[base_slot] = first * items_per_group
+            self.recorder.dispatch(pipeline, fmt, tuple(values), count)
+            first += count
+
+    def copy(self, src: Allocation, src_offset: int, dst: Allocation, dst_offset: int, nbytes: int) -> None:
+        """Device-side copy of `nbytes` (vkCmdCopyBuffer)."""
+        if nbytes:
+            self.recorder.copy(src.buffer, src.offset + src_offset, dst.buffer, dst.offset + dst_offset,
+                               nbytes)
+
+    def barrier(self) -> None:
+        """Later dispatches and copies see the writes recorded so far."""
+        self.recorder.barrier()
+
+    @property
+    def dispatches(self) -> int:
+        """Dispatches recorded so far."""
+        return self.recorder.dispatches
+
+    def run(self) -> None:
+        """End recording, submit once, wait for the fence, then copy every download out."""
+        if self._ran:
+            raise RuntimeError("a batch runs once")
+        self._ran = True
+        self.recorder.host_barrier()
+        check(self.recorder.end(), "vkEndCommandBuffer")
+        self.pool.submit(self.context)
+        self.pool.wait(self.context)
+        for src, flat in self._downloads:
+            flat[:] = src.host[:flat.nbytes]
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Free the batch's allocations and give the context back (waits if submitted work runs)."""
+        allocator = self.pool.allocator
+        for allocation in self._owned:
+            allocator.free(allocation)
+        self._owned.clear()
+        self._downloads.clear()
+        self.pool.release(self.context)
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

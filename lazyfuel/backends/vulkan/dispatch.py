@@ -1,0 +1,95 @@
+"""The hot path: recording dispatches, copies and barriers into one command buffer.
+
+Dense on purpose (STYLE.md, "The hot path"): every struct is built once per `Recorder`, every
+call goes straight to `vulkan.lib`, and nothing is allocated, logged or validated per call.
+Push-constant bytes are copied by Vulkan at record time, so one scratch buffer serves all calls.
+
+Callers must have checked, earlier and in readable code:
+- the command buffer is in the recording state (`begin` was called) and owned by this thread;
+- `pipeline` was built with the shared pipeline layout `layout`;
+- `fmt` packs to at most 128 bytes and matches the shader's push-constant block;
+- `groups` is in 1 … maxComputeWorkGroupCount[0] (batch.py tiles larger grids);
+- every address pushed lies inside a live allocation that stays alive until the fence signals;
+- copy ranges lie inside their buffers.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import vulkan as vk
+
+_lib, _ffi = vk.lib, vk.ffi
+_COMPUTE = vk.VK_SHADER_STAGE_COMPUTE_BIT
+_BIND_COMPUTE = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+_STAGE_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+_STAGE_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+_STAGE_HOST = vk.VK_PIPELINE_STAGE_HOST_BIT
+_WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+_READS = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | _WRITES
+
+
+class Recorder:
+    """Records into one VkCommandBuffer with pre-built structs."""
+
+    __slots__ = ("_begin", "_bound", "_cmd", "_copy", "_device_barrier", "_host_barrier", "_layout",
+                 "_push", "_push_view", "dispatches")
+
+    def __init__(self, cmd: Any, layout: Any) -> None:
+        self._cmd, self._layout = cmd, layout
+        self._push = _ffi.new("uint8_t[128]")
+        self._push_view = _ffi.buffer(self._push)
+        self._copy = _ffi.new("VkBufferCopy*")
+        self._begin = _ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
+        self._device_barrier = _ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": _WRITES, "dstAccessMask": _READS})
+        self._host_barrier = _ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": _WRITES,
+            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT})
+        self._bound = None
+        self.dispatches = 0
+
+    def begin(self) -> int:
+        """Start recording (the command pool was reset); returns the VkResult."""
+        self._bound = None
+        self.dispatches = 0
+        return _lib.vkBeginCommandBuffer(self._cmd, self._begin)
+
+    def end(self) -> int:
+        """Finish recording; returns the VkResult."""
+        return _lib.vkEndCommandBuffer(self._cmd)
+
+    def dispatch(self, pipeline: Any, fmt: str, values: tuple, groups: int) -> None:
+        """Bind `pipeline` (if not bound), push `values` packed by `fmt`, dispatch `groups` x 1 x 1."""
+        cmd = self._cmd
+        if pipeline is not self._bound:
+            _lib.vkCmdBindPipeline(cmd, _BIND_COMPUTE, pipeline)
+            self._bound = pipeline
+        struct.pack_into(fmt, self._push_view, 0, *values)
+        _lib.vkCmdPushConstants(cmd, self._layout, _COMPUTE, 0, struct.calcsize(fmt), self._push)
+        _lib.vkCmdDispatch(cmd, groups, 1, 1)
+        self.dispatches += 1
+
+    def copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, size: int) -> None:
+        """vkCmdCopyBuffer of `size` bytes."""
+        c = self._copy
+        c.srcOffset, c.dstOffset, c.size = src_offset, dst_offset, size
+        _lib.vkCmdCopyBuffer(self._cmd, src, dst, 1, c)
+
+    def fill(self, dst: Any, offset: int, size: int, value: int) -> None:
+        """vkCmdFillBuffer with a 32-bit pattern (`size` a multiple of 4)."""
+        _lib.vkCmdFillBuffer(self._cmd, dst, offset, size, value)
+
+    def barrier(self) -> None:
+        """Make compute and transfer writes visible to later compute and transfer work."""
+        stages = _STAGE_COMPUTE | _STAGE_TRANSFER
+        _lib.vkCmdPipelineBarrier(self._cmd, stages, stages, 0, 1, self._device_barrier,
+                                  0, _ffi.NULL, 0, _ffi.NULL)
+
+    def host_barrier(self) -> None:
+        """Make compute and transfer writes visible to the host once the fence signals."""
+        _lib.vkCmdPipelineBarrier(self._cmd, _STAGE_COMPUTE | _STAGE_TRANSFER, _STAGE_HOST, 0, 1,
+                                  self._host_barrier, 0, _ffi.NULL, 0, _ffi.NULL)

@@ -1,0 +1,162 @@
+"""`VulkanExecutor`: runs a planner Program on the device pool as one command buffer.
+
+Each host input's memory span (`memory_span`) is uploaded once; views are resolved on the device
+by the program's Contiguize steps, whose params give the layout relative to that span. All steps
+are recorded into one batch with a barrier between them, intermediates stay on the device, and
+only `program.outputs` come back, as fresh contiguous arrays. Kernels that take indices record the
+first out-of-range position in a status word; the executor then raises IndexError naming the
+value and its position, and returns nothing. A lost device rebuilds the pool and retries once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.check import DeviceLostError
+from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot, VulkanKernel
+from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, reset_pool
+from lazyfuel.contracts.model import Backend, OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout, memory_span
+from lazyfuel.planner.program import Program, Step
+
+NO_BAD = 0xFFFFFFFF
+SATURATED = NO_BAD - 1
+
+
+class VulkanExecutor:
+    """Runs programs whose steps are all Vulkan bindings; see the module docstring."""
+
+    backend = Backend.Vulkan
+
+    def __init__(self, pool: DevicePool | None = None) -> None:
+        """Run on `pool`, or on the process's shared pool (opened now, so a missing device shows)."""
+        self._pool = pool
+        if pool is None:
+            get_pool()
+
+    @property
+    def pool(self) -> DevicePool:
+        """The device pool programs run on (the process's shared pool unless one was given)."""
+        return self._pool if self._pool is not None else get_pool()
+
+    def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run `program` on `inputs`; fresh contiguous arrays for `program.outputs`.
+
+        Raises ValueError / TypeError for inputs or steps that do not fit the program, IndexError
+        for an out-of-range index (value and position named), MemoryError when the device is full.
+        """
+        arrays = [np.asarray(x) for x in inputs]
+        kernels = self._validate(program, arrays)
+        try:
+            return self._run(program, arrays, kernels)
+        except DeviceLostError:
+            if self._pool is not None:
+                raise
+            reset_pool()
+            return self._run(program, arrays, kernels)
+
+    # -- checks ---------------------------------------------------------------------------------
+    @staticmethod
+    def _validate(program: Program, arrays: list[np.ndarray]) -> list[VulkanKernel]:
+        if len(arrays) != program.n_inputs:
+            raise ValueError(f"program takes {program.n_inputs} inputs, got {len(arrays)}")
+        for i, (a, dtype, layout) in enumerate(zip(arrays, program.input_dtypes, program.input_layouts)):
+            if a.dtype != dtype.numpy:
+                raise TypeError(f"input {i}: program expects {dtype} ({dtype.numpy}), got {a.dtype}")
+            if tuple(a.shape) != layout.shape:
+                raise ValueError(f"input {i}: program expects shape {layout.shape}, got {a.shape}")
+        kernels = []
+        n_values = program.n_inputs
+        for i, step in enumerate(program.steps):
+            impl = step.binding.kernel_ref.impl
+            if not isinstance(impl, VulkanKernel):
+                raise TypeError(f"step {i} ({step.binding}) is not a Vulkan kernel: {impl!r}")
+            bad = [a for a in step.args if not 0 <= a < n_values]
+            if bad:
+                raise ValueError(f"step {i} reads value {bad[0]}, which is not defined before it")
+            kernels.append(impl)
+            n_values += 1
+        bad_out = [v for v in program.outputs if not 0 <= v < n_values]
+        if bad_out:
+            raise ValueError(f"program output {bad_out[0]} is not a value of the program")
+        return kernels
+
+    @staticmethod
+    def _check_contiguous(i: int, step: Step, args: list[DeviceValue]) -> None:
+        if step.binding.op_kind is OpKind.Contiguize:
+            return
+        for k, value in enumerate(args):
+            if value.layout.size and not value.layout.is_contiguous:
+                raise ValueError(f"step {i} ({step.binding.op_kind}) needs contiguous arguments; argument "
+                                 f"{k} has layout {value.layout}; insert a Contiguize step before it")
+
+    # -- running --------------------------------------------------------------------------------
+    def _run(self, program: Program, arrays: list[np.ndarray],
+             kernels: list[VulkanKernel]) -> list[np.ndarray]:
+        pool = self.pool
+        n_in = program.n_inputs
+        with pool.batch() as batch:
+            values = [self._upload(batch, a, dtype) for a, dtype in zip(arrays, program.input_dtypes)]
+            n_steps = len(program.steps)
+            status = batch.alloc(4 * max(n_steps, 1))
+            batch.fill_u32(status, NO_BAD, 4 * max(n_steps, 1))
+            for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
+                args = [values[a] for a in step.args]
+                self._check_contiguous(i, step, args)
+                layout = Layout.contiguous(step.out_shape)
+                out = batch.alloc(max(layout.size * step.out_dtype.itemsize, 1))
+                kernel.record(batch, step, args, out, StatusSlot(status, i))
+                batch.barrier()
+                values.append(DeviceValue(out, step.out_dtype, layout))
+            results: list[np.ndarray] = []
+            for v in program.outputs:
+                if v < n_in:  # an input returned as it is: no device work needed
+                    results.append(np.array(arrays[v], order="C", copy=True))
+                    continue
+                value = values[v]
+                out_array = np.empty(value.layout.shape, value.dtype.numpy)
+                batch.download(value.allocation, out_array)
+                results.append(out_array)
+            flags = np.empty(max(n_steps, 1), np.uint32)
+            batch.download(status, flags)
+            batch.run()
+            for i, flag in enumerate(flags[:n_steps]):
+                if flag != NO_BAD:
+                    step = program.steps[i]
+                    raise self._index_error(pool, kernels[i], step, values[step.args[1]], int(flag), arrays,
+                                            step.args[1])
+            return results
+
+    @staticmethod
+    def _upload(batch: Batch, a: np.ndarray, dtype: DType) -> DeviceValue:
+        span = memory_span(a)
+        allocation = batch.alloc(max(span.nbytes, 1))
+        batch.upload(allocation, span)
+        return DeviceValue(allocation, dtype, Layout.of(a))
+
+    @staticmethod
+    def _index_error(pool: DevicePool, kernel: VulkanKernel, step: Step, indices: DeviceValue,
+                     position: int, arrays: list[np.ndarray], value_id: int) -> IndexError:
+        """Read the bad value back (from the host input, or the device) and build the error."""
+        if value_id < len(arrays):
+            flat = np.ascontiguousarray(arrays[value_id]).reshape(-1).view(np.uint32)
+        else:
+            flat = np.empty(indices.layout.size, np.uint32)
+            with pool.batch() as batch:
+                batch.download(indices.allocation, flat)
+                batch.run()
+        if position == SATURATED:  # past 2**32 - 2: the kernel could not say exactly where
+            bound = _index_bound(step)
+            position = int(np.argmax(flat >= bound))
+        return kernel.index_error(step, position, int(flat[position]))
+
+
+def _index_bound(step: Step) -> int:
+    p = step.param
+    if step.binding.op_kind is OpKind.IndexSelect:
+        return int(p["source_dim_size"])
+    return int((tuple(p["source_shape"]) or (1,))[int(p["dim"])])

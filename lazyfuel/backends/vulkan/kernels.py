@@ -1,0 +1,261 @@
+"""The kernel families: each records the dispatches of one program Step into a Batch.
+
+A kernel object is what a Vulkan `KernelRef.impl` holds. `record(batch, step, args, out, status)`
+gets the step, its arguments as `DeviceValue`s (allocation + dtype + layout, the layout relative
+to the start of the allocation), the output allocation (contiguous, rounded up to 16 bytes) and a
+status slot for kernels that check indices. It validates the step's params against the buffers in
+readable code, then calls the hot path. Elements are moved as unsigned words of their width, so
+every dtype of a width shares one shader; `code()` is the SPIR-V hashed into the revision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.backends.vulkan.pipelines import spirv
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+
+WIDTHS = (1, 2, 4, 8, 16)
+LOCAL_SIZE = 64
+ELEMS = 4
+MAX_RANK = 8
+U32_LIMIT = 1 << 32
+
+
+@dataclass(frozen=True)
+class DeviceValue:
+    """A value on the device: its bytes, dtype, and layout (relative to the allocation's start)."""
+
+    allocation: Allocation
+    dtype: DType
+    layout: Layout
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the allocation that hold data (its size may be larger)."""
+        return self.layout.span * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class StatusSlot:
+    """A 32-bit word where a kernel records the first bad index position (0xFFFFFFFF: none)."""
+
+    allocation: Allocation
+    index: int
+
+    @property
+    def address(self) -> int:
+        return self.allocation.address + 4 * self.index
+
+
+def _spec(wide: bool, *extra: int) -> tuple[int, ...]:
+    return (LOCAL_SIZE, ELEMS, int(wide), *extra)
+
+
+def _widest_word(nbytes: int) -> int:
+    """The widest of 16, 8, 4, 2, 1 bytes dividing `nbytes`."""
+    return next(w for w in (16, 8, 4, 2, 1) if nbytes % w == 0)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+class VulkanKernel:
+    """Shared parts: the SPIR-V family name and the revision bytes."""
+
+    family: ClassVar[str]
+    checks_indices: ClassVar[bool] = False
+
+    def code(self) -> bytes:
+        """The bytes of every width variant this kernel may run (for the revision hash)."""
+        return b"".join(spirv(f"{self.family}_w{w}") for w in WIDTHS)
+
+    def pipeline(self, batch: Batch, width: int, spec: tuple[int, ...]) -> Any:
+        return batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        raise NotImplementedError
+
+    def index_error(self, step: Any, position: int, value: int) -> IndexError:
+        """The error for a bad index `value` at `position` of the step's indices."""
+        return IndexError(f"index {value} at position {position} is out of range")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def collapse(layout: Layout) -> Layout:
+    """The same elements in the same order with extent-1 dims dropped and mergeable dims merged."""
+    dims = [(n, s) for n, s in zip(layout.shape, layout.strides) if n != 1]
+    merged: list[tuple[int, int]] = []
+    for n, s in dims:
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = (merged[-1][0] * n, s)
+        else:
+            merged.append((n, s))
+    return Layout(tuple(n for n, _ in merged), tuple(s for _, s in merged), layout.offset)
+
+
+def widen(layout: Layout, width: int) -> tuple[Layout, int]:
+    """Move k elements as one wider word (<= 16 bytes) when the innermost dim is dense and every
+    stride, the offset and the innermost extent are multiples of k; returns (layout, word width)."""
+    if not layout.shape or layout.strides[-1] != 1:
+        return layout, width
+    k = 16 // width
+    while k > 1:
+        if (layout.shape[-1] % k == 0 and layout.offset % k == 0
+                and all(s % k == 0 for s in layout.strides[:-1])):
+            shape = (*layout.shape[:-1], layout.shape[-1] // k)
+            strides = (*(s // k for s in layout.strides[:-1]), 1)
+            return Layout(shape, strides, layout.offset // k), width * k
+        k //= 2
+    return layout, width
+
+
+class ContiguizeKernel(VulkanKernel):
+    """Copy any strided / offset / reversed / broadcast view into a row-major buffer."""
+
+    family = "contiguize"
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        (src,) = args
+        p = step.param
+        layout = Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))
+        width = src.dtype.itemsize
+        n = layout.size
+        if n == 0:
+            return
+        lo = layout.offset + sum(min(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
+        hi = layout.offset + sum(max(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
+        _require(lo >= 0 and (hi + 1) * width <= src.allocation.size,
+                 f"contiguize: layout {layout} reaches elements {lo}..{hi}, outside the "
+                 f"{src.allocation.size // width}-element source")
+        flat = collapse(layout)
+        if not flat.shape or flat.strides == (1,):
+            batch.copy(src.allocation, flat.offset * width, out, 0, n * width)
+            return
+        flat, word = widen(flat, width)
+        _require(flat.ndim <= MAX_RANK, f"contiguize: {flat.ndim} dims after merging (at most {MAX_RANK})")
+        pad = MAX_RANK - flat.ndim
+        values = [src.allocation.address + flat.offset * word, out.address, 0, flat.size,
+                  *flat.shape, *([1] * pad), *flat.strides, *([0] * pad)]
+        pipeline = self.pipeline(batch, word, _spec(flat.size >= U32_LIMIT, flat.ndim))
+        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, LOCAL_SIZE * ELEMS)
+
+
+class IndexSelectKernel(VulkanKernel):
+    """index_select as a row copy: rows of `inner_count` elements moved as the widest words."""
+
+    family = "index_select"
+    checks_indices = True
+
+    def __init__(self, dtype: DType | None = None) -> None:
+        self.dtype = dtype  # the wrapper's dtype (None: dtype-agnostic)
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        src, idx = args
+        p = step.param
+        outer, dim, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size", "n_indices",
+                                                         "inner_count"))
+        width = src.dtype.itemsize
+        _require(src.nbytes >= outer * dim * inner * width,
+                 f"index_select: source holds {src.nbytes} bytes, params need {outer * dim * inner * width}")
+        _require(idx.layout.size >= n_idx, f"index_select: {idx.layout.size} indices, params say {n_idx}")
+        row = inner * width
+        word = _widest_word(row) if row else width
+        words_per_row = row // word
+        n = outer * n_idx * words_per_row
+        if n == 0:
+            return
+        values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
+                  words_per_row, n_idx, dim]
+        pipeline = self.pipeline(batch, word, _spec(n >= U32_LIMIT))
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS)
+
+    def index_error(self, step: Any, position: int, value: int) -> IndexError:
+        dim = step.param["source_dim_size"]
+        return IndexError(f"index_select: index {value} at position {position} of the indices is out "
+                          f"of range for an axis of size {dim}")
+
+    def __repr__(self) -> str:
+        return f"IndexSelectKernel({self.dtype or 'any'})"
+
+
+class GatherKernel(VulkanKernel):
+    """gather along `dim`: out[o, m, k] = src[o, idx[o, m, k], k]."""
+
+    family = "gather"
+    checks_indices = True
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        src, idx = args
+        p = step.param
+        src_shape, out_shape, dim = tuple(p["source_shape"]), tuple(p["output_shape"]), int(p["dim"])
+        _require(len(src_shape) == len(out_shape) and 0 <= dim < max(len(src_shape), 1),
+                 f"gather: source_shape {src_shape}, output_shape {out_shape} and dim {dim} disagree")
+        _require(all(a == b for i, (a, b) in enumerate(zip(src_shape, out_shape)) if i != dim),
+                 f"gather: output_shape {out_shape} must equal source_shape {src_shape} except on dim {dim}")
+        shape_src = src_shape or (1,)
+        shape_out = out_shape or (1,)
+        n = math.prod(shape_out)
+        width = src.dtype.itemsize
+        _require(src.nbytes >= math.prod(shape_src) * width, "gather: source smaller than source_shape")
+        _require(idx.layout.size >= n, f"gather: {idx.layout.size} indices for {n} outputs")
+        if n == 0:
+            return
+        inner = math.prod(shape_out[dim + 1:])
+        values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
+                  inner, shape_out[dim], shape_src[dim]]
+        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT))
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS)
+
+    def index_error(self, step: Any, position: int, value: int) -> IndexError:
+        p = step.param
+        shape, dim = tuple(p["output_shape"]) or (1,), int(p["dim"])
+        where = tuple(int(i) for i in _unravel(position, shape))
+        size = (tuple(p["source_shape"]) or (1,))[dim]
+        return IndexError(f"gather: index {value} at position {where} of the indices is out of range "
+                          f"for dim {dim} of size {size}")
+
+
+def _unravel(position: int, shape: tuple[int, ...]) -> list[int]:
+    coords = []
+    for n in reversed(shape):
+        coords.append(position % n)
+        position //= n
+    return coords[::-1]
+
+
+class MaskedFillKernel(VulkanKernel):
+    """masked_fill: where the BOOL mask is set take `fill_bytes`, else the data element."""
+
+    family = "masked_fill"
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        data, mask = args
+        width = data.dtype.itemsize
+        fill = bytes(step.param["fill_bytes"])
+        _require(len(fill) == width,
+                 f"masked_fill: fill_bytes has {len(fill)} bytes; {data.dtype} needs {width}")
+        n = math.prod(step.out_shape)
+        _require(data.layout.size >= n and mask.layout.size >= n,
+                 f"masked_fill: data ({data.layout.size}) and mask ({mask.layout.size}) "
+                 f"must hold {n} elements")
+        if n == 0:
+            return
+        words = memoryview(fill.ljust(16, b"\0")).cast("I").tolist()
+        values = [data.allocation.address, out.address, mask.allocation.address, 0, 0, n, *words]
+        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT))
+        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, n, LOCAL_SIZE * ELEMS)

@@ -1,0 +1,78 @@
+"""Link registries: contract entry-point symbols -> Vulkan `KernelRef`s.
+
+`fuel_vulkan_entry_points()` resolves the reference document's symbols
+(`fuel_vulkan_backend::fkc::ENTRY_POINTS`): index_select has four per-dtype wrappers, so its four
+symbols resolve to four distinct KernelRefs; gather and masked_fill each dispatch through one
+dtype-agnostic wrapper, so all their symbols resolve to the same KernelRef.
+`lazyfuel_entry_points()` resolves `lazyfuel::vulkan::ENTRY_POINTS`, the kernels declared in
+`lazyfuel/contracts/vulkan.md` (contiguize, and the select family for the other dtypes).
+Both are cached: a symbol resolves to the same KernelRef object every time.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from lazyfuel.backends.vulkan.kernels import (
+    ContiguizeKernel,
+    GatherKernel,
+    IndexSelectKernel,
+    MaskedFillKernel,
+    VulkanKernel,
+)
+from lazyfuel.contracts.model import Backend
+from lazyfuel.dtypes import DType
+from lazyfuel.registry.model import KernelRef
+
+FUEL_REGISTRY = "fuel_vulkan_backend::fkc::ENTRY_POINTS"
+LAZYFUEL_REGISTRY = "lazyfuel::vulkan::ENTRY_POINTS"
+_FUEL = "fuel_vulkan_backend::fkc::"
+_OWN = "lazyfuel::vulkan::"
+
+SEED_INDEX_SELECT = (DType.F32, DType.F16, DType.BF16, DType.F64)
+SEED_SELECT = (DType.F32, DType.F16, DType.BF16, DType.F64, DType.U8, DType.U32)
+CONTIGUIZE_DTYPES = (DType.F32, DType.F16, DType.BF16, DType.F64, DType.U8, DType.U32, DType.BOOL,
+                     DType.I32, DType.I64, DType.C64, DType.C128)
+# dtypes lazyfuel's own document adds to the select family (those the seed does not declare)
+EXTRA_INDEX_SELECT = (DType.U8, DType.U32, DType.BOOL, DType.I32, DType.I64, DType.C64, DType.C128)
+EXTRA_SELECT = (DType.BOOL, DType.I32, DType.I64, DType.C64, DType.C128)
+
+
+def _ref(name: str, kernel: VulkanKernel) -> KernelRef:
+    return KernelRef(name, Backend.Vulkan, impl=kernel, code=kernel.code)
+
+
+@cache
+def fuel_vulkan_entry_points() -> dict[str, KernelRef]:
+    """`fuel_vulkan_backend::fkc::ENTRY_POINTS`: every fanned symbol of the reference document."""
+    table: dict[str, KernelRef] = {}
+    for dtype in SEED_INDEX_SELECT:
+        name = f"{_FUEL}index_select_{dtype.suffix}"
+        table[name] = _ref(name, IndexSelectKernel(dtype))
+    gather = _ref(f"{_FUEL}gather", GatherKernel())
+    masked_fill = _ref(f"{_FUEL}masked_fill", MaskedFillKernel())
+    for dtype in SEED_SELECT:
+        table[f"{_FUEL}gather_{dtype.suffix}"] = gather
+        table[f"{_FUEL}masked_fill_{dtype.suffix}"] = masked_fill
+    return table
+
+
+@cache
+def lazyfuel_entry_points() -> dict[str, KernelRef]:
+    """`lazyfuel::vulkan::ENTRY_POINTS`: the kernels of `lazyfuel/contracts/vulkan.md`."""
+    table: dict[str, KernelRef] = {}
+    contiguize = _ref(f"{_OWN}contiguize", ContiguizeKernel())
+    index_select = _ref(f"{_OWN}index_select", IndexSelectKernel())
+    gather = _ref(f"{_OWN}gather", GatherKernel())
+    masked_fill = _ref(f"{_OWN}masked_fill", MaskedFillKernel())
+    for dtype in CONTIGUIZE_DTYPES:
+        table[f"{_OWN}contiguize_{dtype.suffix}"] = contiguize
+    for dtype in EXTRA_INDEX_SELECT:
+        table[f"{_OWN}index_select_{dtype.suffix}"] = index_select
+    for dtype in EXTRA_SELECT:
+        table[f"{_OWN}gather_{dtype.suffix}"] = gather
+        table[f"{_OWN}masked_fill_{dtype.suffix}"] = masked_fill
+    return table
+
+
+LINK_REGISTRIES = {FUEL_REGISTRY: fuel_vulkan_entry_points, LAZYFUEL_REGISTRY: lazyfuel_entry_points}

@@ -1,0 +1,166 @@
+"""The device pool: one per process and physical device, shared by every thread.
+
+`get_pool()` builds it on first use and tears it down at exit. It owns the instance, the logical
+device, one compute queue and the lock that serialises submissions to it (the `vulkan` wrappers
+release the GIL and take no locks), the memory allocator, the pipelines, and a free list of
+recording contexts so that concurrent tasks each record their own command buffer.
+With `LAZYFUEL_VALIDATION=1` the Khronos validation layer is on and `validation_messages` lists
+every warning and error it reported.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Any
+
+import vulkan as vk
+
+from lazyfuel.backends.vulkan.batch import Batch, Context
+from lazyfuel.backends.vulkan.check import VK_TIMEOUT, check
+from lazyfuel.backends.vulkan.devices import DeviceInfo, choose, enumerate_devices
+from lazyfuel.backends.vulkan.instance import create_instance
+from lazyfuel.backends.vulkan.memory import VulkanAllocator
+from lazyfuel.backends.vulkan.pipelines import Pipelines
+
+_WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is still reported
+
+
+class DevicePool:
+    """Instance, device, queue, memory, pipelines and submission for one physical device."""
+
+    def __init__(self, device: str | None = None, validation: bool | None = None) -> None:
+        self.pid = os.getpid()
+        self.instance = create_instance(validation)
+        try:
+            found = enumerate_devices(self.instance.handle)
+            self.info: DeviceInfo = choose([info for _, info in found], device)
+            physical = found[self.info.index][0]
+            self.queue_family = _compute_family(physical)
+            self.device = _create_device(physical, self.queue_family)
+        except BaseException:
+            self.instance.destroy()
+            raise
+        queue = vk.ffi.new("VkQueue*")
+        vk.lib.vkGetDeviceQueue(self.device, self.queue_family, 0, queue)
+        self.queue = queue[0]
+        self.queue_lock = threading.Lock()
+        self.allocator = VulkanAllocator(self.device, physical, self.info)
+        self.pipelines = Pipelines(self.device, self.info.pipeline_cache_uuid)
+        self._contexts: list[Context] = []
+        self._all_contexts: list[Context] = []
+        self._context_lock = threading.Lock()
+        self.submits = 0
+        self.closed = False
+
+    @property
+    def validation_messages(self) -> list[str]:
+        """Warnings and errors from the validation layer so far (empty when it is off)."""
+        return self.instance.messages
+
+    def batch(self) -> Batch:
+        """A new batch on a free recording context (use it as a context manager)."""
+        if self.closed:
+            raise RuntimeError("the Vulkan device pool is closed")
+        with self._context_lock:
+            context = self._contexts.pop() if self._contexts else None
+        if context is None:
+            context = Context(self.device, self.queue_family, self.pipelines.layout)
+            with self._context_lock:
+                self._all_contexts.append(context)
+        return Batch(self, context)
+
+    def release(self, context: Context) -> None:
+        """Give a context back once its work is done."""
+        with self._context_lock:
+            self._contexts.append(context)
+
+    def submit(self, context: Context) -> None:
+        """Submit the context's command buffer, signalling its fence."""
+        with self.queue_lock:
+            check(vk.lib.vkQueueSubmit(self.queue, 1, context.submit_info, context.fence_ptr[0]),
+                  "vkQueueSubmit")
+            self.submits += 1
+
+    def wait(self, context: Context) -> None:
+        """Block until the context's fence signals (the GIL is released while waiting)."""
+        while True:
+            result = vk.lib.vkWaitForFences(self.device, 1, context.fence_ptr, 1, _WAIT_NS)
+            if result != VK_TIMEOUT:
+                check(result, "vkWaitForFences")
+                return
+
+    def close(self) -> None:
+        """Wait for the device, save the pipeline cache and destroy everything (idempotent)."""
+        if self.closed or os.getpid() != self.pid:
+            return
+        self.closed = True
+        vk.lib.vkDeviceWaitIdle(self.device)
+        for context in self._all_contexts:
+            context.destroy()
+        self._all_contexts.clear()
+        self._contexts.clear()
+        self.pipelines.destroy()
+        self.allocator.destroy()
+        vk.lib.vkDestroyDevice(self.device, vk.ffi.NULL)
+        self.instance.destroy()
+
+
+def _compute_family(physical: Any) -> int:
+    for i, family in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)):
+        if family.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+            return i
+    raise RuntimeError("the Vulkan device has no compute queue")
+
+
+def _create_device(physical: Any, family: int) -> Any:
+    ffi, lib = vk.ffi, vk.lib
+    f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {
+        "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "storageBuffer16BitAccess": 1})
+    f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {
+        "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "pNext": f11,
+        "bufferDeviceAddress": 1, "storageBuffer8BitAccess": 1, "shaderInt8": 1})
+    feats = ffi.new("VkPhysicalDeviceFeatures2*", {
+        "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f12,
+        "features": {"shaderInt64": 1, "shaderInt16": 1}})
+    priority = ffi.new("float*", 1.0)
+    queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
+        "sType": vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": family,
+        "queueCount": 1, "pQueuePriorities": priority})
+    info = ffi.new("VkDeviceCreateInfo*", {
+        "sType": vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": feats,
+        "queueCreateInfoCount": 1, "pQueueCreateInfos": queue_info})
+    out = ffi.new("VkDevice*")
+    check(lib.vkCreateDevice(physical, info, ffi.NULL, out), "vkCreateDevice")
+    return out[0]
+
+
+_pools: dict[str | None, DevicePool] = {}
+_pools_lock = threading.Lock()
+
+
+def get_pool(device: str | None = None) -> DevicePool:
+    """The process's pool for `device` (default: `LAZYFUEL_DEVICE`, else the best device).
+
+    Built on first use, shared by all threads, closed at exit; a forked child builds its own.
+    """
+    key = device if device is not None else (os.environ.get("LAZYFUEL_DEVICE") or None)
+    pool = _pools.get(key)
+    if pool is not None and not pool.closed and pool.pid == os.getpid():
+        return pool
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None or pool.closed or pool.pid != os.getpid():
+            pool = _pools[key] = DevicePool(key)
+            atexit.register(pool.close)
+    return pool
+
+
+def reset_pool(device: str | None = None) -> None:
+    """Close the pool for `device` so the next `get_pool` builds a fresh one (after device loss)."""
+    key = device if device is not None else (os.environ.get("LAZYFUEL_DEVICE") or None)
+    with _pools_lock:
+        pool = _pools.pop(key, None)
+    if pool is not None:
+        pool.close()

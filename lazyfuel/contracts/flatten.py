@@ -23,13 +23,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lazyfuel.contracts import schema
 from lazyfuel.contracts.schema import Free, Map, Node, Seq
 
 _KEY = re.compile(r"""^(?P<key>[A-Za-z_][\w\-.]*|"[^"\\]*"|'[^']*')[ \t]*:(?=[ \t]|$)(?P<rest>.*)$""")
 _ITEM = re.compile(r"^-(?=[ \t]|$)[ \t]*(?P<rest>.*)$")
 _BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*$")
+_PLAIN_RUN = re.compile(r"""[^ \t"'\[\]{},:#?-]+""")  # characters that change no scanner state
+_DOUBLE_QUOTED_STOP = re.compile(r'\\|"')
 
 Path = tuple[str | int, ...]
+Unknown = tuple[int, str, str, tuple[str, ...]]
 
 
 @dataclass
@@ -40,6 +44,7 @@ class LineInfo:
     kind: str  # "key" | "item" | "cont" | "comment" | "blank"
     path: Path = ()
     comment: str = ""
+    unknown_in: schema.Map | None = None  # for a key no open mapping knows: the one it landed in
 
 
 @dataclass
@@ -79,10 +84,31 @@ def is_indented(lines: list[str]) -> bool:
 
 def reindent(lines: list[str], root: Map) -> list[str]:
     """`lines` re-indented after the key tree `root` (unchanged if already indented); same count."""
+    return flatten_block(lines, root)[0]
+
+
+def flatten_block(lines: list[str], root: Map) -> tuple[list[str], list[Unknown]]:
+    """`lines` re-indented (as `reindent`), and the keys no open mapping knows.
+
+    Each unknown key is `(line index, key, where it landed, keys allowed there)`. The strict reader
+    refuses them anyway; the parser reports the first one itself when it explains a YAML error
+    further down (an unknown parent key breaks the nesting of the lines after it).
+    """
     if is_indented(lines):
-        return list(lines)
-    return [" " * info.indent + line.strip() if line.strip() else "" for info, line in
-            zip(analyse(lines, root), lines)]
+        return list(lines), []
+    infos = analyse(lines, root)
+    out = [" " * info.indent + line.strip() if line.strip() else "" for info, line in zip(infos, lines)]
+    unknown = [(i, str(info.path[-1]), where(info.path[:-1]), tuple(info.unknown_in.keys))
+               for i, info in enumerate(infos) if info.unknown_in is not None]
+    return out, unknown
+
+
+def where(path: Path) -> str:
+    """A key path as the parser names it in messages: `accept.inputs[0]` ('' for the top)."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
 
 
 def analyse(lines: list[str], root: Map) -> list[LineInfo]:
@@ -115,12 +141,13 @@ def _line(state: _State, text: str) -> LineInfo:
 
 def _key_line(state: _State, key: str, rest: str, text: str) -> LineInfo:
     value = _value_text(rest)
-    frame = _find_frame(state.stack, key, value)
+    frame, known = _find_frame(state.stack, key, value)
     indent = frame.indent
     path = (*frame.path, key)
     comment = _scan_text(state.scan, text, fresh=True)
     _open_child(state, frame, key, value, indent, path)
-    return LineInfo(indent, "key", path, comment)
+    unknown_in = frame.node if not known and isinstance(frame.node, Map) else None
+    return LineInfo(indent, "key", path, comment, unknown_in)
 
 
 def _item_line(state: _State, rest: str, text: str) -> LineInfo:
@@ -162,16 +189,16 @@ def _open_child(state: _State, frame: _Frame, key: str, value: str, indent: int,
         state.block_scalar = indent + 2
 
 
-def _find_frame(stack: list[_Frame], key: str, value: str) -> _Frame:
-    """The innermost open mapping accepting `key`; the stack is cut back to it."""
+def _find_frame(stack: list[_Frame], key: str, value: str) -> tuple[_Frame, bool]:
+    """The innermost open mapping accepting `key` (the stack is cut back to it), and whether one did."""
     for i in range(len(stack) - 1, -1, -1):
         node = stack[i].node
         if (isinstance(node, Map) and key in node.keys) or (isinstance(node, Free) and value.startswith("{")):
             del stack[i + 1:]
-            return stack[i]
+            return stack[i], True
     while len(stack) > 1 and isinstance(stack[-1].node, Seq):
         stack.pop()  # an unknown key right after `inputs:` belongs to `accept`, not to the list
-    return stack[-1]
+    return stack[-1], False
 
 
 def _ends_block_scalar(state: _State, text: str) -> bool:
@@ -199,20 +226,28 @@ def _scan_text(scan: _Scan, text: str, fresh: bool) -> str:
         scan.at_start = True
     i, n = 0, len(text)
     while i < n:
-        c = text[i]
         if scan.quote == '"':
-            if c == "\\":
-                i += 2
+            found = _DOUBLE_QUOTED_STOP.search(text, i)
+            if found is None:
+                return ""
+            i = found.end() + (1 if found.group() == "\\" else 0)
+            if found.group() == '"':
+                scan.quote, scan.at_start = "", False
+            continue
+        if scan.quote == "'":
+            j = text.find("'", i)
+            if j < 0:
+                return ""
+            if text[j + 1: j + 2] == "'":
+                i = j + 2
                 continue
-            if c == '"':
-                scan.quote, scan.at_start = "", False
-        elif scan.quote == "'":
-            if c == "'":
-                if text[i + 1: i + 2] == "'":
-                    i += 2
-                    continue
-                scan.quote, scan.at_start = "", False
-        elif c in " \t":
+            scan.quote, scan.at_start, i = "", False, j + 1
+            continue
+        if (run := _PLAIN_RUN.match(text, i)) is not None:
+            scan.at_start, i = False, run.end()
+            continue
+        c = text[i]
+        if c in " \t":
             pass
         elif c == "#" and (i == 0 or text[i - 1] in " \t"):
             return text[i:]

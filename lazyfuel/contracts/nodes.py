@@ -14,6 +14,7 @@ in the whole document and the key.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ MAX_DEPTH = 32
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TAG = "tag:yaml.org,2002:"
 _CONSTRUCT = SafeConstructor()
+_STANDARD_TAGS = frozenset({"str", "int", "float", "bool", "null", "seq", "map"})
 # What YAML's reader refuses, plus the Unicode line breaks that would shift its line numbers.
 _REFUSED_CHARS = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -62,7 +64,7 @@ def compose(text: str, path: str, first_line: int) -> yaml.Node | None:
 
 
 def _refuse_references(text: str, path: str, first_line: int, lines: list[str]) -> None:
-    """Stream the events once: refuse anchors, aliases and deep nesting before composing."""
+    """Stream the events once: refuse anchors, aliases, foreign tags and deep nesting before composing."""
     depth = 0
     for event in yaml.parse(text, Loader=_Loader):
         line = event.start_mark.line
@@ -70,6 +72,11 @@ def _refuse_references(text: str, path: str, first_line: int, lines: list[str]) 
             raise ContractError(
                 "YAML anchors and aliases (&name, *name) are not accepted in contract documents; "
                 "write the value out", path, first_line + line, key_on(lines[min(line, len(lines) - 1)]))
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag.removeprefix(_TAG) not in _STANDARD_TAGS:
+            raise ContractError(
+                f"YAML tag {tag!r} is not accepted in contract documents; write a plain value",
+                path, first_line + line, key_on(lines[min(line, len(lines) - 1)]))
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
@@ -112,8 +119,7 @@ class Section:
         entries = self.free_mapping(node, key, where, line)
         for name, (key_node, _) in entries.items.items():
             if name not in allowed:
-                raise self.error(key_node, name, f"unknown key {name!r} in {where}; allowed keys here: "
-                                 f"{', '.join(allowed)}")
+                raise self.error(key_node, name, unknown_key_message(name, where, allowed))
         return entries
 
     def free_mapping(self, node: yaml.Node, key: str, where: str, line: int | None = None) -> Entries:
@@ -230,6 +236,13 @@ class Entries:
         if self.items:
             name, (key_node, _) = next(iter(self.items.items()))
             raise self.section.error(key_node, name, f"unknown key {name!r} in {self.where} (leftover entry)")
+
+
+def unknown_key_message(key: str, where: str, allowed: tuple[str, ...]) -> str:
+    """`unknown key 'x' in <where> (did you mean 'y'?); allowed keys here: …`."""
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key {key!r} in {where}{hint}; allowed keys here: {', '.join(allowed)}"
 
 
 def describe(node: yaml.Node) -> str:

@@ -14,8 +14,10 @@ import os
 import re
 from dataclasses import dataclass, replace
 
+import yaml
+
 from lazyfuel.contracts import schema
-from lazyfuel.contracts.flatten import reindent
+from lazyfuel.contracts.flatten import flatten_block
 from lazyfuel.contracts.kernel import read_kernel
 from lazyfuel.contracts.model import (
     Backend,
@@ -25,7 +27,7 @@ from lazyfuel.contracts.model import (
     Location,
     Provider,
 )
-from lazyfuel.contracts.nodes import Section, compose
+from lazyfuel.contracts.nodes import Section, compose, unknown_key_message
 
 MAX_CHARS = 4 * 1024 * 1024
 FKC_VERSION = 1
@@ -60,8 +62,8 @@ def parse_document(text: str, path: str = "<string>") -> ContractDocument:
     contracts: list[KernelContract] = []
     seen: dict[str, int] = {}
     for block in blocks:
-        body = reindent(lines[block.start + 1: block.end], schema.KERNEL)
-        node = compose("\n".join(body), path, block.start + 2)
+        node = _compose(lines[block.start + 1: block.end], schema.KERNEL, "the fkc block", path,
+                        block.start + 2)
         contract = read_kernel(Section(path, block.start + 2), node, block.start + 1, provider)
         if contract.kernel in seen:
             raise ContractError(f"duplicate kernel name {contract.kernel!r} (first declared on line "
@@ -131,6 +133,19 @@ def _is_file(name: str) -> bool:
         return False
 
 
+def _compose(body: list[str], root: schema.Map, name: str, path: str, first_line: int) -> yaml.Node | None:
+    """Re-indent a flattened section and compose it; an unknown key explains a YAML error after it."""
+    lines, unknown = flatten_block(body, root)
+    try:
+        return compose("\n".join(lines), path, first_line)
+    except ContractError as exc:
+        if not unknown or first_line + unknown[0][0] > exc.line:
+            raise
+        index, key, where, allowed = unknown[0]
+        raise ContractError(unknown_key_message(key, where or name, allowed), path, first_line + index,
+                            key) from None
+
+
 def _front_matter_bounds(lines: list[str], path: str) -> tuple[int, int]:
     """Indices of the `---` lines opening and closing the front matter."""
     open_at = next((i for i, line in enumerate(lines) if line.strip()), None)
@@ -145,7 +160,7 @@ def _front_matter_bounds(lines: list[str], path: str) -> tuple[int, int]:
 
 def _read_front_matter(body: list[str], first_line: int, path: str) -> Provider:
     sec = Section(path, first_line)
-    node = compose("\n".join(reindent(body, schema.FRONT_MATTER)), path, first_line)
+    node = _compose(body, schema.FRONT_MATTER, "the front matter", path, first_line)
     if node is None:
         raise ContractError("empty front matter; it needs fkc_version and provider", path, first_line - 1)
     top = sec.mapping(node, "front matter", "the front matter", schema.FRONT_MATTER.keys, first_line - 1)

@@ -226,8 +226,8 @@ def _section_docs(lines: list[str], start: int, blocks: list[_Block]) -> list[st
     docs = []
     for block in blocks:
         at = bisect.bisect_left(headings, block.start)
-        if at == 0:
-            docs.append("")
+        if at == 0 or not _is_heading(lines[headings[at - 1]], 2, exact=True):
+            docs.append("")  # no section, or a `# ` title: the block has no section of its own
             continue
         end = headings[at] if at < len(headings) else len(lines)
         kept = [lines[i] for i in range(headings[at - 1], end) if i not in inside]
@@ -237,9 +237,10 @@ def _section_docs(lines: list[str], start: int, blocks: list[_Block]) -> list[st
     return docs
 
 
-def _is_heading(line: str, max_level: int) -> bool:
+def _is_heading(line: str, level: int, exact: bool = False) -> bool:
+    """Whether `line` is an ATX heading of `level` (or of a higher rank, unless `exact`)."""
     match = _HEADING.match(line)
-    return match is not None and len(match["level"]) <= max_level
+    return match is not None and (len(match["level"]) == level if exact else len(match["level"]) <= level)
 
 
 def _code_lines(lines: list[str], start: int, blocks: list[_Block]) -> set[int]:

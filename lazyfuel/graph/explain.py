@@ -1,0 +1,112 @@
+"""`explain`: what each fused task group of a graph will run, planned for a representative block.
+
+For every group (in the order they run) it names the ops fused into one task, the numpy views
+applied to source chunks, the number of tasks, and the program the planner chooses for the first
+non-empty block assuming contiguous source chunks: the binding of each step, the Contiguize steps
+it inserts and the cap that demanded each, and the estimated cost. It plans; it runs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lazyfuel.graph.fuse import Partition, Task, recipe
+from lazyfuel.graph.ir import Node, Rechunk, Source
+from lazyfuel.graph.task import Gathered, Part, Runtime
+from lazyfuel.planner import Planner, describe_program
+from lazyfuel.registry import NoBindingError
+
+
+def explain_node(root: Node, runtime: Runtime, planner: Planner) -> str:
+    """The explanation text for the graph ending at `root`."""
+    partition = Partition.of(root)
+    groups = _groups(root, partition)
+    backends = ", ".join(b.name for b in planner.backends) or "none"
+    lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
+             f"backends [{backends}]"]
+    if not groups:
+        lines.append("  a source as it is: nothing to run")
+    for number, node in enumerate(groups, 1):
+        lines.append("")
+        lines.extend(_group(number, node, partition, planner))
+    return "\n".join(lines)
+
+
+def _groups(root: Node, partition: Partition) -> list[Node]:
+    """Group roots, each after the groups it reads (sources and rechunks are not groups)."""
+    order: list[Node] = []
+    seen: set[str] = set()
+
+    def visit(node: Node) -> None:
+        if node.name in seen or isinstance(node, Source):
+            return
+        seen.add(node.name)
+        if isinstance(node, Rechunk):
+            visit(node.input)
+            return
+        for leaf in partition.rooted_at(node).leaves(node):
+            visit(leaf)
+        order.append(node)
+
+    visit(root)
+    return order
+
+
+def _group(number: int, node: Node, partition: Partition, planner: Planner) -> list[str]:
+    blocks = node.blocks()
+    head = (f"fused node {number}: {node.label} -> shape {node.shape}, {len(blocks)} task(s), "
+            f"chunks {node.chunks}")
+    block = next((b for b in blocks if math.prod(recipe_shape(node, b)) > 0), None)
+    if block is None:
+        return [head, "  every block is empty: nothing runs"]
+    task = recipe(partition, node, block)
+    lines = [head, f"  representative block {block}: reads {len(task.keys)} chunk(s)"]
+    lines.extend(_inputs(task))
+    if task.recipe.chain is None:
+        lines.append("  views only: numpy views of the source chunks, no kernel runs")
+        return lines
+    ops = " -> ".join(n.op for n in task.recipe.chain.nodes)
+    lines.append(f"  chain (one task, one program): {ops}")
+    dtypes, layouts = task.recipe.signature(task.metas)
+    try:
+        program = planner.plan(task.recipe.chain, dtypes, layouts)
+    except NoBindingError as err:
+        lines.append(f"  no plan: {err}")
+        return lines
+    lines.append(describe_program(program, indent="  "))
+    inserted = [s for s in program.steps if s.reason]
+    if inserted:
+        lines.append(f"  {len(inserted)} Contiguize step(s) inserted by the planner:")
+        lines.extend(f"    - {s.reason}" for s in inserted)
+    if task.recipe.post:
+        lines.append(f"  then numpy views of the result: {', '.join(op for op, _ in task.recipe.post)}")
+    return lines
+
+
+def recipe_shape(node: Node, block: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(c[b] for c, b in zip(node.chunks, block))
+
+
+def _inputs(task: Task) -> list[str]:
+    lines = []
+    number = 0
+    for spec in task.recipe.inputs:
+        sigs = spec.signature(task.metas)
+        if isinstance(spec, Gathered):
+            what = [f"source from {len(spec.parts)} chunk(s) along axis {spec.axis}"
+                    + _views(spec.parts[0]), "indices (U32" + (", checked at compute)" if
+                                                              not hasattr(spec.index, "value") else ")")]
+        elif isinstance(spec, Part):
+            what = ["chunk" + _views(spec)]
+        else:
+            what = ["indices (U32" + (")" if hasattr(spec, "value") else ", checked at compute)")]
+        for text, (dtype, layout) in zip(what, sigs):
+            awkward = [k for k, v in layout.properties().items() if v and k != "contiguous"]
+            shape = "contiguous" if layout.is_contiguous else " + ".join(awkward) or "not contiguous"
+            lines.append(f"    in{number}: {dtype}{list(layout.shape)} {shape} - {text}")
+            number += 1
+    return lines
+
+
+def _views(part: Part) -> str:
+    return f" viewed by {' . '.join(op for op, _ in part.views)}" if part.views else ""

@@ -1,0 +1,237 @@
+"""The fusion pass: which nodes run together, and the recipe of each fused task.
+
+`Partition.of(root)` decides which nodes are lowered on their own (their blocks become dask keys
+that other tasks read): sources and rechunks; ops used by more than one consumer (so they run
+once); the source of a select along an axis of several chunks when that source is computed (a
+task can only read *chunks* from several blocks); and lazy indices. Everything else between a node
+and those leaves fuses: `view → Contiguize → select → select …` on one output block becomes one
+task, one `Chain`, one program.
+
+`recipe(partition, root, block)` walks from `root` down to the leaves for one output block: views
+of leaf chunks become numpy views (free; the planner sees their layouts), views of intermediates
+become chain view nodes, ops become chain op nodes, and views on top of the root become numpy
+views of the result.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.ir import (
+    Contiguize,
+    MaskedFill,
+    Node,
+    Rechunk,
+    Select,
+    Source,
+    View,
+    ViewOp,
+)
+from lazyfuel.graph.task import ArgMeta, BlockRecipe, Const, Gathered, LazyIndex, Part
+from lazyfuel.planner.chain import Chain, OpNode
+
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The names of the nodes lowered on their own; see the module docstring."""
+
+    separate: frozenset[str]
+
+    @classmethod
+    def of(cls, root: Node) -> Partition:
+        order = _topological(root)
+        paths: Counter[str] = Counter({root.name: 1})
+        for node in order:  # parents before children
+            for child in node.inputs:
+                paths[child.name] += paths[node.name]
+        separate = set()
+        for node in order:
+            if node is not root and _is_op(node) and paths[node.name] > 1:
+                separate.add(node.name)
+            if isinstance(node, Select):
+                if node.indices.node is not None:
+                    separate.add(node.indices.node.name)
+                if len(node.data.chunks[node.dim]) > 1:
+                    base = _below_views(node.data)
+                    if _is_op(base):
+                        separate.add(base.name)
+        return cls(frozenset(separate))
+
+    def rooted_at(self, root: Node) -> Partition:
+        """This partition as seen by the group of `root` (which is computed, not read)."""
+        return Partition(self.separate - {root.name}) if root.name in self.separate else self
+
+    def is_leaf(self, node: Node) -> bool:
+        """Read as dask chunks (not computed inside the task that uses it)."""
+        return isinstance(node, (Source, Rechunk)) or node.name in self.separate
+
+    def resolvable(self, node: Node) -> bool:
+        """A leaf, or views of one: its blocks are numpy views of leaf chunks."""
+        while isinstance(node, View) and not self.is_leaf(node):
+            node = node.input
+        return self.is_leaf(node)
+
+    def leaves(self, root: Node) -> list[Node]:
+        """The leaves `root`'s own group reads (not below other leaves), each once."""
+        found: dict[str, Node] = {}
+        stack = list(root.inputs)
+        while stack:
+            node = stack.pop()
+            if self.is_leaf(node):
+                found.setdefault(node.name, node)
+            else:
+                stack.extend(node.inputs)
+        return list(found.values())
+
+
+def _is_op(node: Node) -> bool:
+    return not isinstance(node, (Source, Rechunk, View))
+
+
+def _below_views(node: Node) -> Node:
+    while isinstance(node, View):
+        node = node.input
+    return node
+
+
+def _topological(root: Node) -> list[Node]:
+    """Every node reachable from `root`, each after all of its consumers."""
+    seen: set[str] = set()
+    post: list[Node] = []
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            post.append(node)
+            continue
+        if node.name in seen:
+            continue
+        seen.add(node.name)
+        stack.append((node, True))
+        stack.extend((child, False) for child in node.inputs)
+    return list(reversed(post))
+
+
+@dataclass
+class _Builder:
+    """Collects task arguments, program inputs and chain nodes for one output block."""
+
+    partition: Partition
+    keys: list[Key] = field(default_factory=list)
+    metas: list[ArgMeta] = field(default_factory=list)
+    inputs: list[Any] = field(default_factory=list)
+    n_program_inputs: int = 0
+    nodes: list[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, Any], ...]]] = field(
+        default_factory=list)
+
+    def arg(self, leaf: Node, block: tuple[int, ...]) -> int:
+        key = (leaf.name, *block)
+        if key not in self.keys:
+            self.keys.append(key)
+            self.metas.append((ch.block_shape(leaf.chunks, block), leaf.dtype))
+        return self.keys.index(key)
+
+    def part(self, node: Node, block: tuple[int, ...]) -> Part:
+        views: list[ViewOp] = []
+        while isinstance(node, View) and not self.partition.is_leaf(node):
+            block, op = node.input_block(block)
+            views.append(op)
+            node = node.input
+        return Part(self.arg(node, block), tuple(reversed(views)))
+
+    def add_input(self, spec: Any, count: int = 1) -> list[tuple[str, int]]:
+        self.inputs.append(spec)
+        refs = [("in", self.n_program_inputs + i) for i in range(count)]
+        self.n_program_inputs += count
+        return refs
+
+    def add_node(self, op: str, args: tuple[tuple[str, int], ...],
+                 attrs: tuple[tuple[str, Any], ...] = ()) -> tuple[str, int]:
+        self.nodes.append((op, args, attrs))
+        return ("node", len(self.nodes) - 1)
+
+    def emit(self, node: Node, block: tuple[int, ...]) -> tuple[str, int]:
+        if self.partition.resolvable(node):
+            return self.add_input(self.part(node, block))[0]
+        if isinstance(node, View):
+            child_block, (op, attrs) = node.input_block(block)
+            return self.add_node(op, (self.emit(node.input, child_block),), attrs)
+        if isinstance(node, Contiguize):
+            return self.add_node("Contiguize", (self.emit(node.input, block),))
+        if isinstance(node, MaskedFill):
+            data, mask = self.emit(node.data, block), self.emit(node.mask, block)
+            return self.add_node("MaskedFill", (data, mask), (("value", node.value),))
+        if isinstance(node, Select):
+            return self.select(node, block)
+        raise TypeError(f"cannot fuse a {type(node).__name__} node")
+
+    def select(self, node: Select, block: tuple[int, ...]) -> tuple[str, int]:
+        index = self.index(node, block)
+        if self.partition.resolvable(node.data):
+            axis_chunks = node.data.chunks[node.dim]
+            if isinstance(index, Const):
+                dim_blocks = ch.hits(index.value, axis_chunks) or (0,)
+            else:
+                dim_blocks = tuple(range(len(axis_chunks)))
+            begin = ch.starts(axis_chunks)
+            parts = tuple(self.part(node.data, node.data_block(block, b)) for b in dim_blocks)
+            spec = Gathered(parts, tuple(begin[b] for b in dim_blocks), node.dim, index)
+            data, idx = self.add_input(spec, 2)
+        else:  # a computed source with one chunk along dim (Partition made the others leaves)
+            data = self.emit(node.data, node.data_block(block, 0))
+            (idx,) = self.add_input(index)
+        return self.add_node(node.op_kind, (data, idx), (("dim", node.dim),))
+
+    def index(self, node: Select, block: tuple[int, ...]) -> Const | LazyIndex:
+        index_block = node.index_block(block)
+        axis_len = node.data.shape[node.dim]
+        if node.indices.node is None:
+            chunks = node.out_chunks if len(index_block) == node.ndim else (node.out_chunks[node.dim],)
+            values = node.indices.values[ch.block_slices(chunks, index_block)]
+            return Const(values)
+        inode = node.indices.node
+        origin = tuple(s.start for s in ch.block_slices(inode.chunks, index_block))
+        return LazyIndex(self.arg(inode, index_block), axis_len, origin)
+
+    def chain(self, output: tuple[str, int]) -> Chain:
+        n = self.n_program_inputs
+
+        def number(ref: tuple[str, int]) -> int:
+            return ref[1] if ref[0] == "in" else n + ref[1]
+
+        nodes = tuple(OpNode(op, tuple(number(a) for a in args), attrs) for op, args, attrs in self.nodes)
+        return Chain(n, nodes, (number(output),))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One fused task: its recipe, the dask keys it reads (in argument order) and their metas."""
+
+    recipe: BlockRecipe
+    keys: tuple[Key, ...]
+    metas: tuple[ArgMeta, ...]
+
+
+def recipe(partition: Partition, root: Node, block: tuple[int, ...]) -> Task:
+    """The fused task computing `block` of `root` (a node that is not a Source or Rechunk)."""
+    partition = partition.rooted_at(root)
+    builder = _Builder(partition)
+    post: list[ViewOp] = []
+    node, node_block = root, block
+    while isinstance(node, View) and not partition.resolvable(node):
+        node_block, op = node.input_block(node_block)
+        post.append(op)
+        node = node.input
+    if partition.resolvable(node):
+        builder.add_input(builder.part(node, node_block))
+        chain = None
+    else:
+        chain = builder.chain(builder.emit(node, node_block))
+    made = BlockRecipe(tuple(builder.inputs), chain, tuple(reversed(post)),
+                       ch.block_shape(root.chunks, block), root.dtype)
+    return Task(made, tuple(builder.keys), tuple(builder.metas))

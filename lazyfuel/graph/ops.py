@@ -1,0 +1,214 @@
+"""Building the graph for each op: user input checked when the op is built, then a node made.
+
+Each function takes nodes (or numpy / dask input, made into sources) and returns a node; nothing
+runs. Concrete (numpy, list, scalar) indices and masks are checked here with `lazyfuel.checks`,
+so a bad index raises IndexError at the call, as in PyTorch; lazy ones (dask arrays, lazyfuel
+nodes) have their dtype and shape checked here and their values checked when their chunks are
+computed. A 0-d array behaves as one element along dim 0 (PyTorch): ops see it as shape (1,) and
+the result is viewed back to 0-d.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from lazyfuel import checks
+from lazyfuel.dtypes import DType
+from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.ir import (
+    Broadcast,
+    Contiguize,
+    Gather,
+    IndexSelect,
+    Indices,
+    MaskedFill,
+    Node,
+    Rechunk,
+    Slice,
+    Source,
+    Transpose,
+)
+from lazyfuel.layout import Layout, normalize_dim
+from lazyfuel.layout import broadcast_to as broadcast_layout
+
+
+def is_lazy(obj: Any) -> bool:
+    """A lazyfuel node or a dask array (values known only at compute time)."""
+    return isinstance(obj, Node) or isinstance(obj, da.Array)
+
+
+def source(obj: Any, chunks: Any = "auto") -> Node:
+    """`obj` as a node: nodes as they are, dask arrays (rechunked if `chunks` is given), numpy
+    arrays and array-likes cut into `chunks` (dask's `from_array`).
+
+    Raises TypeError for a dtype lazyfuel does not handle, ValueError for unknown chunk sizes.
+    """
+    if isinstance(obj, Node):
+        return obj
+    if isinstance(obj, da.Array):
+        arr = obj if chunks == "auto" else obj.rechunk(chunks)
+    else:
+        a = np.asarray(obj)
+        DType.from_numpy(a.dtype)
+        arr = da.from_array(a, chunks=chunks)
+    DType.from_numpy(arr.dtype)
+    if any(math.isnan(n) for c in arr.chunks for n in c):
+        raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
+    return Source(arr)
+
+
+def transpose(x: Node, axes: Any = None) -> Node:
+    """Axes permuted (reversed when None), as `numpy.transpose`; a view."""
+    if axes is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        perm = tuple(normalize_dim(a, x.ndim) for a in axes) if x.ndim else tuple(axes)
+        if sorted(perm) != list(range(x.ndim)):
+            raise ValueError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} dims "
+                             f"of an array of shape {x.shape}")
+    return x if perm == tuple(range(x.ndim)) else Transpose(x, perm)
+
+
+def getitem(x: Node, key: Any) -> Node:
+    """Basic indexing (ints, slices with any step, `...`); a view.
+
+    Raises IndexError for an int out of range or too many indices, TypeError for advanced
+    indexing (arrays, lists, None: use index_select / gather / broadcast_to).
+    """
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - len(key) + 1) + key[at + 1:]
+    if len(key) > x.ndim:
+        raise IndexError(f"too many indices: {len(key)} for an array of {x.ndim} dims")
+    key = key + (slice(None),) * (x.ndim - len(key))
+    norm: list[int | slice] = []
+    for k, n in zip(key, x.shape):
+        if isinstance(k, slice):
+            norm.append(slice(*k.indices(n)))
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for an axis of size {n}")
+            norm.append(int(k) % n)
+        else:
+            raise TypeError(f"lazyfuel arrays take basic indices only (ints, slices, ...), got "
+                            f"{type(k).__name__}; use index_select or gather to pick by an index array")
+    if all(isinstance(k, slice) and k == slice(0, n, 1) for k, n in zip(norm, x.shape)):
+        return x
+    return Slice(x, tuple(norm))
+
+
+def broadcast_to(x: Node, shape: Any) -> Node:
+    """`x` stretched to `shape` (numpy rules); new and stretched dims are one chunk; a view.
+
+    Raises ValueError if `x`'s shape does not broadcast to `shape`.
+    """
+    shape = tuple(int(n) for n in shape)
+    if shape == x.shape:
+        return x
+    broadcast_layout(Layout.contiguous(x.shape), shape)  # raises ValueError naming both shapes
+    lead = len(shape) - x.ndim
+    chunks = tuple(((n,) if i < lead or x.shape[i - lead] != n else x.chunks[i - lead])
+                   for i, n in enumerate(shape))
+    return Broadcast(x, shape, chunks)
+
+
+def contiguous(x: Node) -> Node:
+    """An explicit Contiguize of `x`."""
+    return _with_0d(x, Contiguize)
+
+
+def masked_fill(x: Node, mask: Any, value: Any) -> Node:
+    """`x` with `value` where `mask` is true; `mask` bool, broadcastable to `x`.
+
+    Raises TypeError (mask not bool: a uint8 mask is refused; value not a scalar), ValueError
+    (mask does not broadcast, value does not fit x's dtype).
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    checks.fill_bytes(value, DType.from_numpy(x.dtype))
+    if is_lazy(mask):
+        checks.check_mask(np.empty(0, mask.dtype))
+    else:
+        mask = checks.check_mask(mask)
+    checks.broadcast_mask_shape(mask.shape, x.shape)
+    if x.ndim == 0:
+        mask_node = broadcast_to(source(mask), (1,))
+        return Slice(MaskedFill(broadcast_to(x, (1,)), mask_node, value), (0,))
+    lead = x.ndim - len(mask.shape)
+    aligned = tuple(x.chunks[lead + i] if n == x.shape[lead + i] else (n,) for i, n in enumerate(mask.shape))
+    if is_lazy(mask):
+        m = source(mask)
+        m = m if m.chunks == aligned else Rechunk(m, aligned)
+    else:
+        m = source(mask, aligned)
+    if m.shape != x.shape:
+        m = Broadcast(m, x.shape, x.chunks)
+    return MaskedFill(x, m, value)
+
+
+def index_select(x: Node, dim: Any, indices: Any) -> Node:
+    """Slices of `x` along `dim` at 1-d `indices` (a 0-d index counts as one).
+
+    Raises IndexError (dim or an index out of range), TypeError (indices not integers),
+    ValueError (indices of more than one dim; a 0-d `x` given other than one index).
+    """
+    d = normalize_dim(dim, x.ndim)
+    shape = tuple(indices.shape) if is_lazy(indices) else np.shape(indices)
+    if len(shape) > 1:
+        raise ValueError(f"index_select takes 1-d indices, got shape {shape}; "
+                         f"use gather for n-d indices or pass indices.ravel()")
+    if x.ndim == 0 and math.prod(shape) != 1:
+        raise ValueError(f"index_select on a 0-d array takes exactly one index, got {math.prod(shape)}")
+    data = broadcast_to(x, (1,)) if x.ndim == 0 else x
+    idx = _indices(indices, data.shape[d], ndim=1)
+    n = idx.node.shape[0] if idx.lazy else idx.values.shape[0]
+    along = idx.node.chunks[0] if idx.lazy else ch.split(n, max(data.chunks[d]))
+    out_shape = (*data.shape[:d], n, *data.shape[d + 1:])
+    out_chunks = (*data.chunks[:d], along, *data.chunks[d + 1:])
+    out: Node = IndexSelect(data, d, idx, out_shape, out_chunks)
+    return Slice(out, (0,)) if x.ndim == 0 else out
+
+
+def gather(x: Node, dim: Any, indices: Any) -> Node:
+    """Elements of `x` picked along `dim` by an index array of `x`'s rank; the index's shape.
+
+    Raises IndexError (dim or an index out of range), TypeError (indices not integers),
+    ValueError (the index shape does not fit `x`).
+    """
+    shape = tuple(indices.shape) if is_lazy(indices) else np.shape(indices)
+    d = checks.check_gather_shapes(x.shape, shape, dim)
+    data = broadcast_to(x, (1,)) if x.ndim == 0 else x
+    idx = _indices(indices, data.shape[d], ndim=max(len(shape), 1))
+    ishape = idx.node.shape if idx.lazy else idx.values.shape
+    along = idx.node.chunks[d] if idx.lazy else ch.split(ishape[d], max(data.chunks[d]))
+    out_chunks = tuple(along if a == d else data.chunks[a] if ishape[a] == data.shape[a] else (ishape[a],)
+                       for a in range(len(ishape)))
+    if idx.lazy and idx.node.chunks != out_chunks:
+        idx = Indices(node=Rechunk(idx.node, out_chunks))
+    out: Node = Gather(data, d, idx, ishape, out_chunks)
+    return Slice(out, (0,)) if len(shape) == 0 else out
+
+
+def _indices(indices: Any, axis_len: int, ndim: int) -> Indices:
+    """Concrete indices checked and made U32 now; lazy ones typed now, checked at compute."""
+    if not is_lazy(indices):
+        values = checks.as_indices(indices, axis_len)
+        return Indices(values=values.reshape(values.shape or (1,)))
+    checks.as_indices(np.empty(0, indices.dtype), axis_len)  # TypeError for float / bool
+    node = source(indices)
+    if node.ndim == 0:
+        node = broadcast_to(node, (1,) * ndim)
+    return Indices(node=node)
+
+
+def _with_0d(x: Node, make: Any) -> Node:
+    if x.ndim:
+        return make(x)
+    return Slice(make(broadcast_to(x, (1,))), (0,))

@@ -1,0 +1,205 @@
+"""The body of a fused task: it turns real chunks into program inputs and runs one program.
+
+A `BlockRecipe` says, for one output block, how to get each program input from the task's
+arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
+
+- `Part`: a chunk with numpy views applied (transpose, strided or reversed slices, broadcast):
+  free, so the planner sees the view's real layout and contiguizes only where a kernel's caps
+  demand it;
+- `Const`: concrete indices, checked and made U32 when the op was built;
+- `LazyIndex`: a chunk of lazy indices, range-checked here (IndexError naming the value);
+- `Gathered`: a select's source read from the chunks its indices hit (each once), concatenated on
+  the host only when there are several, plus the indices remapped into that block.
+
+`run_block` plans the chain against the process's planner (cached per signature) and runs it with
+one `executor(...).run` call: on Vulkan one command buffer and one submit, intermediates kept on
+the device. Then numpy views the result if the recipe says so (`post`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from lazyfuel import layout as layouts
+from lazyfuel.backends.base import executor
+from lazyfuel.checks import as_indices
+from lazyfuel.dtypes import DType
+from lazyfuel.graph.ir import ViewOp
+from lazyfuel.layout import Layout
+from lazyfuel.planner import Chain, Planner
+from lazyfuel.planner.chain import decode_key
+
+ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
+Signature = tuple[DType, Layout]
+U32 = np.dtype(np.uint32)
+
+
+class Runtime(Protocol):
+    """What a task needs from the layer above: the planner of this process (picklable handle)."""
+
+    def planner(self) -> Planner: ...
+
+
+_NUMPY_VIEWS: dict[str, Callable[[np.ndarray, dict[str, Any]], np.ndarray]] = {
+    "transpose": lambda a, attr: a.transpose(attr["axes"]),
+    "getitem": lambda a, attr: a[decode_key(attr["key"])],
+    "broadcast_to": lambda a, attr: np.broadcast_to(a, attr["shape"]),
+}
+
+_LAYOUT_VIEWS: dict[str, Callable[[Layout, dict[str, Any]], Layout]] = {
+    "transpose": lambda lay, attr: layouts.transpose(lay, attr["axes"]),
+    "getitem": lambda lay, attr: layouts.getitem(lay, decode_key(attr["key"])),
+    "broadcast_to": lambda lay, attr: layouts.broadcast_to(lay, attr["shape"]),
+}
+
+
+def apply_views(a: np.ndarray, views: Sequence[ViewOp]) -> np.ndarray:
+    """`a` viewed through each op in turn (numpy views: no data moves)."""
+    for op, attrs in views:
+        a = _NUMPY_VIEWS[op](a, dict(attrs))
+    return a
+
+
+def view_layout(lay: Layout, views: Sequence[ViewOp]) -> Layout:
+    """The layout `apply_views` would give an array of layout `lay`."""
+    for op, attrs in views:
+        lay = _LAYOUT_VIEWS[op](lay, dict(attrs))
+    return lay
+
+
+@dataclass(frozen=True)
+class Part:
+    """Task argument `arg` seen through numpy `views`."""
+
+    arg: int
+    views: tuple[ViewOp, ...] = ()
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return [apply_views(np.asarray(args[self.arg]), self.views)]
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        shape, dtype = metas[self.arg]
+        return [(DType.from_numpy(dtype), view_layout(Layout.contiguous(shape), self.views))]
+
+
+@dataclass(frozen=True, eq=False)
+class Const:
+    """A concrete array (indices already checked and made U32)."""
+
+    value: np.ndarray
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return [self.value]
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        return [(DType.from_numpy(self.value.dtype), Layout.contiguous(self.value.shape))]
+
+
+@dataclass(frozen=True)
+class LazyIndex:
+    """Task argument `arg` holds lazy indices into an axis of `axis_len`: checked here."""
+
+    arg: int
+    axis_len: int
+    origin: tuple[int, ...]  # global position of this index block, for messages
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return [self.checked(args[self.arg])]
+
+    def checked(self, chunk: Any) -> np.ndarray:
+        try:
+            return as_indices(np.asarray(chunk), self.axis_len)
+        except IndexError as err:
+            raise IndexError(f"{err} (lazy indices: the position is counted from global position "
+                             f"{self.origin if len(self.origin) > 1 else self.origin[0]}, where this "
+                             f"index chunk starts)") from None
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        return [(DType.U32, Layout.contiguous(metas[self.arg][0]))]
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """A select's source along `axis`, read from the `parts` its indices hit, and the indices.
+
+    `part_starts[i]` is where part i begins along `axis` in the select's source. Gives two program
+    inputs: the source (one part as is, or the hit parts concatenated) and the indices remapped
+    into it (U32).
+    """
+
+    parts: tuple[Part, ...]
+    part_starts: tuple[int, ...]
+    axis: int
+    index: Const | LazyIndex
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        (idx,) = self.index.arrays(args)
+        if len(self.parts) == 1:
+            (data,) = self.parts[0].arrays(args)
+            return [data, _shift(idx, -self.part_starts[0])]
+        begin = np.asarray(self.part_starts, dtype=np.int64)
+        ids = np.searchsorted(begin, idx.astype(np.int64), side="right") - 1
+        used = np.unique(ids)
+        chosen = [self.parts[i].arrays(args)[0] for i in used]
+        if len(chosen) == 1:
+            return [chosen[0], _shift(idx, -self.part_starts[int(used[0])])]
+        sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
+        offset = np.zeros(len(self.parts), dtype=np.int64)
+        offset[used] = np.concatenate(([0], np.cumsum(sizes)[:-1])) - begin[used]
+        local = (idx.astype(np.int64) + offset[ids]).astype(U32)
+        return [np.concatenate(chosen, axis=self.axis), local]
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        (index,) = self.index.signature(metas)
+        sigs = [p.signature(metas)[0] for p in self.parts]
+        if len(sigs) == 1:
+            return [sigs[0], index]
+        shape = list(sigs[0][1].shape)
+        shape[self.axis] = sum(s[1].shape[self.axis] for s in sigs)
+        return [(sigs[0][0], Layout.contiguous(tuple(shape))), index]
+
+
+def _shift(idx: np.ndarray, by: int) -> np.ndarray:
+    return idx if by == 0 else (idx.astype(np.int64) + by).astype(U32)
+
+
+InputSpec = Part | Const | LazyIndex | Gathered
+
+
+@dataclass(frozen=True, eq=False)
+class BlockRecipe:
+    """How one output block is computed: inputs, the chain to plan (None: views only), post views."""
+
+    inputs: tuple[InputSpec, ...]
+    chain: Chain | None
+    post: tuple[ViewOp, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def signature(self, metas: Sequence[ArgMeta]) -> tuple[list[DType], list[Layout]]:
+        """Program input dtypes and layouts, assuming every argument chunk is contiguous."""
+        sigs = [s for spec in self.inputs for s in spec.signature(metas)]
+        return [d for d, _ in sigs], [lay for _, lay in sigs]
+
+
+def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
+    """The task: build the program inputs from `args`, plan, run once, view the result."""
+    if math.prod(recipe.shape) == 0:
+        return np.empty(recipe.shape, recipe.dtype)
+    inputs = [a for spec in recipe.inputs for a in spec.arrays(args)]
+    if recipe.chain is None:
+        out = inputs[0]
+    else:
+        program = runtime.planner().plan(recipe.chain, [DType.from_numpy(a.dtype) for a in inputs],
+                                         [Layout.of(a) for a in inputs])
+        (out,) = executor(program.backend).run(program, inputs)
+    out = apply_views(out, recipe.post)
+    if out.shape != recipe.shape:
+        raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "
+                           f"this is a bug in the graph layer")
+    return out

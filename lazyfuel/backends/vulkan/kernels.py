@@ -136,9 +136,9 @@ class ContiguizeKernel(VulkanKernel):
             return
         lo = layout.offset + sum(min(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
         hi = layout.offset + sum(max(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
-        _require(lo >= 0 and (hi + 1) * width <= src.allocation.size,
+        _require(lo >= 0 and (hi + 1) * width <= src.nbytes,
                  f"contiguize: layout {layout} reaches elements {lo}..{hi}, outside the "
-                 f"{src.allocation.size // width}-element source")
+                 f"{src.nbytes // width}-element source")
         flat = collapse(layout)
         if not flat.shape or flat.strides == (1,):
             batch.copy(src.allocation, flat.offset * width, out, 0, n * width)

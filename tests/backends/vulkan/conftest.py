@@ -1,0 +1,41 @@
+"""Fixtures for the Vulkan backend tests: the real device pool, poisoned, with validation checked.
+
+Every test runs on the process's real device pool (lavapipe here, a GPU where one exists). Its
+allocator poisons each allocation with 0xA5 bytes, so an element a kernel forgets to write shows
+up. When `LAZYFUEL_VALIDATION=1` (as `make test` sets) a test fails if the Khronos validation
+layer reported anything while it ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lazyfuel.backends.vulkan import get_pool, register
+from lazyfuel.backends.vulkan.executor import VulkanExecutor
+
+POISON = 0xA5
+
+
+@pytest.fixture(scope="session")
+def pool():
+    """The process's device pool, poisoning every allocation."""
+    register()
+    found = get_pool()
+    found.allocator.poison = POISON
+    return found
+
+
+@pytest.fixture(scope="session")
+def executor(pool):
+    """A VulkanExecutor on the shared pool."""
+    return VulkanExecutor()
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages(pool):
+    """Fail the test if the validation layer reported any warning or error during it."""
+    pool.validation_messages.clear()
+    yield
+    messages = list(pool.validation_messages)
+    pool.validation_messages.clear()
+    assert not messages, "validation layer reported:\n" + "\n".join(messages[:10])

@@ -29,6 +29,7 @@ from lazyfuel.contracts.schema import Free, Map, Node, Seq
 _KEY = re.compile(r"""^(?P<key>[A-Za-z_][\w\-.]*|"[^"\\]*"|'[^']*')[ \t]*:(?=[ \t]|$)(?P<rest>.*)$""")
 _ITEM = re.compile(r"^-(?=[ \t]|$)[ \t]*(?P<rest>.*)$")
 _BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*$")
+_DOCUMENT_MARKER = re.compile(r"^(---|\.\.\.)(?=[ \t]|$)")
 _PLAIN_RUN = re.compile(r"""[^ \t"'\[\]{},:#?-]+""")  # characters that change no scanner state
 _DOUBLE_QUOTED_STOP = re.compile(r'\\|"')
 
@@ -130,6 +131,8 @@ def _line(state: _State, text: str) -> LineInfo:
         state.block_scalar = -1
     if text.startswith("#"):
         return LineInfo(state.stack[-1].indent if state.stack else 0, "comment")
+    if _DOCUMENT_MARKER.match(text):
+        return LineInfo(0, "cont")  # `---` / `...` stay at column 0, where YAML sees them
     if (match := _KEY.match(text)) is not None:
         return _key_line(state, _unquote(match["key"]), match["rest"], text)
     if (match := _ITEM.match(text)) is not None:

@@ -139,7 +139,7 @@ def _compose(body: list[str], root: schema.Map, name: str, path: str, first_line
     try:
         return compose("\n".join(lines), path, first_line)
     except ContractError as exc:
-        if not unknown or first_line + unknown[0][0] > exc.line:
+        if not unknown or first_line + unknown[0][0] > exc.line or not exc.reason.startswith("YAML syntax"):
             raise
         index, key, where, allowed = unknown[0]
         raise ContractError(unknown_key_message(key, where or name, allowed), path, first_line + index,

@@ -6,15 +6,22 @@ bindings of that backend whose dtype key fits; an input whose layout breaks a bi
 contiguized first when the binding `requires_contiguous` (the Contiguize step's cost is added and
 its reason records the cap), and the binding is passed over when it claims `native_strided` but
 still rejects the layout. Plans are cached by signature, so planning a chunk costs a dict lookup.
+
+Costs come from each binding's `cost_fn` (the shared priors of `lazyfuel.registry.cost`) unless the
+planner is given a `CostModel` (the judge's measurements, `lazyfuel.judge.MeasuredCosts`): then a
+step costs what the model says, the first step of a program also pays the model's per-program
+overhead (a submit and its wait are paid once per program, not per step), and a candidate replaces
+the incumbent only when it is cheaper by more than the measured noise of both, so ties go to the
+earlier backend in `backends` (the declared priority) and plans stay stable run to run.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lazyfuel import layout as layouts
 from lazyfuel.checks import fill_bytes
@@ -35,6 +42,22 @@ class _Value:
     storage: int
 
 
+class CostModel(Protocol):
+    """Costs the planner uses instead of each binding's `cost_fn` (implemented by the judge layer)."""
+
+    def step_cost(self, binding: Binding, env: Mapping[str, Any]) -> float:
+        """Seconds one more step of `binding` adds to a program, for the cost environment `env`."""
+        ...
+
+    def program_overhead(self, binding: Binding) -> float:
+        """Seconds a program pays once when `binding` is its first step (submit, wait, transfers)."""
+        ...
+
+    def noise(self, binding: Binding) -> float:
+        """Relative spread of `binding`'s measured cost (0 when unmeasured): the width of a tie."""
+        ...
+
+
 class _Unplannable(Exception):
     """This backend cannot run the chain; the message says why."""
 
@@ -42,9 +65,11 @@ class _Unplannable(Exception):
 class Planner:
     """Plans chains against one registry and an ordered list of allowed backends (first = preferred)."""
 
-    def __init__(self, registry: Registry, backends: Sequence[Backend]) -> None:
+    def __init__(self, registry: Registry, backends: Sequence[Backend],
+                 costs: CostModel | None = None) -> None:
         self.registry = registry
         self.backends = tuple(backends)
+        self.costs = costs
         self._cache: dict[tuple[Any, ...], Program] = {}
         self._lock = threading.Lock()
 
@@ -59,11 +84,12 @@ class Planner:
         reasons: list[str] = []
         for backend in self.backends:
             try:
-                program = _Builder(self.registry, backend, dtypes, in_layouts).build(chain)
+                program = _Builder(self.registry, backend, dtypes, in_layouts, self.costs).build(chain)
             except _Unplannable as why:
                 reasons.append(f"  {backend}: {why}")
                 continue
-            if best is None or program.cost < best.cost:
+            if best is None or _cheaper(program.cost, best.cost, self.costs,
+                                        [s.binding for s in (*program.steps, *best.steps)]):
                 best = program
         if best is None:
             raise NoBindingError("no backend can run this chain:\n" + "\n".join(reasons), [])
@@ -76,8 +102,8 @@ class _Builder:
     """Builds one backend's program for a chain, step by step."""
 
     def __init__(self, registry: Registry, backend: Backend, dtypes: Sequence[DType],
-                 in_layouts: Sequence[Layout]) -> None:
-        self.registry, self.backend = registry, backend
+                 in_layouts: Sequence[Layout], costs: CostModel | None = None) -> None:
+        self.registry, self.backend, self.costs = registry, backend, costs
         self.n_inputs = len(dtypes)
         self.input_dtypes, self.input_layouts = tuple(dtypes), tuple(in_layouts)
         self.values = [_Value(d, lay, i) for i, (d, lay) in enumerate(zip(dtypes, in_layouts))]
@@ -118,9 +144,9 @@ class _Builder:
             needs = self._layout_needs(binding, node.args)
             if needs is None:
                 continue
-            cost = _cost(binding, params, out_shape) + sum(
+            cost = _cost(binding, params, out_shape, self.costs) + sum(
                 self._contiguize_cost(node.args[i]) for i, _ in needs)
-            if best is None or cost < best[0]:
+            if best is None or _cheaper(cost, best[0], self.costs, [binding, best[1]]):
                 best = (cost, binding, dict(needs))
         if best is None:
             raise _Unplannable(f"every {op_kind} binding rejects the input layouts")
@@ -133,9 +159,13 @@ class _Builder:
             else:
                 pids.append(self._contiguize(a, f"{binding.contract.kernel} input {spec.name}: {why}"))
         step = Step(binding, tuple(pids), tuple(params.items()), out_shape, args[0].dtype,
-                    _cost(binding, params, out_shape))
+                    _cost(binding, params, out_shape, self.costs) + self._overhead(binding))
         self.steps.append(step)
         return self._step_value(self.n_inputs + len(self.steps) - 1)
+
+    def _overhead(self, binding: Binding) -> float:
+        """The model's per-program overhead, paid by a program's first step only."""
+        return self.costs.program_overhead(binding) if self.costs is not None and not self.steps else 0.0
 
     def _layout_needs(self, binding: Binding, args: tuple[int, ...]) -> list[tuple[int, str]] | None:
         """Which args must be contiguized for `binding` (index, reason), or None if it cannot run."""
@@ -175,7 +205,7 @@ class _Builder:
     def _contiguize_cost(self, chain_value: int) -> float:
         v = self.values[chain_value]
         params = _contiguize_params(v.layout)
-        return _cost(self._contiguize_binding(v), params, v.layout.shape)
+        return _cost(self._contiguize_binding(v), params, v.layout.shape, self.costs)
 
     def _contiguize(self, chain_value: int, reason: str, force: bool = False) -> int:
         if not force and chain_value in self.contiguous:
@@ -183,8 +213,9 @@ class _Builder:
         v = self.values[chain_value]
         binding = self._contiguize_binding(v)
         params = _contiguize_params(v.layout)
+        cost = _cost(binding, params, v.layout.shape, self.costs) + self._overhead(binding)
         self.steps.append(Step(binding, (v.storage,), tuple(params.items()), v.layout.shape, v.dtype,
-                               _cost(binding, params, v.layout.shape), reason))
+                               cost, reason))
         pid = self.n_inputs + len(self.steps) - 1
         self.contiguous[chain_value] = pid
         return pid
@@ -194,10 +225,26 @@ def _contiguize_params(layout: Layout) -> dict[str, Any]:
     return {"shape": layout.shape, "strides": layout.strides, "offset": layout.offset}
 
 
-def _cost(binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...]) -> float:
+def cost_env(binding: Binding, params: Mapping[str, Any], out_shape: Sequence[int]) -> dict[str, Any]:
+    """The names a cost expression sees: the op params (bytes and strings left out), `dtype_bytes`, `n`."""
     env = dict(params, dtype_bytes=binding.dtypes[0].itemsize, n=math.prod(out_shape))
-    env = {k: v for k, v in env.items() if not isinstance(v, (bytes, str))}
+    return {k: v for k, v in env.items() if not isinstance(v, (bytes, str))}
+
+
+def _cost(binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...],
+          costs: CostModel | None = None) -> float:
+    env = cost_env(binding, params, out_shape)
+    if costs is not None:
+        return costs.step_cost(binding, env)
     return binding.cost_fn(env) if binding.cost_fn is not None else 0.0
+
+
+def _cheaper(cost: float, than: float, costs: CostModel | None, bindings: Sequence[Binding]) -> bool:
+    """`cost` beats `than`: strictly without a model; by more than the bindings' noise with one."""
+    if costs is None:
+        return cost < than
+    noise = max((costs.noise(b) for b in bindings), default=0.0)
+    return cost < than * (1.0 - noise)
 
 
 def _index_select_params(shapes, dtype, attr):

@@ -72,7 +72,7 @@ class Batch:
     def __init__(self, pool: DevicePool, context: Context) -> None:
         self.pool, self.context = pool, context
         self.recorder = context.recorder
-        self.max_groups = pool.info.max_workgroup_count[0]
+        self.max_groups = pool.max_groups
         self._owned: list[Allocation] = []
         self._downloads: list[tuple[Allocation, np.ndarray]] = []
         self._ran = False

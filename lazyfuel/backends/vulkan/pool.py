@@ -51,7 +51,10 @@ class DevicePool:
         self._contexts: list[Context] = []
         self._all_contexts: list[Context] = []
         self._context_lock = threading.Lock()
+        # Grids past this many workgroups are split into several dispatches (tests lower it).
+        self.max_groups = self.info.max_workgroup_count[0]
         self.submits = 0
+        self.dispatches = 0
         self.closed = False
 
     @property
@@ -82,6 +85,7 @@ class DevicePool:
             check(vk.lib.vkQueueSubmit(self.queue, 1, context.submit_info, context.fence_ptr[0]),
                   "vkQueueSubmit")
             self.submits += 1
+            self.dispatches += context.recorder.dispatches
 
     def wait(self, context: Context) -> None:
         """Block until the context's fence signals (the GIL is released while waiting)."""

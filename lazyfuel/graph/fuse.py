@@ -122,7 +122,7 @@ class _Builder:
     """Collects task arguments, program inputs and chain nodes for one output block."""
 
     partition: Partition
-    keys: list[Key] = field(default_factory=list)
+    keys: dict[Key, int] = field(default_factory=dict)
     metas: list[ArgMeta] = field(default_factory=list)
     inputs: list[Any] = field(default_factory=list)
     n_program_inputs: int = 0
@@ -132,9 +132,9 @@ class _Builder:
     def arg(self, leaf: Node, block: tuple[int, ...]) -> int:
         key = (leaf.name, *block)
         if key not in self.keys:
-            self.keys.append(key)
+            self.keys[key] = len(self.keys)
             self.metas.append((ch.block_shape(leaf.chunks, block), leaf.dtype))
-        return self.keys.index(key)
+        return self.keys[key]
 
     def part(self, node: Node, block: tuple[int, ...]) -> Part:
         views: list[ViewOp] = []

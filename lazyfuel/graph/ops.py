@@ -41,21 +41,21 @@ def is_lazy(obj: Any) -> bool:
     return isinstance(obj, Node) or isinstance(obj, da.Array)
 
 
-def source(obj: Any, chunks: Any = "auto") -> Node:
+def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     """`obj` as a node: nodes as they are, dask arrays (rechunked if `chunks` is given), numpy
     arrays and array-likes cut into `chunks` (dask's `from_array`).
 
-    Raises TypeError for a dtype lazyfuel does not handle, ValueError for unknown chunk sizes.
+    Raises TypeError for a dtype lazyfuel does not handle (when `data`: indices may have any
+    integer dtype), ValueError for unknown chunk sizes.
     """
     if isinstance(obj, Node):
         return obj
     if isinstance(obj, da.Array):
         arr = obj if chunks == "auto" else obj.rechunk(chunks)
     else:
-        a = np.asarray(obj)
-        DType.from_numpy(a.dtype)
-        arr = da.from_array(a, chunks=chunks)
-    DType.from_numpy(arr.dtype)
+        arr = da.from_array(np.asarray(obj), chunks=chunks)
+    if data:
+        DType.from_numpy(arr.dtype)
     if any(math.isnan(n) for c in arr.chunks for n in c):
         raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
     return Source(arr)
@@ -202,7 +202,7 @@ def _indices(indices: Any, axis_len: int, ndim: int) -> Indices:
         values = checks.as_indices(indices, axis_len)
         return Indices(values=values.reshape(values.shape or (1,)))
     checks.as_indices(np.empty(0, indices.dtype), axis_len)  # TypeError for float / bool
-    node = source(indices)
+    node = source(indices, data=False)
     if node.ndim == 0:
         node = broadcast_to(node, (1,) * ndim)
     return Indices(node=node)

@@ -112,12 +112,23 @@ class LazyIndex:
         return [self.checked(args[self.arg])]
 
     def checked(self, chunk: Any) -> np.ndarray:
+        a = np.asarray(chunk)
         try:
-            return as_indices(np.asarray(chunk), self.axis_len)
+            return as_indices(a, self.axis_len)
         except IndexError as err:
-            raise IndexError(f"{err} (lazy indices: the position is counted from global position "
-                             f"{self.origin if len(self.origin) > 1 else self.origin[0]}, where this "
-                             f"index chunk starts)") from None
+            raise IndexError(self._global_position(str(err), a)) from None
+
+    def _global_position(self, message: str, a: np.ndarray) -> str:
+        """`as_indices`' message with the position counted in the whole index array."""
+        values = a.astype(object).ravel()
+        bad = next(i for i, v in enumerate(values) if not 0 <= v < min(self.axis_len, 2**32))
+        local = np.unravel_index(bad, a.shape) if a.ndim else ()
+        glob = tuple(int(o + i) for o, i in zip(self.origin, local))
+        def text(pos: tuple[int, ...]) -> str:
+            return f"at position {pos[0] if len(pos) == 1 else pos}"
+        if a.ndim and text(tuple(int(i) for i in local)) in message:
+            return message.replace(text(tuple(int(i) for i in local)), text(glob), 1)
+        return f"{message} (in the lazy index chunk starting at position {self.origin})"
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
         return [(DType.U32, Layout.contiguous(metas[self.arg][0]))]

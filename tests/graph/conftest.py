@@ -1,0 +1,36 @@
+"""Shared fixtures of the graph tests: the backend to run on, and bit-exact comparison."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyfuel.providers import available_backends
+
+
+@pytest.fixture(params=["cpu", "vulkan"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with `LAZYFUEL_BACKEND` forced to each backend usable here."""
+    try:
+        available_backends(request.param)
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    monkeypatch.setenv("LAZYFUEL_BACKEND", request.param)
+    return request.param
+
+
+@pytest.fixture
+def bits_equal():
+    """`bits_equal(got, want)`: assert the same shape, dtype and bytes."""
+    return assert_bits_equal
+
+
+def assert_bits_equal(got: np.ndarray, want: np.ndarray) -> None:
+    """Same shape, same dtype, same bytes (NaN payloads and -0.0 included)."""
+    want = np.asarray(want)
+    assert isinstance(got, np.ndarray), type(got)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    g = np.ascontiguousarray(got).reshape(-1).view(np.uint8)
+    w = np.ascontiguousarray(want).reshape(-1).view(np.uint8)
+    assert np.array_equal(g, w)

@@ -1,0 +1,56 @@
+"""Chunk arithmetic: slices split over chunks, positions located, indices grouped by chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyfuel.graph import chunks as ch
+
+
+@st.composite
+def chunked_axis(draw: st.DrawFn) -> tuple[int, ...]:
+    sizes = draw(st.lists(st.integers(0, 5), min_size=1, max_size=5))
+    return tuple(sizes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(chunked_axis(), st.integers(-8, 8) | st.none(), st.integers(-8, 8) | st.none(),
+       st.sampled_from([1, 2, 3, -1, -2, -3, 7]))
+def test_slice_pieces_view_the_same_elements_as_the_slice(axis, start, stop, step):
+    n = sum(axis)
+    positions = np.arange(n)
+    blocks = np.split(positions, np.cumsum(axis)[:-1])
+    norm = slice(start, stop, step).indices(n)
+    pieces = ch.slice_pieces(axis, *norm)
+    got = np.concatenate([blocks[p.block][p.local] for p in pieces])
+    assert np.array_equal(got, positions[slice(start, stop, step)])
+    if len(got):
+        assert all(len(blocks[p.block][p.local]) > 0 for p in pieces)  # no empty output chunk
+
+
+@settings(max_examples=100, deadline=None)
+@given(chunked_axis(), st.data())
+def test_locate_and_chunk_ids_agree_with_the_chunk_bounds(axis, data):
+    n = sum(axis)
+    if n == 0:
+        return
+    pos = data.draw(st.integers(0, n - 1))
+    block, local = ch.locate(axis, pos)
+    assert ch.starts(axis)[block] + local == pos and 0 <= local < axis[block]
+    assert ch.chunk_ids(np.array([pos]), axis)[0] == block
+
+
+def test_hits_are_the_sorted_chunks_touched():
+    assert ch.hits(np.array([9, 0, 1, 9], np.uint32), (4, 4, 2)) == (0, 2)
+    assert ch.hits(np.array([], np.uint32), (4,)) == ()
+    assert ch.hits(np.array([0, 4]), (0, 4, 0, 2)) == (1, 3)
+
+
+def test_split_and_block_geometry():
+    assert ch.split(10, 4) == (4, 4, 2)
+    assert ch.split(0, 4) == (0,)
+    assert ch.split(3, 8) == (3,)
+    assert ch.block_slices(((2, 3), (4,)), (1, 0)) == (slice(2, 5), slice(0, 4))
+    assert ch.block_shape(((2, 3), (4,)), (1, 0)) == (3, 4)

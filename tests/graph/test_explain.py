@@ -1,0 +1,43 @@
+"""`lf.explain`: each fused node, its bindings, the Contiguize steps inserted and the cap behind each."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import lazyfuel as lf
+
+A = np.arange(48, dtype=np.float32).reshape(6, 8)
+
+
+def chain() -> lf.Array:
+    x = lf.from_array(A, chunks=A.shape)
+    return x.T.index_select(0, [3, 1]).masked_fill(np.array([True] * 6), 0.0)
+
+
+def test_explain_names_inserted_contiguize_and_its_cap_on_vulkan(monkeypatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
+    text = lf.explain(chain())
+    assert "1 fused node(s), backends [Vulkan]" in text
+    assert "chain (one task, one program): IndexSelect -> MaskedFill" in text
+    assert "Contiguize(in0)" in text
+    assert "inserted: index_select input source: contiguous: required (input is strided)" in text
+    assert "masked_fill input mask: contiguous: required (input is broadcast_stride0)" in text
+    assert "(IndexSelect,[F32,U32,F32],Vulkan)" in text and "estimated" in text
+    assert "2 Contiguize step(s) inserted by the planner" in text
+
+
+def test_explain_on_cpu_inserts_no_contiguize(monkeypatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "cpu")
+    text = lf.explain(chain())
+    assert "backends [Cpu]" in text and "Contiguize" not in text
+    assert "in0: F32[8, 6] strided - source from 1 chunk(s) along axis 0 viewed by transpose" in text
+
+
+def test_explain_views_sources_and_several_groups(monkeypatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "cpu")
+    assert "nothing to run" in lf.explain(A)
+    assert "views only" in lf.explain(lf.from_array(A)[::-1])
+    c = lf.contiguous(lf.from_array(A, chunks=(2, 8)))
+    text = lf.explain(c.index_select(0, [5, 0]))
+    assert "2 fused node(s)" in text and "fused node 1: contiguize" in text
+    assert "fused node 2: index_select" in text

@@ -1,0 +1,141 @@
+"""Building ops: user input is checked when the op is built (concrete) or typed (lazy); shapes
+and chunks of the results."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+from lazyfuel.graph import ops
+
+A = np.arange(30, dtype=np.float32).reshape(5, 6)
+
+
+def x() -> lf.Array:
+    return lf.from_array(A, chunks=(2, 4))
+
+
+# --- indices -------------------------------------------------------------------------------------
+def test_negative_index_raises_when_built_naming_value_and_position():
+    with pytest.raises(IndexError, match=r"index -1 at position 1 is negative; expected 0 <= index < 5 "
+                                         r"\(no wrap-around, as in PyTorch\)"):
+        lf.index_select(x(), 0, [0, -1])
+
+
+def test_index_too_large_raises_naming_value_and_position():
+    with pytest.raises(IndexError, match=r"index 6 at position 2 is out of range; expected 0 <= index < 6"):
+        lf.index_select(x(), -1, np.array([0, 1, 6], np.uint8))
+    with pytest.raises(IndexError, match=r"index 5 at position \(1, 0\) is out of range"):
+        lf.gather(x(), 0, np.array([[0] * 6, [5] + [0] * 5]))
+
+
+@pytest.mark.parametrize("bad", [np.array([0.0, 1.0]), np.array([True, False])])
+def test_float_and_bool_indices_are_refused(bad):
+    with pytest.raises(TypeError, match=rf"index values must be integers \(got dtype {bad.dtype}\)"):
+        lf.index_select(x(), 0, bad)
+    with pytest.raises(TypeError, match="must be integers"):
+        lf.index_select(x(), 0, da.from_array(bad))  # lazy: the dtype is known when built
+
+
+def test_two_d_indices_for_index_select_are_a_value_error():
+    with pytest.raises(ValueError, match=r"index_select takes 1-d indices, got shape \(2, 1\)"):
+        lf.index_select(x(), 0, [[0], [1]])
+
+
+def test_dim_out_of_range():
+    with pytest.raises(IndexError, match=r"dim 2 is out of range for an array of 2 dims"):
+        lf.index_select(x(), 2, [0])
+    with pytest.raises(TypeError, match="dim must be an integer"):
+        lf.gather(x(), 0.5, [[0]])
+
+
+def test_gather_index_shape_must_fit():
+    with pytest.raises(ValueError, match=r"gather index has shape \(2, 5\), expected \(any, 6\)"):
+        lf.gather(x(), 0, np.zeros((2, 5), int))
+    with pytest.raises(ValueError, match="gather index has 1 dims but the source has 2"):
+        lf.gather(x(), 1, da.zeros(3, dtype=int))
+
+
+def test_zero_d_index_select_takes_exactly_one_index():
+    with pytest.raises(ValueError, match="index_select on a 0-d array takes exactly one index, got 2"):
+        lf.index_select(np.float32(1), 0, [0, 0])
+    with pytest.raises(IndexError, match="index 1 at position 0 is out of range; expected 0 <= index < 1"):
+        lf.index_select(np.float32(1), 0, [1])
+
+
+# --- masks and values ----------------------------------------------------------------------------
+def test_uint8_mask_is_refused_not_reinterpreted():
+    msg = r"mask must be bool \(got uint8\); a uint8 mask is not reinterpreted: pass mask.astype\(bool\)"
+    with pytest.raises(TypeError, match=msg):
+        lf.masked_fill(x(), np.ones(6, np.uint8), 0)
+    with pytest.raises(TypeError, match=msg):
+        lf.masked_fill(x(), da.ones(6, dtype=np.uint8, chunks=3), 0)
+
+
+def test_mask_must_broadcast_to_the_data():
+    msg = r"mask of shape \(5,\) does not broadcast to data of shape \(5, 6\)"
+    with pytest.raises(ValueError, match=msg):
+        lf.masked_fill(x(), np.ones(5, bool), 0)
+
+
+def test_fill_value_must_fit_the_dtype():
+    with pytest.raises(ValueError, match="out of range for U8"):
+        lf.masked_fill(np.zeros(3, np.uint8), np.ones(3, bool), 300)
+    with pytest.raises(TypeError, match="fill value must be"):
+        lf.masked_fill(x(), np.ones(6, bool), "zero")
+
+
+# --- views ---------------------------------------------------------------------------------------
+def test_basic_indexing_errors():
+    with pytest.raises(IndexError, match="too many indices: 3 for an array of 2 dims"):
+        x()[0, 0, 0]
+    with pytest.raises(IndexError, match="index 5 is out of bounds for an axis of size 5"):
+        x()[5]
+    with pytest.raises(TypeError, match="use index_select or gather"):
+        x()[[0, 1]]
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        x()[::0]
+
+
+def test_broadcast_and_transpose_errors():
+    with pytest.raises(ValueError, match=r"cannot broadcast shape \(5, 6\) to \(4, 6\)"):
+        lf.broadcast_to(x(), (4, 6))
+    with pytest.raises(ValueError, match=r"axes \(0, 0\) are not a permutation"):
+        lf.transpose(x(), (0, 0))
+
+
+def test_unsupported_dtype_is_refused():
+    with pytest.raises(TypeError, match="unsupported numpy dtype int16"):
+        lf.from_array(np.zeros(3, np.int16))
+
+
+# --- shapes and chunks ---------------------------------------------------------------------------
+def test_views_keep_chunks_aligned_with_the_source():
+    y = x()
+    assert y.T.chunks == ((4, 2), (2, 2, 1))
+    assert y[::-1].chunks == ((1, 2, 2), (4, 2))
+    assert y[1::2, 5].chunks == ((1, 1),)
+    assert y[..., ::3].shape == (5, 2)
+    assert lf.broadcast_to(y, (3, 5, 6)).chunks == ((3,), (2, 2, 1), (4, 2))
+
+
+def test_select_output_chunks():
+    y = x()
+    assert lf.index_select(y, 1, np.arange(9) % 6).chunks == ((2, 2, 1), (4, 4, 1))
+    lazy = da.from_array(np.arange(9) % 6, chunks=5)
+    assert lf.index_select(y, 1, lazy).chunks == ((2, 2, 1), (5, 4))
+    assert lf.gather(y, 0, np.zeros((7, 6), int)).chunks == ((2, 2, 2, 1), (4, 2))
+    assert lf.gather(y, 0, da.zeros((7, 6), dtype=int, chunks=3)).chunks == ((3, 3, 1), (4, 2))
+
+
+def test_same_ops_give_the_same_name():
+    idx = np.array([4, 0])
+    assert lf.index_select(x(), 0, idx).name == lf.index_select(x(), 0, idx.copy()).name
+    assert lf.index_select(x(), 0, idx).name != lf.index_select(x(), 0, idx[::-1]).name
+
+
+def test_lazy_inputs_are_recognised():
+    assert ops.is_lazy(da.zeros(3)) and ops.is_lazy(lf.asarray(A)._node)
+    assert not ops.is_lazy(A) and not ops.is_lazy([1, 2])

@@ -9,6 +9,7 @@ backend disagreeing with the front matter) run once the pieces they need are rea
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 import yaml
 
@@ -35,13 +36,16 @@ from lazyfuel.contracts.model import (
     Provider,
     Requirement,
     ShapeRule,
+    _Named,
 )
 from lazyfuel.contracts.nodes import Entries, Section
 from lazyfuel.dtypes import DType
 
+E = TypeVar("E", bound=_Named)
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _RULE = re.compile(r"^\s*(?P<kind>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)\s*$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
+_KERNEL_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 COST_NAMES = ("dtype_bytes", "n")  # names a cost expression may use besides the op-param fields
 
 
@@ -54,7 +58,10 @@ def read_kernel(sec: Section, node: yaml.Node | None, fence_line: int, provider:
         raise sec.error_at(fence_line, "kernel", "empty ```fkc block; it must declare a kernel")
     top = sec.mapping(node, "kernel", "the fkc block", schema.KERNEL.keys, fence_line)
     name_node = top.pop("kernel")
-    name = _name(sec, name_node, "kernel")
+    name = sec.string(name_node, "kernel")
+    if not _KERNEL_NAME.match(name):
+        raise sec.error(name_node, "kernel", f"kernel name {name!r} must be one word (letters, digits, "
+                        "_ . -), starting with a letter or _")
     where = f"kernel {name!r}"
     top.where = where
     op_kind = _enum(sec, top.pop("op_kind"), "op_kind", OpKind)
@@ -95,15 +102,16 @@ def _name(sec: Section, node: yaml.Node, key: str) -> str:
     return value
 
 
-def _enum(sec: Section, node: yaml.Node, key: str, enum: type) -> object:
+def _enum(sec: Section, node: yaml.Node, key: str, enum: type[E]) -> E:
+    """The member of `enum` named by the scalar `node`; ContractError listing the accepted names."""
     value = sec.scalar(node, key)
     try:
         if not isinstance(value, str):
             raise ValueError(f"unknown {enum.__name__} {value!r}; expected one of "
                              f"{' '.join(m.value for m in enum)}")
-        return enum.parse(value)
+        return enum.parse(value)  # type: ignore[return-value]  # _Named.parse returns the subclass
     except ValueError as exc:
-        raise sec.error(node, key, f"{key}: {exc}") from None
+        raise sec.error(node, key, str(exc)) from None
 
 
 def _revision(sec: Section, node: yaml.Node) -> str | None:

@@ -117,6 +117,7 @@ class Section:
         """
         allowed = tuple(allowed)
         entries = self.free_mapping(node, key, where, line)
+        entries.allowed = allowed
         for name, (key_node, _) in entries.items.items():
             if name not in allowed:
                 raise self.error(key_node, name, unknown_key_message(name, where, allowed))
@@ -214,11 +215,13 @@ class Entries:
     items: dict[str, tuple[yaml.Node, yaml.Node]]
     key_lines: dict[str, int]  # document line of each key, kept after `pop`
     line: int  # where a missing key is reported: the line of the key holding this mapping
+    allowed: tuple[str, ...] = ()  # the keys this mapping may hold, named when one is missing
 
     def pop(self, key: str) -> yaml.Node:
         """The value node of `key`, removed; ContractError at the mapping's key line if missing."""
         if key not in self.items:
-            raise self.section.error_at(self.line, key, f"missing key {key!r} in {self.where}")
+            keys = f"; keys here: {', '.join(self.allowed)}" if self.allowed else ""
+            raise self.section.error_at(self.line, key, f"missing key {key!r} in {self.where}{keys}")
         return self.items.pop(key)[1]
 
     def pop_mapping(self, key: str, where: str, allowed: Iterable[str]) -> Entries:

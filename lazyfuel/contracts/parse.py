@@ -178,7 +178,7 @@ def _read_front_matter(body: list[str], first_line: int, path: str) -> Provider:
     try:
         backend = Backend.parse(backend_text if isinstance(backend_text, str) else repr(backend_text))
     except ValueError as exc:
-        raise sec.error(backend_node, "backend", f"backend: {exc}") from None
+        raise sec.error(backend_node, "backend", str(exc)) from None
     values = [sec.string(entries.pop(key), key)
               for key in ("kernel_source", "link_registry", "revision_base")]
     entries.done()
@@ -207,9 +207,10 @@ def _find_blocks(lines: list[str], start: int, path: str) -> list[_Block]:
 
 
 def _closes(line: str, fence: str) -> bool:
+    """Whether `line` closes a code fence opened by `fence` (the same character, at least as many)."""
     stripped = line.strip()
-    return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped) and len(line) - len(
-        line.lstrip(" ")) <= 3
+    indent = len(line) - len(line.lstrip(" "))
+    return indent <= 3 and len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
 
 
 def _prose_parts(lines: list[str], start: int, blocks: list[_Block]) -> list[str]:
@@ -257,4 +258,6 @@ def _code_lines(lines: list[str], start: int, blocks: list[_Block]) -> set[int]:
             if fence_at not in starts:
                 code.update(range(fence_at, i + 1))
             fence = ""
+    if fence:  # an unclosed fence runs to the end of the document
+        code.update(range(fence_at, len(lines)))
     return code

@@ -99,6 +99,7 @@ JUNK = [
     "@", "`", "0x1f", "null", "yes", "<<: *a", "? ", "F31", "U8", "BOOL", "Cpu", "rejected", "accepted",
     "required", "true", "2 ** 99999999", "(" * 60, "9" * 5000, "é", "🙂", "\r", "\r\n", "  ", "    ",
 ]
+MAX_MUTATIONS = 4
 OPERATIONS = ["delete", "duplicate", "swap", "token", "junk", "indent", "line", "truncate"]
 _TOKEN = re.compile(r"[A-Za-z_0-9.]+|[^\sA-Za-z_0-9.]")
 
@@ -106,7 +107,7 @@ _TOKEN = re.compile(r"[A-Za-z_0-9.]+|[^\sA-Za-z_0-9.]")
 @st.composite
 def _mutated(draw: st.DrawFn, text: str) -> str:
     lines = text.split("\n")
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(1, MAX_MUTATIONS))):
         n = len(lines)
         op = draw(st.sampled_from(OPERATIONS))
         i = draw(st.integers(0, max(n - 1, 0)))

@@ -213,6 +213,14 @@ def test_explicit_revision_hash(small_text: str) -> None:
         assert parse_contracts(text)[0].kernel_revision_hash == expected
 
 
+def test_kernel_names_are_one_word(small_text: str) -> None:
+    renamed = parse_contracts(small_text.replace("kernel: gather", "kernel: gather-v2.1"))
+    assert renamed[0].kernel == "gather-v2.1"
+    with pytest.raises(ContractError, match="kernel name 'two words' must be one word") as info:
+        parse_contracts(small_text.replace("kernel: gather", "kernel: two words"))
+    assert (info.value.line, info.value.key) == (15, "kernel")
+
+
 def test_optional_keys_may_be_left_out(small_text: str) -> None:
     text = small_text.replace('shape_constraint: "row-major"\n', "").replace('notes: "exact"\n', "")
     c = parse_contracts(text)[0]

@@ -156,8 +156,16 @@ class Array:
 
     def to_zarr(self, url: Any, component: str | None = None, overwrite: bool = False,
                 **kwargs: Any) -> Any:
-        """Compute and store into a zarr array at `url` (a path or store), chunked as this array."""
-        return da.to_zarr(self.to_dask(), url, component=component, overwrite=overwrite, **kwargs)
+        """Compute and store into a zarr array at `url` (a path or store).
+
+        Zarr chunks are regular, so uneven chunks (a reversed slice, a select's last block) are
+        first rechunked to the largest chunk of each axis; keyword arguments go to dask's `to_zarr`.
+        """
+        arr = self.to_dask()
+        if not all(_regular(c) for c in arr.chunks):
+            arr = arr.rechunk(tuple(max(c) for c in arr.chunks))
+        return da.to_zarr(arr, str(url) if isinstance(url, Path) else url, component=component,
+                          overwrite=overwrite, **kwargs)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.compute()
@@ -188,6 +196,11 @@ class Array:
         return da.Array.__dask_optimize__(dsk, keys, **kwargs)
 
     __dask_scheduler__ = staticmethod(dask.threaded.get)
+
+
+def _regular(axis_chunks: tuple[int, ...]) -> bool:
+    """Every chunk the same size but the last, which may be smaller (what zarr stores)."""
+    return all(c == axis_chunks[0] for c in axis_chunks[:-1]) and axis_chunks[-1] <= axis_chunks[0]
 
 
 def _persisted(dsk: Any, rebuild: Any, args: tuple[Any, ...], rename: Any = None) -> Array:

@@ -1,0 +1,180 @@
+"""The public API: exports, inputs of every kind, methods mirroring functions, running through
+dask (compute, persist, np.asarray, zarr), one submit per fused block on Vulkan, and a 2-process
+dask.distributed cluster where each worker has its own device pool."""
+
+from __future__ import annotations
+
+import doctest
+import os
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+import lazyfuel.api
+from lazyfuel.providers import available_backends, default_registry
+
+A = np.random.default_rng(7).standard_normal((12, 10)).astype(np.float32)
+CONTRACTS = Path(lf.__file__).parent / "contracts"
+
+
+@pytest.fixture(params=["cpu", "vulkan"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    try:
+        available_backends(request.param)
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    monkeypatch.setenv("LAZYFUEL_BACKEND", request.param)
+    return request.param
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    want = np.ascontiguousarray(want)
+    return (got.shape == want.shape and got.dtype == want.dtype
+            and np.array_equal(np.ascontiguousarray(got).reshape(-1).view(np.uint8),
+                               want.reshape(-1).view(np.uint8)))
+
+
+def test_exports_match_the_design():
+    for name in ["Array", "from_array", "from_zarr", "asarray", "index_select", "gather", "masked_fill",
+                 "transpose", "broadcast_to", "contiguous", "explain", "profile", "devices", "Registry",
+                 "registry", "parse_contracts", "load_contracts", "ContractError", "NoBindingError"]:
+        assert hasattr(lf, name), name
+    assert set(lf.__all__) <= set(dir(lf))
+
+
+def test_registries_and_contracts():
+    assert lf.registry() is default_registry()
+    assert len(lf.Registry()) == 0
+    contracts = lf.parse_contracts(CONTRACTS / "cpu.md")
+    assert {c.op_kind.name for c in contracts} >= {"IndexSelect", "Gather", "MaskedFill", "Contiguize"}
+    fresh = lf.Registry()
+    bindings = lf.load_contracts(str(CONTRACTS / "cpu.md"), registry=fresh)
+    assert bindings and len(fresh) == len(bindings)
+    before = len(lf.registry())
+    assert lf.load_contracts(CONTRACTS / "cpu.md") and len(lf.registry()) == before  # same doc: no-op
+    with pytest.raises(lf.ContractError) as err:
+        lf.parse_contracts("---\nfkc_version: 1\n---\n")
+    assert err.value.path == "<string>"
+    with pytest.raises(lf.NoBindingError):
+        lf.registry().lookup("Gather", ["F32", "F32", "F32"])
+
+
+def test_devices_lists_what_vulkan_sees():
+    found = lf.devices()
+    assert isinstance(found, list)
+    try:
+        available_backends("vulkan")
+    except RuntimeError:
+        return
+    assert found
+
+
+def test_numpy_dask_and_lazyfuel_inputs_give_the_same_bits(backend):
+    idx = np.array([9, 0, 3, 3])
+    mask = np.arange(10) % 3 == 0
+    want_select = np.take(A, idx, axis=1)
+    for data in (A, da.from_array(A, chunks=5), lf.from_array(A, chunks=(5, 3))):
+        for indices in (idx, da.from_array(idx, chunks=3), lf.asarray(idx)):
+            assert same_bits(lf.index_select(data, 1, indices).compute(), want_select)
+        for m in (mask, da.from_array(mask, chunks=4), lf.asarray(mask)):
+            assert same_bits(lf.masked_fill(data, m, -2).compute(), np.where(mask, np.float32(-2), A))
+
+
+def test_methods_mirror_the_functions(backend):
+    x = lf.from_array(A, chunks=(4, 4))
+    g = np.random.default_rng(0).integers(0, 12, size=(7, 10))
+    assert x.index_select(0, [1]).name == lf.index_select(x, 0, [1]).name
+    assert same_bits(x.gather(0, g).compute(), np.take_along_axis(A, g, axis=0))
+    assert same_bits(x.masked_fill(A > 0, 0).compute(), np.where(A > 0, np.float32(0), A))
+    assert same_bits(x.T.compute(), A.T)
+    assert same_bits(x.transpose(1, 0).compute(), A.T) and x.transpose((1, 0)).name == x.T.name
+    assert same_bits(x[::-2, 3:-1:3].compute(), A[::-2, 3:-1:3])
+    assert same_bits(x[5].compute(), A[5]) and same_bits(x[..., -1].compute(), A[..., -1])
+    assert same_bits(x.broadcast_to((2, 12, 10)).compute(), np.broadcast_to(A, (2, 12, 10)))
+    assert same_bits(x.contiguous().compute(), A)
+    assert (x.shape, x.dtype, x.ndim, x.chunks) == (A.shape, A.dtype, 2, ((4, 4, 4), (4, 4, 2)))
+    assert len(x) == 12 and x.size == A.size and x.nbytes == A.nbytes
+    assert "shape=(12, 10)" in repr(x)
+
+
+def test_running_through_numpy_and_dask(backend):
+    x = lf.from_array(A, chunks=5).T.index_select(0, [2, 2])
+    assert same_bits(np.asarray(x), A.T[[2, 2]])
+    assert same_bits(x.compute(scheduler="sync"), A.T[[2, 2]])
+    assert same_bits(dask.compute(x)[0], A.T[[2, 2]])
+    assert isinstance(x.persist(), lf.Array) and isinstance(dask.persist(x)[0], lf.Array)
+    assert isinstance(x.to_dask(), da.Array)
+    assert same_bits((x.to_dask() + 0).compute(), A.T[[2, 2]])
+    assert dask.base.tokenize(x) == dask.base.tokenize(lf.from_array(A, chunks=5).T.index_select(0, [2, 2]))
+
+
+def test_zarr_round_trip(backend, tmp_path):
+    y = lf.from_array(A, chunks=(5, 4))[::-1].gather(1, np.zeros((12, 3), int)).masked_fill(
+        np.array([True, False, True]), 1.5)
+    want = np.where([True, False, True], np.float32(1.5), A[::-1][:, [0, 0, 0]])
+    y.to_zarr(str(tmp_path / "out.zarr"))
+    back = lf.from_zarr(tmp_path / "out.zarr")
+    assert back.chunks == ((5, 5, 2), (3,))  # zarr chunks are regular: (2, 5, 5) was rechunked
+    assert same_bits(back.compute(), want)
+    assert same_bits(back.index_select(0, [11, 0]).compute(), want[[11, 0]])
+
+
+def test_a_fused_chain_on_one_block_is_one_submit(monkeypatch):
+    try:
+        available_backends("vulkan")
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    from lazyfuel.backends.vulkan import get_pool
+
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
+    x = lf.from_array(A, chunks=A.shape)
+    mask = np.arange(12) % 2 == 0
+    y = lf.transpose(x).index_select(0, [9, 1, 4]).masked_fill(mask, 0.0)
+    text = lf.explain(y)
+    assert "inserted: index_select input source: contiguous: required (input is strided)" in text
+    assert "masked_fill input mask: contiguous: required (input is broadcast_stride0)" in text
+    y.compute()  # warm: the pool and pipelines are built
+    pool = get_pool()
+    before = pool.submits
+    with lf.profile() as p:
+        out = y.compute(scheduler="sync")
+    assert pool.submits - before == 1
+    assert same_bits(out, np.where(mask, np.float32(0), A.T[[9, 1, 4]]))
+    assert p.submits == 1, f"profile saw {p}"
+
+
+def test_doctests_of_the_api(monkeypatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "cpu")
+    assert doctest.testmod(lazyfuel.api).failed == 0
+
+
+def _worker_pool() -> tuple[int, list[int]]:
+    from lazyfuel.backends.vulkan import pool
+
+    return os.getpid(), [id(p) for p in pool._pools.values()]
+
+
+def test_distributed_two_process_workers_each_with_its_own_pool(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    try:
+        available_backends("vulkan")
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    idx = rng.integers(0, 64, 100)
+    mask = np.arange(100) % 3 == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        y = lf.from_array(a, chunks=(16, 16)).index_select(0, idx).T.masked_fill(mask, 0.5)
+        out = y.compute()
+        seen = client.run(_worker_pool)
+    assert same_bits(out, np.where(mask, np.float32(0.5), a[idx].T))
+    pids = [pid for pid, _ in seen.values()]
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert all(len(pools) == 1 for _, pools in seen.values())  # each worker built its own pool

@@ -73,7 +73,7 @@ def backend_usable(backend: Backend) -> bool:
             try:
                 executor(backend)
                 _available[backend] = True
-            except Exception as err:  # noqa: BLE001 - any failure means "not here"; we say why
+            except Exception as err:
                 warnings.warn(f"lazyfuel: backend {backend} is not usable here: {err}", stacklevel=2)
                 _available[backend] = False
         return _available[backend]

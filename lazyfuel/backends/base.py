@@ -9,7 +9,8 @@ RuntimeError with a clear message on failure, and never returns partial output.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 

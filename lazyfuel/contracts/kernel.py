@@ -90,7 +90,7 @@ def read_kernel(sec: Section, node: yaml.Node | None, fence_line: int, provider:
         kernel=name, op_kind=op_kind, blurb=blurb, backend=backend, kernel_source=kernel_source,
         entry_point=entry_point, kernel_revision_hash=revision, inputs=inputs, op_params=op_params,
         outputs=outputs, caps=caps, cost=cost, precision=precision, determinism=determinism,
-        provider=provider, loc=sec.loc(name_node, "kernel"),
+        provider=provider, loc=sec.loc(name_node, "kernel"), key_lines=tuple(top.key_lines.items()),
     )
 
 

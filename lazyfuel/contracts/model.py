@@ -118,6 +118,11 @@ class Provider:
     revision_base: str
     fkc_version: int = 1
     loc: Location = field(default_factory=Location, compare=False)
+    key_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+    def loc_of(self, key: str) -> Location:
+        """Where `key` of the provider was written (the `provider:` line if unknown)."""
+        return Location(self.loc.path, dict(self.key_lines).get(key, self.loc.line), key)
 
 
 @dataclass(frozen=True)
@@ -257,6 +262,11 @@ class KernelContract:
     provider: Provider
     doc: str = ""  # the markdown prose of this kernel's section
     loc: Location = field(default_factory=Location, compare=False)
+    key_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+    def loc_of(self, key: str) -> Location:
+        """Where top-level `key` of this block was written (the `kernel:` line if unknown)."""
+        return Location(self.loc.path, dict(self.key_lines).get(key, self.loc.line), key)
 
     @property
     def fanned_input(self) -> InputSpec | None:

@@ -183,7 +183,8 @@ def _read_front_matter(body: list[str], first_line: int, path: str) -> Provider:
               for key in ("kernel_source", "link_registry", "revision_base")]
     entries.done()
     return Provider(name, backend, *values, fkc_version=FKC_VERSION,
-                    loc=Location(path, provider_line, "provider"))
+                    loc=Location(path, provider_line, "provider"),
+                    key_lines=tuple(entries.key_lines.items()))
 
 
 def _find_blocks(lines: list[str], start: int, path: str) -> list[_Block]:

@@ -7,8 +7,9 @@ a contract, linked to its KernelRef.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from lazyfuel.contracts.model import Backend, KernelContract, OpKind
 from lazyfuel.dtypes import DType

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyfuel.contracts import parse_document
-from lazyfuel.contracts.model import Backend, ContractDocument, ContractError, KernelContract, OpKind
+from lazyfuel.contracts.model import Backend, ContractDocument, KernelContract, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.registry.cost import fill_unset_cost_for_backend, initial_cost
@@ -159,7 +159,7 @@ def fan_out(contract: KernelContract) -> list[Binding]:
         symbol = f"{contract.entry_point}_{dtype.suffix}"
         ref = links.get(symbol)
         if ref is None:
-            raise contract.loc.error(
+            raise contract.loc_of("entry_point").error(
                 f"entry point {symbol!r} is not in link registry {contract.provider.link_registry!r} "
                 f"({len(links)} symbols registered)", key="entry_point")
         cost_fn = fill_unset_cost_for_backend(contract, initial_cost(contract))
@@ -173,8 +173,8 @@ def _link_registry_for(contract: KernelContract) -> Any:
     links = link_registry(name)
     if links is None:
         known = ", ".join(link_registry_names()) or "none"
-        raise ContractError(f"link registry {name!r} is not registered; registered: {known}",
-                            contract.provider.loc.path, contract.provider.loc.line, "link_registry")
+        raise contract.provider.loc_of("link_registry").error(
+            f"link registry {name!r} is not registered; registered: {known}")
     return links
 
 

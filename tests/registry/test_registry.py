@@ -135,6 +135,9 @@ def test_failed_load_adds_nothing(seed_registry: Registry) -> None:
     assert "'fuel_vulkan_backend::fkc::masked_fill_u32' is not in link registry " \
            "'test::incomplete-links'" in str(err.value)
     assert err.value.key == "entry_point"
+    assert err.value.line == text.splitlines().index(
+        'entry_point: "fuel_vulkan_backend::fkc::masked_fill" # BASE symbol; fans masked_fill_<suffix>, '
+        'all → masked_fill::masked_fill') + 1
     assert len(registry) == 0
 
 

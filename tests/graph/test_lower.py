@@ -94,7 +94,7 @@ def step(draw: st.DrawFn, x: lf.Array, ref: np.ndarray) -> tuple[lf.Array, np.nd
     return lf.masked_fill(x, maybe_lazy(draw, mask), value), np.where(mask, fill, ref)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_pipelines_are_bit_equal_to_numpy(backend, bits_equal, data):

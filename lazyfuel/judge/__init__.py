@@ -1,1 +1,39 @@
-"""judge."""
+"""The judge: measures each binding's cost on the current device and caches it by revision + device.
+
+- `Judge(runner, device_fingerprint, cache, quick=...)`: times real Programs over a ladder of sizes
+  and fits `latency + bytes / bandwidth` (plus the per-dispatch cost); `Judge.judge(bindings)`
+  returns a `Verdict` per binding, measuring only what the cache does not hold.
+- `JudgeCache`: the JSON file under `$LAZYFUEL_CACHE_DIR`, `$XDG_CACHE_HOME/lazyfuel` or
+  `~/.cache/lazyfuel`, keyed by judge version, device fingerprint, kernel_source, symbol, dtypes
+  and revision hash.
+- `MeasuredCosts`: the planner's `CostModel` built from the cache
+  (`Planner(registry, backends, costs=MeasuredCosts.load(...))`).
+
+This layer sits below the backends: the caller injects each backend's executor and device
+fingerprint (`lazyfuel.measured` does it for the built-in backends).
+"""
+
+from lazyfuel.judge.cache import JudgeCache, cache_dir
+from lazyfuel.judge.costs import MeasuredCosts, UnmeasuredCostWarning
+from lazyfuel.judge.measure import FULL, QUICK, Budget, Judge, Runner, Verdict, fit_line
+from lazyfuel.judge.model import JUDGE_VERSION, Judgement, Point, judgement_key
+from lazyfuel.judge.progress import Progress
+
+__all__ = [
+    "FULL",
+    "JUDGE_VERSION",
+    "QUICK",
+    "Budget",
+    "Judge",
+    "JudgeCache",
+    "Judgement",
+    "MeasuredCosts",
+    "Point",
+    "Progress",
+    "Runner",
+    "UnmeasuredCostWarning",
+    "Verdict",
+    "cache_dir",
+    "fit_line",
+    "judgement_key",
+]

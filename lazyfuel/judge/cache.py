@@ -1,0 +1,130 @@
+"""The judge's persistent cache: one JSON file of judgements under the user's cache directory.
+
+The directory is `$LAZYFUEL_CACHE_DIR` if set (tests point it at a temporary directory), else
+`$XDG_CACHE_HOME/lazyfuel`, else `~/.cache/lazyfuel`; the file is `judge.json`. Writers take an
+exclusive lock on `judge.lock`, re-read the file, merge and replace it atomically, so processes
+measuring at the same time lose nothing and a reader never sees half a file. Storing a judgement
+drops the entries it supersedes (same device, kernel_source, symbol and dtypes; another revision
+or judge version): they can never be read again, since the key no longer matches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lazyfuel.judge.model import JUDGE_VERSION, Judgement
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: the atomic replace still keeps the file whole
+    fcntl = None  # type: ignore[assignment]
+
+FILE_NAME = "judge.json"
+FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """`$LAZYFUEL_CACHE_DIR`, else `$XDG_CACHE_HOME/lazyfuel`, else `~/.cache/lazyfuel`."""
+    explicit = os.environ.get("LAZYFUEL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "lazyfuel"
+
+
+class JudgeCache:
+    """Judgements by key, persisted in `directory / judge.json` (default: `cache_dir()`)."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else cache_dir()
+        self.path = self.directory / FILE_NAME
+
+    def __repr__(self) -> str:
+        return f"JudgeCache({str(self.directory)!r})"
+
+    def load(self) -> dict[str, Judgement]:
+        """Every readable judgement of the current judge version, by key (empty if no file).
+
+        A file that is not valid JSON, or an entry that does not parse, is ignored rather than
+        trusted: the judge then measures again and rewrites it.
+        """
+        return {k: j for k, j in _entries(self._read()).items() if j.judge_version == JUDGE_VERSION}
+
+    def get(self, key: str) -> Judgement | None:
+        """The judgement stored under `key`, or None."""
+        return self.load().get(key)
+
+    def put(self, judgements: Iterable[Judgement]) -> None:
+        """Store `judgements` (replacing what they supersede) in one locked, atomic update."""
+        new = list(judgements)
+        if not new:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            raw = self._read().get("judgements", {})
+            replaced = {_identity(j) for j in new}
+            kept = {k: v for k, v in raw.items()
+                    if not isinstance(v, dict) or _raw_identity(v) not in replaced}
+            kept.update({j.key: j.to_json() for j in new})
+            self._write({"format": FORMAT, "judgements": kept})
+
+    def clear(self) -> None:
+        """Forget every judgement (the file is removed)."""
+        with self._locked():
+            self.path.unlink(missing_ok=True)
+
+    # -- file handling --------------------------------------------------------------------------
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) and data.get("format") == FORMAT else {}
+
+    def _write(self, data: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".judge-", suffix=".json", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / "judge.lock", "a+") as lock:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _entries(data: dict[str, Any]) -> dict[str, Judgement]:
+    found = {}
+    for key, value in data.get("judgements", {}).items():
+        try:
+            judgement = Judgement.from_json(value)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if judgement.key == key:
+            found[key] = judgement
+    return found
+
+
+def _identity(j: Judgement) -> tuple[str, ...]:
+    return (j.device_fingerprint, j.kernel_source, j.symbol, j.dtypes)
+
+
+def _raw_identity(v: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(str(v.get(k)) for k in ("device_fingerprint", "kernel_source", "symbol", "dtypes"))

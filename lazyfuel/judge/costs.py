@@ -1,0 +1,116 @@
+"""Measured costs for the planner: `MeasuredCosts` implements `lazyfuel.planner.plan.CostModel`.
+
+It is built from the judge's cache for the bindings of a registry and the fingerprint of each
+backend's device (`MeasuredCosts.load`), and handed to `Planner(registry, backends, costs=...)`:
+no global state is involved, and two planners may plan with different measurements side by side.
+
+For a measured binding a step costs `dispatch_s + bytes_moved * seconds_per_byte` and the first
+step of a program adds `latency_s - dispatch_s` (the submit and wait paid once per program), so a
+one-step program costs exactly the fitted line `latency + bytes / bandwidth` (`cost_fn(binding)`).
+A binding with no measurement keeps its shared cost function (`binding.cost_fn`, the priors of
+`lazyfuel.registry.cost`), and the first such lookup in the process warns once, naming the binding
+and how to measure it. Ties are as wide as the measured spread (at least `NOISE_FLOOR`).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lazyfuel.contracts.model import Backend
+from lazyfuel.judge.cache import JudgeCache
+from lazyfuel.judge.model import NOISE_FLOOR, Judgement, judgement_key
+from lazyfuel.registry.cost import CostFn
+from lazyfuel.registry.model import Binding
+
+
+class UnmeasuredCostWarning(UserWarning):
+    """Planning used the shared cost priors because a binding has no judge measurement."""
+
+
+_warned = False
+_warn_lock = threading.Lock()
+
+
+def _warn_once(binding: Binding) -> None:
+    """Warn about a missing measurement the first time one is met in this process."""
+    global _warned
+    with _warn_lock:
+        if _warned:
+            return
+        _warned = True
+    warnings.warn(f"lazyfuel: no judge measurement for {binding} on this device; planning with the "
+                  f"shared cost priors of {binding.backend} (run `lazyfuel judge --quick` to measure; "
+                  f"this warning is shown once per process)", UnmeasuredCostWarning, stacklevel=3)
+
+
+def reset_warning() -> None:
+    """Let the next missing measurement warn again (for tests)."""
+    global _warned
+    with _warn_lock:
+        _warned = False
+
+
+def _ident(binding: Binding) -> tuple[Any, ...]:
+    return (binding.key, binding.symbol, binding.revision_hash)
+
+
+class MeasuredCosts:
+    """Judgements by binding (key, symbol and revision); see the module docstring."""
+
+    def __init__(self, judgements: Mapping[Binding, Judgement] | None = None) -> None:
+        self._by_binding: dict[tuple[Any, ...], Judgement] = {
+            _ident(b): j for b, j in (judgements or {}).items()}
+
+    @classmethod
+    def load(cls, bindings: Iterable[Binding], fingerprints: Mapping[Backend, str],
+             cache: JudgeCache | None = None) -> MeasuredCosts:
+        """The cached judgements of `bindings` on the devices `fingerprints` (one per backend).
+
+        Bindings of a backend with no fingerprint, or with no judgement of their current revision
+        on that device, stay unmeasured.
+        """
+        stored = (cache if cache is not None else JudgeCache()).load()
+        found = {}
+        for b in bindings:
+            fp = fingerprints.get(b.backend)
+            hit = stored.get(judgement_key(b, fp)) if fp is not None else None
+            if hit is not None:
+                found[b] = hit
+        return cls(found)
+
+    def __len__(self) -> int:
+        return len(self._by_binding)
+
+    def judgement(self, binding: Binding) -> Judgement | None:
+        """The measurement of `binding`'s current revision, or None."""
+        return self._by_binding.get(_ident(binding))
+
+    def step_cost(self, binding: Binding, env: Mapping[str, Any]) -> float:
+        """Seconds one more step of `binding` adds to a program (see the module docstring)."""
+        j = self.judgement(binding)
+        if j is None:
+            _warn_once(binding)
+            return binding.cost_fn(dict(env)) if binding.cost_fn is not None else 0.0
+        return j.dispatch_s + binding.contract.cost.bytes_moved.evaluate(env) * j.seconds_per_byte
+
+    def program_overhead(self, binding: Binding) -> float:
+        """Seconds paid once by a program whose first step is `binding` (0 when unmeasured)."""
+        j = self.judgement(binding)
+        return 0.0 if j is None else j.program_overhead_s
+
+    def noise(self, binding: Binding) -> float:
+        """Relative width of a tie: the measured spread, at least NOISE_FLOOR (0 when unmeasured)."""
+        j = self.judgement(binding)
+        return 0.0 if j is None else max(j.spread, NOISE_FLOOR)
+
+    def cost_fn(self, binding: Binding) -> CostFn:
+        """The measured model of a one-step program, `latency + bytes_moved / bandwidth`, as a cost
+        function (the binding's shared `cost_fn` when it is unmeasured)."""
+        j = self.judgement(binding)
+        if j is None:
+            return binding.cost_fn or (lambda env: 0.0)
+        expr = binding.contract.cost.bytes_moved
+        return lambda env: j.seconds(expr.evaluate(env))

@@ -1,0 +1,193 @@
+"""Inputs and one-binding Programs that the judge times and the audit checks.
+
+`make_inputs(binding, shape, dim, rng)` draws fresh inputs for a binding's op kind (a table, one
+row per op kind): random bits with NaN payloads (quiet and signalling), -0.0, subnormals, infinities
+and the largest finite values sprinkled into float data, in-range U32 indices, bool masks, and the
+attributes of the op (`dim`, the fill `value`). `program_for(binding, inputs, attrs, steps)` builds
+the Program that runs the binding `steps` times in a row (each step reads the previous result), with
+the same op params the planner computes, so a timed or audited program is what a plan would run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lazyfuel.contracts.model import OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+from lazyfuel.planner.plan import PARAMS, cost_env
+from lazyfuel.planner.program import Program, Step
+from lazyfuel.registry.model import Binding
+
+# (exponent bits, mantissa bits) of each float format, by the numpy kind of its component.
+_FORMATS = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
+_COMPONENT = {DType.C64: DType.F32, DType.C128: DType.F64}
+SPECIAL_FRACTION = 0.05
+
+
+def special_bits(exp_bits: int, man_bits: int, rng: np.random.Generator) -> list[int]:
+    """Bit patterns arithmetic would change or lose: NaN payloads, -0.0, subnormals, ±inf, ±max."""
+    sign, exp = 1 << (exp_bits + man_bits), ((1 << exp_bits) - 1) << man_bits
+    quiet = 1 << (man_bits - 1)
+    payload = int(rng.integers(1, quiet)) if quiet > 1 else 0
+    return [exp | quiet | payload, sign | exp | quiet | payload, exp | max(payload, 1),  # qNaN, -qNaN, sNaN
+            sign, 1, sign | 1, (1 << man_bits) - 1,  # -0.0, ±smallest subnormal, largest subnormal
+            exp, sign | exp, exp - 1, sign | (exp - 1)]  # ±inf, ±largest finite
+
+
+def random_array(rng: np.random.Generator, dtype: DType, shape: Sequence[int],
+                 specials: bool = True) -> np.ndarray:
+    """Fresh data of `dtype`: varied floats (specials sprinkled in), random integer bits, 0/1 bools."""
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    if dtype is DType.BOOL:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    component = _COMPONENT.get(dtype, dtype)
+    fmt = _FORMATS.get(component.numpy.name)
+    count = n * (2 if dtype in _COMPONENT else 1)
+    if fmt is None:  # integers: every bit pattern is a value
+        return rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8).view(dtype.numpy).reshape(shape)
+    reach = min(20, (1 << (fmt[0] - 1)) // 3)  # stay finite: infinities come from the specials
+    values = rng.standard_normal(count) * np.exp2(rng.integers(-reach, reach, count))
+    words = values.astype(component.numpy).view(f"u{component.itemsize}")
+    if specials and count:
+        pool = np.array(special_bits(*fmt, rng), dtype=words.dtype)
+        picks = rng.random(count) < SPECIAL_FRACTION
+        picks[rng.integers(0, count)] = True  # at least one, even in a tiny array
+        words[picks] = rng.choice(pool, int(picks.sum()))
+    return words.view(dtype.numpy).reshape(shape)
+
+
+def _fill_value(data: np.ndarray, rng: np.random.Generator) -> Any:
+    """A fill value already of the data's dtype (its exact bits are kept, NaN payloads included)."""
+    flat = data.reshape(-1)
+    return flat[int(rng.integers(0, flat.size))] if flat.size else data.dtype.type(0)
+
+
+def _index_select(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
+                  rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    src = random_array(rng, binding.dtypes[0], shape)
+    idx = rng.integers(0, shape[dim], n_indices).astype(np.uint32) if shape[dim] else np.zeros(0, np.uint32)
+    return [src, idx], {"dim": dim}
+
+
+def _gather(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
+            rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    src = random_array(rng, binding.dtypes[0], shape)
+    idx_shape = (*shape[:dim], n_indices, *shape[dim + 1:])
+    idx = rng.integers(0, max(shape[dim], 1), idx_shape).astype(np.uint32)
+    return [src, idx], {"dim": dim}
+
+
+def _masked_fill(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
+                 rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    data = random_array(rng, binding.dtypes[0], shape)
+    mask = rng.random(shape) < 0.5
+    return [data, mask], {"value": _fill_value(data, rng)}
+
+
+def _contiguize(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
+                rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [random_array(rng, binding.dtypes[0], shape)], {}
+
+
+InputMaker = Callable[[Binding, tuple[int, ...], int, int, np.random.Generator],
+                      tuple[list[np.ndarray], dict[str, Any]]]
+INPUTS: dict[OpKind, InputMaker] = {
+    OpKind.IndexSelect: _index_select,
+    OpKind.Gather: _gather,
+    OpKind.MaskedFill: _masked_fill,
+    OpKind.Contiguize: _contiguize,
+}
+
+
+def supported(binding: Binding) -> bool:
+    """Whether the judge and the audit know how to build inputs for `binding`'s op kind."""
+    return binding.op_kind in INPUTS
+
+
+def make_inputs(binding: Binding, shape: Sequence[int], dim: int, rng: np.random.Generator,
+                n_indices: int | None = None) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Fresh inputs (contiguous) and op attributes for `binding` on data of `shape`.
+
+    `dim` is the selected axis (IndexSelect, Gather); `n_indices` the length of the index axis
+    (default: `shape[dim]`). Raises KeyError naming the op kinds known if `binding`'s is not.
+    """
+    shape = tuple(int(s) for s in shape)
+    maker = INPUTS.get(binding.op_kind)
+    if maker is None:
+        known = " ".join(k.name for k in INPUTS)
+        raise KeyError(f"no workload for op kind {binding.op_kind}; known: {known}")
+    count = shape[dim] if n_indices is None and shape else (n_indices or 1)
+    return maker(binding, shape, dim, count, rng)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A Program running one binding, its inputs, and the bytes one step moves by its contract."""
+
+    program: Program
+    inputs: tuple[np.ndarray, ...]
+    bytes_moved: float
+    n: int
+
+
+def _step(binding: Binding, args: tuple[int, ...], layouts: Sequence[Layout],
+          attrs: dict[str, Any]) -> Step:
+    """One step of `binding` over values whose layouts (relative to their storage) are `layouts`."""
+    if binding.op_kind is OpKind.Contiguize:
+        lay = layouts[0]
+        params = {"shape": lay.shape, "strides": lay.strides, "offset": lay.offset}
+        out_shape = lay.shape
+    else:
+        params, out_shape = PARAMS[binding.op_kind]([lay.shape for lay in layouts], binding.dtypes[0],
+                                                     attrs)
+    return Step(binding, args, tuple(params.items()), tuple(out_shape), binding.dtypes[-1])
+
+
+def program_for(binding: Binding, inputs: Sequence[np.ndarray], attrs: dict[str, Any],
+                steps: int = 1) -> Workload:
+    """Run `binding` `steps` times: step 0 on `inputs`, each later step on the previous result.
+
+    Later steps read the previous output in place of input 0 (the other inputs stay), so the op
+    must keep its first input's shape for `steps > 1` (index_select with as many indices as rows,
+    gather with same-shape indices, masked_fill, contiguize).
+    """
+    arrays = tuple(np.asarray(a) for a in inputs)
+    layouts = [Layout.of(a) for a in arrays]
+    dtypes = tuple(DType.from_numpy(a.dtype) for a in arrays)
+    n_in = len(arrays)
+    first = _step(binding, tuple(range(n_in)), layouts, attrs)
+    chain = [first]
+    for i in range(1, steps):
+        prev = Layout.contiguous(chain[-1].out_shape)
+        chain.append(_step(binding, (n_in + i - 1, *range(1, n_in)), [prev, *layouts[1:]], attrs))
+    program = Program(dtypes, tuple(layouts), tuple(chain), (n_in + steps - 1,))
+    env = cost_env(binding, first.param, first.out_shape)
+    return Workload(program, arrays, binding.contract.cost.bytes_moved.evaluate(env),
+                    math.prod(first.out_shape))
+
+
+def ladder_workload(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+    """The judge's workload of about `n` output elements: rows of 64 elements.
+
+    IndexSelect picks as many rows as the source has (dim 0), Gather picks along the rows (dim 1),
+    MaskedFill fills half, Contiguize copies a transposed view (the case the planner inserts it
+    for) when the binding accepts one, else a contiguous array.
+    """
+    cols = min(n, 64)
+    rows = max(n // cols, 1)
+    dim = 1 if binding.op_kind is OpKind.Gather else 0
+    if binding.op_kind is OpKind.Contiguize:
+        (base,), attrs = make_inputs(binding, (cols, rows), 0, rng)
+        view = base.T
+        spec = binding.contract.inputs[0]
+        inputs = [view if spec.layout.violation(Layout.of(view)) is None else np.ascontiguousarray(view)]
+    else:
+        inputs, attrs = make_inputs(binding, (rows, cols), dim, rng)
+    return program_for(binding, inputs, attrs, steps)

@@ -1,0 +1,106 @@
+"""The judge wired to this process's backends: device fingerprints, judging, measured costs.
+
+The judge layer cannot import backends, so this top-layer module injects what it needs: each
+backend's executor and the fingerprint of the device it runs on (`FINGERPRINTS`, a table by
+backend). `judge_registry()` measures the default registry (what `lazyfuel judge` runs) and
+`measured_costs()` loads the cached measurements into the `MeasuredCosts` that a planner takes:
+
+    planner = Planner(registry, backends, costs=measured_costs(registry, backends))
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable, Sequence
+from functools import cache
+
+import numpy as np
+
+from lazyfuel.backends.base import executor
+from lazyfuel.contracts.model import Backend
+from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, Verdict
+from lazyfuel.providers import available_backends, default_registry
+from lazyfuel.registry import Registry
+
+
+@cache
+def host_cpu() -> str:
+    """The host CPU: model name, logical CPU count and machine (what a CPU kernel's speed depends on)."""
+    model = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model or 'unknown cpu'}; {os.cpu_count()} cpus; {platform.machine()}"
+
+
+def cpu_fingerprint() -> str:
+    """The Cpu backend's device: the host CPU and the numpy build that runs the kernels."""
+    return f"Cpu | {host_cpu()} | numpy {np.__version__}"
+
+
+def vulkan_fingerprint() -> str:
+    """The Vulkan pool's device: name, kind, driver and its version, API, pipeline-cache UUID (and
+    vendor / device ids and device UUID where the backend reports them). A CPU device (lavapipe)
+    also names the host CPU and `LP_NUM_THREADS`, which set its speed."""
+    from lazyfuel.backends.vulkan import get_pool
+
+    info = get_pool().info
+    parts = [f"Vulkan | {info.name} ({info.kind})", f"driver {info.driver} {info.driver_info}",
+             f"api {info.api_version}", f"pipeline cache {info.pipeline_cache_uuid}"]
+    parts += [f"{name} {getattr(info, name)}" for name in ("vendor_id", "device_id", "device_uuid")
+              if getattr(info, name, None) is not None]
+    if info.kind == "cpu":
+        parts.append(f"host {host_cpu()}; LP_NUM_THREADS={os.environ.get('LP_NUM_THREADS', '')}")
+    return " | ".join(parts)
+
+
+FINGERPRINTS: dict[Backend, Callable[[], str]] = {
+    Backend.Cpu: cpu_fingerprint,
+    Backend.Vulkan: vulkan_fingerprint,
+}
+
+
+def device_fingerprint(backend: Backend) -> str:
+    """The fingerprint of the device `backend` runs on here; LookupError if the backend has none."""
+    found = FINGERPRINTS.get(backend)
+    if found is None:
+        known = " ".join(b.name for b in FINGERPRINTS)
+        raise LookupError(f"no device fingerprint for backend {backend}; known: {known}")
+    return found()
+
+
+def _backends(backends: Sequence[Backend] | None) -> list[Backend]:
+    chosen = list(backends) if backends is not None else available_backends()
+    return [b for b in chosen if b in FINGERPRINTS]
+
+
+def judge_registry(registry: Registry | None = None, backends: Sequence[Backend] | None = None, *,
+                   quick: bool = False, force: bool = False, cache: JudgeCache | None = None,
+                   select: Callable[..., bool] | None = None,
+                   progress: Progress | None = None) -> list[Verdict]:
+    """Measure every binding of `registry` (default: the default registry) on `backends` (default:
+    those usable here) that `select(binding)` keeps; cached judgements are reused unless `force`.
+    Runs real programs on the devices now."""
+    registry = registry if registry is not None else default_registry()
+    bindings = [b for b in registry.bindings() if select is None or select(b)]
+    verdicts: list[Verdict] = []
+    for backend in _backends(backends):
+        judge = Judge(executor(backend), device_fingerprint(backend), cache, quick=quick)
+        verdicts += judge.judge([b for b in bindings if b.backend is backend], force=force,
+                                progress=progress)
+    return verdicts
+
+
+def measured_costs(registry: Registry | None = None, backends: Sequence[Backend] | None = None,
+                   cache: JudgeCache | None = None) -> MeasuredCosts:
+    """The cached measurements of `registry`'s bindings on this process's devices (measures nothing;
+    bindings never judged fall back to the shared cost priors, with one warning per process)."""
+    registry = registry if registry is not None else default_registry()
+    prints = {b: device_fingerprint(b) for b in _backends(backends)}
+    return MeasuredCosts.load(registry.bindings(), prints, cache)

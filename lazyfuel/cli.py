@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lazyfuel.contracts import ContractError, format_text, parse_document
-from lazyfuel.providers import register_builtin_providers
-from lazyfuel.registry import NoBindingError, Registry
+from lazyfuel.contracts.model import OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.providers import available_backends, register_builtin_providers
+from lazyfuel.registry import Binding, NoBindingError, Registry
 
 
 def _contracts_check(args: argparse.Namespace) -> int:
@@ -74,6 +76,43 @@ def _devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _select(args: argparse.Namespace) -> Callable[[Binding], bool]:
+    """Keep the bindings matching `--op` and `--dtype` (any when not given)."""
+    ops = {OpKind.parse(o) for o in args.op or ()}
+    dtypes = {DType.parse(d) for d in args.dtype or ()}
+    return lambda b: (not ops or b.op_kind in ops) and (not dtypes or b.dtypes[0] in dtypes)
+
+
+def _judge(args: argparse.Namespace) -> int:
+    from lazyfuel.judge import JudgeCache, Progress
+    from lazyfuel.measured import judge_registry
+
+    cache = JudgeCache()
+    verdicts = judge_registry(backends=available_backends(args.backend), quick=args.quick,
+                              force=args.force, cache=cache, select=_select(args), progress=Progress())
+    rows = [("op_kind", "dtype key", "backend", "symbol", "latency", "per dispatch", "GB/s", "spread",
+             "source")]
+    for v in verdicts:
+        j, b = v.judgement, v.binding
+        rows.append((b.op_kind.name, j.dtypes, b.backend.name, b.symbol, f"{j.latency_s * 1e6:.1f} µs",
+                     f"{j.dispatch_s * 1e6:.1f} µs", f"{j.bytes_per_s / 1e9:.2f}", f"{j.spread:.0%}",
+                     "measured" if v.measured else "cached"))
+    print(_table(rows))
+    print(f"{sum(v.measured for v in verdicts)} measured, {sum(not v.measured for v in verdicts)} "
+          f"cached; cache {cache.path}")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from lazyfuel.audit import audit
+    from lazyfuel.judge import Progress
+
+    report = audit(backends=available_backends(args.backend), seed=args.seed, select=_select(args),
+                   progress=Progress())
+    print(report.table())
+    return 0 if report.ok else 1
+
+
 def _registry_of(path: str) -> Registry:
     register_builtin_providers()
     registry = Registry()
@@ -108,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--kernel", help="only this kernel")
         if name == "fmt":
             p.add_argument("--write", action="store_true", help="rewrite the file in place")
+
+    judge = sub.add_parser("judge", help="measure each binding's cost on this machine's devices (cached)")
+    judge.add_argument("--quick", action="store_true", help="fewer sizes and repeats (under a minute)")
+    judge.add_argument("--force", action="store_true", help="measure again even what is cached")
+    audit = sub.add_parser("audit", help="check every binding against the CPU reference and its "
+                           "declared precision and determinism; exit 1 on any failure")
+    audit.add_argument("--seed", type=int, help="seed of the random data (default: fresh)")
+    for p, func in ((judge, _judge), (audit, _audit)):
+        p.add_argument("--backend", help="only this backend (vulkan, cpu; default: every usable one)")
+        p.add_argument("--op", action="append", help="only this op kind (repeatable)")
+        p.add_argument("--dtype", action="append", help="only bindings of this data dtype (repeatable)")
+        p.set_defaults(func=func)
     return parser
 
 

@@ -78,8 +78,8 @@ def _component_ok(got: np.ndarray, expected: np.ndarray, precision: Precision) -
     """Per element of two real float arrays: within tolerance (see the module docstring)."""
     width = got.dtype.itemsize
     gb, eb = got.view(f"u{width}"), expected.view(f"u{width}")
-    g, e = got.astype(np.float64), expected.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # a signalling NaN may complain when cast
+        g, e = got.astype(np.float64), expected.astype(np.float64)
         same = gb == eb
         both_nan = np.isnan(g) & np.isnan(e)
         finite = np.isfinite(g) & np.isfinite(e)

@@ -1,0 +1,24 @@
+"""`lazyfuel judge`: measures, then reads the cache; what it stored reaches a planner."""
+
+from __future__ import annotations
+
+from lazyfuel.cli import main
+from lazyfuel.contracts.model import Backend, OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.judge import JudgeCache
+from lazyfuel.measured import measured_costs
+from lazyfuel.providers import default_registry
+
+
+def test_judge_cli_measures_then_reads_the_cache(cache: JudgeCache, capsys) -> None:
+    argv = ["judge", "--quick", "--backend", "cpu", "--op", "IndexSelect", "--dtype", "F32"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "1 measured, 0 cached" in captured.out and str(cache.path) in captured.out
+    assert "lazyfuel::cpu::index_select_f32" in captured.out and "GB/s" in captured.out
+    assert "judging 1 Cpu binding(s)" in captured.err and "1/1" in captured.err  # the progress bar
+    assert main(argv) == 0
+    assert "0 measured, 1 cached" in capsys.readouterr().out
+    costs = measured_costs(backends=[Backend.Cpu])
+    (judged,) = [b for b in default_registry().bindings() if costs.judgement(b) is not None]
+    assert judged.op_kind is OpKind.IndexSelect and judged.dtypes[0] is DType.F32

@@ -1,0 +1,114 @@
+"""Measuring: the fit, the ladder on real executors, and re-measuring a patched kernel or driver."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyfuel.backends.base import executor
+from lazyfuel.backends.cpu.links import entry_points as cpu_entry_points
+from lazyfuel.contracts.model import Backend
+from lazyfuel.judge import Judge, JudgeCache, Point, Progress, fit_line
+from lazyfuel.judge.workloads import ladder_workload
+from lazyfuel.measured import cpu_fingerprint, device_fingerprint
+from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
+from lazyfuel.registry import KernelRef, Registry, register_link_registry
+
+# The code bytes the patched link registry reports; a test edits them like a rebuilt kernel.
+PATCHED_CODE = {"bytes": b"kernel build 1"}
+PATCHED = "test::judge::patched"
+
+
+def _patched_entry_points() -> dict[str, KernelRef]:
+    """The CPU kernels under new symbols, with code bytes read from PATCHED_CODE at hash time."""
+    return {sym.replace("lazyfuel::cpu::", f"{PATCHED}::"):
+            KernelRef(ref.name, ref.backend, ref.impl, code=lambda: PATCHED_CODE["bytes"])
+            for sym, ref in cpu_entry_points().items()}
+
+
+def _patched_registry() -> Registry:
+    register_link_registry(PATCHED, _patched_entry_points)
+    text = (CONTRACTS_DIR / "cpu.md").read_text()
+    text = text.replace("lazyfuel::cpu::ENTRY_POINTS", PATCHED).replace('"lazyfuel::cpu::', f'"{PATCHED}::')
+    registry = Registry()
+    registry.load(text)
+    return registry
+
+
+def _pick(registry: Registry, op: str = "IndexSelect", dtype: str = "F32", backend: str = "Cpu"):
+    return next(b for b in registry.bindings() if b.op_kind.name == op and b.dtypes[0].name == dtype
+                and b.backend.name == backend)
+
+
+def test_fit_line_recovers_latency_and_bandwidth_and_stays_non_negative() -> None:
+    pts = [Point(n, 8.0 * n, 50e-6 + 8.0 * n / 4e9, 0.0, 3) for n in (256, 4096, 65536, 1 << 20)]
+    latency, per_byte = fit_line(pts)
+    assert latency == pytest.approx(50e-6, rel=1e-6) and 1 / per_byte == pytest.approx(4e9, rel=1e-6)
+    flat = [Point(n, 8.0 * n, 1e-4, 0.0, 3) for n in (256, 4096)]
+    assert fit_line(flat) == pytest.approx((1e-4, 0.0), abs=1e-12)
+    falling = [Point(256, 100.0, 2e-4, 0.0, 3), Point(4096, 1e6, 1e-4, 0.0, 3)]
+    latency, per_byte = fit_line(falling)  # noise can make big runs look faster: never negative
+    assert latency >= 0 and per_byte >= 0
+
+
+def test_ladder_workloads_follow_the_contract_bytes_and_chain() -> None:
+    rng = np.random.default_rng(0)
+    for b in default_registry().bindings():
+        if b.backend is not Backend.Cpu or b.dtypes[0].name != "F32":
+            continue
+        one, four = ladder_workload(b, 4096, rng), ladder_workload(b, 4096, rng, steps=4)
+        assert one.n == 4096 and len(one.program.steps) == 1 and len(four.program.steps) == 4
+        assert one.bytes_moved >= 2 * 4096 * 4
+        (out,) = executor(Backend.Cpu).run(four.program, list(four.inputs))
+        assert out.shape == four.program.steps[-1].out_shape
+
+
+def test_judge_measures_a_cpu_binding_then_reads_the_cache(cache: JudgeCache, tiny) -> None:
+    b = _pick(default_registry())
+    judge = Judge(executor(Backend.Cpu), cpu_fingerprint(), cache, budget=tiny)
+    (first,) = judge.judge([b], progress=Progress())
+    j = first.judgement
+    assert first.measured and j.symbol == b.symbol and j.revision_hash == b.revision_hash
+    assert [p.n for p in j.points] == [256, 4096] and all(p.seconds > 0 for p in j.points)
+    assert j.latency_s > 0 and 0 <= j.dispatch_s <= j.latency_s and j.spread >= 0
+    (again,) = judge.judge([b])
+    assert not again.measured and again.judgement == j
+    (forced,) = judge.judge([b], force=True)
+    assert forced.measured
+
+
+def test_patched_kernel_bytes_change_the_revision_and_force_a_re_measure(cache: JudgeCache, tiny) -> None:
+    PATCHED_CODE["bytes"] = b"kernel build 1"
+    before = _pick(_patched_registry())
+    judge = Judge(executor(Backend.Cpu), cpu_fingerprint(), cache, budget=tiny)
+    assert judge.judge([before])[0].measured
+    assert not judge.judge([before])[0].measured
+    PATCHED_CODE["bytes"] = b"kernel build 2"  # the same symbol and contract, rebuilt code
+    after = _pick(_patched_registry())
+    assert after.symbol == before.symbol and after.revision_hash != before.revision_hash
+    (verdict,) = judge.judge([after])
+    assert verdict.measured and verdict.judgement.revision_hash == after.revision_hash
+    stored = [j for j in cache.load().values() if j.symbol == after.symbol]
+    assert [j.revision_hash for j in stored] == [after.revision_hash]  # the stale entry is gone
+
+
+def test_a_changed_driver_is_measured_again(cache: JudgeCache, tiny) -> None:
+    b = _pick(default_registry(), op="MaskedFill")
+    cpu = executor(Backend.Cpu)
+    assert Judge(cpu, "driver 1.0", cache, budget=tiny).judge([b])[0].measured
+    assert not Judge(cpu, "driver 1.0", cache, budget=tiny).judge([b])[0].measured
+    assert Judge(cpu, "driver 1.1", cache, budget=tiny).judge([b])[0].measured
+
+
+def test_judge_skips_other_backends_and_unknown_op_kinds(cache: JudgeCache, tiny) -> None:
+    vulkan_only = [b for b in default_registry().bindings() if b.backend is Backend.Vulkan][:3]
+    assert Judge(executor(Backend.Cpu), cpu_fingerprint(), cache, budget=tiny).judge(vulkan_only) == []
+
+
+@pytest.mark.skipif(Backend.Vulkan not in available_backends(), reason="no Vulkan device here")
+def test_judge_measures_a_vulkan_binding_on_the_device(cache: JudgeCache, tiny) -> None:
+    b = _pick(default_registry(), op="Contiguize", backend="Vulkan")
+    fingerprint = device_fingerprint(Backend.Vulkan)
+    assert "driver" in fingerprint and "pipeline cache" in fingerprint
+    (v,) = Judge(executor(Backend.Vulkan), fingerprint, cache, budget=tiny).judge([b])
+    assert v.measured and v.judgement.latency_s > 0 and v.judgement.device_fingerprint == fingerprint

@@ -1,0 +1,171 @@
+"""The audit: the default registry keeps its contracts on this machine's devices, and broken real
+kernels (a flipped bit, a wrong index, a result that changes between runs or with the chunking, a
+Vulkan binding dispatching its shader with the wrong fill) fail it with a precise report."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lazyfuel import audit as audit_module
+from lazyfuel.audit import audit
+from lazyfuel.backends.cpu import kernels
+from lazyfuel.cli import main
+from lazyfuel.contracts.model import Backend
+from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
+from lazyfuel.registry import KernelRef, Registry, register_link_registry
+
+HAS_VULKAN = Backend.Vulkan in available_backends()
+
+
+def _document(source: Path, kernel: str, links: str, *, max_ulp: int = 0,
+              determinism: str = "bitwise") -> str:
+    """One kernel block of a shipped document, for F32 only, linked through `links`."""
+    text = source.read_text(encoding="utf-8")
+    front = text[: text.index("\n---\n", 4) + 5]
+    block = next(b for b in re.findall(r"```fkc\n(.*?)```", text, re.S) if f"kernel: {kernel}\n" in b)
+    old_links = re.search(r'link_registry: "([^"]+)"', front).group(1)
+    namespace = old_links.rsplit("::", 1)[0]
+    block = re.sub(r"dtypes: \[[A-Z0-9, ]*F32[A-Z0-9, ]*\]", "dtypes: [F32]", block, count=1)
+    block = block.replace(f'"{namespace}::', f'"{links}::').replace("max_ulp: 0", f"max_ulp: {max_ulp}")
+    block = re.sub(r"determinism: \w+", f"determinism: {determinism}", block)
+    return front.replace(old_links, links) + f"\n# test kernels\n\n```fkc\n{block}```\n"
+
+
+def _cpu_registry(name: str, kernel: str, impl, **doc) -> Registry:
+    """A registry holding one F32 Cpu binding of `kernel` that runs `impl`."""
+    ref = KernelRef(f"{name}::{kernel}", Backend.Cpu, impl, code=lambda: name.encode())
+    register_link_registry(name, lambda: {f"{name}::{kernel}_f32": ref})
+    registry = Registry()
+    registry.load(_document(CONTRACTS_DIR / "cpu.md", kernel, name, **doc))
+    return registry
+
+
+def _finite_flip(out: np.ndarray, at: int = 0) -> np.ndarray:
+    """`out` with the lowest bit of element `at` flipped where that element is finite (1 ULP)."""
+    flat = out.reshape(-1)
+    if flat.size > at and np.isfinite(flat[at]):
+        flat.view(np.uint32)[at] ^= 1
+    return out
+
+
+def flipped_bit(source, indices, **params):
+    """index_select, with the lowest bit of the fourth output element flipped."""
+    out = kernels.index_select_step(source, indices, **params)
+    out.reshape(-1).view(np.uint32)[min(3, out.size - 1)] ^= 1
+    return out
+
+
+def wrong_index(source, indices, *, source_shape, output_shape, dim):
+    """gather reading index + 1 (wrapped): a real kernel with an off-by-one."""
+    shifted = (np.asarray(indices).astype(np.int64) + 1) % source_shape[dim]
+    return kernels.gather_step(source, shifted.astype(np.uint32), source_shape=source_shape,
+                               output_shape=output_shape, dim=dim)
+
+
+_calls = {"n": 0}
+
+
+def changes_between_runs(data, mask, *, fill_bytes):
+    """masked_fill whose first element moves by one ULP on every other call."""
+    _calls["n"] += 1
+    out = kernels.masked_fill_step(data, mask, fill_bytes=fill_bytes)
+    return _finite_flip(out) if _calls["n"] % 2 == 0 else out
+
+
+def depends_on_size(source, indices, **params):
+    """index_select, one ULP off in the first element when more than 20 indices are given."""
+    out = kernels.index_select_step(source, indices, **params)
+    return _finite_flip(out) if params["n_indices"] > 20 else out
+
+
+def test_every_binding_of_the_default_registry_keeps_its_contract() -> None:
+    report = audit(default_registry())
+    assert report.ok, report.table()
+    audited = [r for r in report.results if not r.skipped]
+    assert len(report.results) == len(default_registry().bindings())
+    assert {r.binding.backend for r in audited} == set(available_backends())
+    assert all(r.cases >= 8 for r in audited)
+    assert f"{len(audited)} of {len(audited)} binding(s) keep their contract" in report.table()
+
+
+def test_a_flipped_bit_fails_precision_with_the_element_and_both_values() -> None:
+    registry = _cpu_registry("test::audit::flip", "index_select", flipped_bit)
+    report = audit(registry, [Backend.Cpu], seed=7)
+    (result,) = report.failures
+    failure = result.failure
+    assert failure.check == "precision"
+    assert failure.case == "shape (97,), dim 0, 41 indices, contiguous source"
+    m = failure.mismatch
+    assert m.index == (3,)
+    assert int(m.got_bits, 16) ^ int(m.expected_bits, 16) == 1 and len(m.got_bits) == 10
+    assert "bits differ (the contract declares exact results)" in m.why
+    table = report.table()
+    assert "FAIL (IndexSelect,[F32,U32,F32],Cpu) numpy -> test::audit::flip::index_select_f32" in table
+    assert f"element (3,): got {m.got} ({m.got_bits}), expected {m.expected} ({m.expected_bits})" in table
+
+
+def test_a_wrong_index_fails_precision() -> None:
+    report = audit(_cpu_registry("test::audit::index", "gather", wrong_index), [Backend.Cpu], seed=8)
+    (result,) = report.failures
+    assert result.failure.check == "precision" and result.cases == 1
+    m = result.failure.mismatch
+    assert m.got_bits != m.expected_bits and len(m.index) == 1
+
+
+def test_a_result_that_changes_between_runs_fails_determinism() -> None:
+    registry = _cpu_registry("test::audit::flaky", "masked_fill", changes_between_runs, max_ulp=1,
+                             determinism="run_to_run")
+    _calls["n"] = 0
+    (result,) = audit(registry, [Backend.Cpu], seed=9).failures
+    assert result.failure.check == "determinism run_to_run: repeat"
+    assert result.failure.mismatch.index == (0,)
+    assert "bits differ from the first run" in str(result.failure)
+
+
+def test_a_result_that_depends_on_the_chunking_fails_bitwise_determinism() -> None:
+    registry = _cpu_registry("test::audit::sized", "index_select", depends_on_size, max_ulp=1)
+    (result,) = audit(registry, [Backend.Cpu], seed=10).failures
+    assert result.failure.check == "determinism bitwise: chunking"
+    assert "run in 3 pieces joined along axis 0" in str(result.failure)
+    relaxed = _cpu_registry("test::audit::sized-relaxed", "index_select", depends_on_size, max_ulp=1,
+                            determinism="run_to_run")
+    assert audit(relaxed, [Backend.Cpu], seed=10).ok  # it only promised run-to-run stability
+
+
+@pytest.mark.skipif(not HAS_VULKAN, reason="no Vulkan device here")
+def test_a_vulkan_binding_dispatching_the_wrong_fill_fails() -> None:
+    from lazyfuel.backends.vulkan.kernels import MaskedFillKernel
+
+    class WrongFill(MaskedFillKernel):
+        """The real masked_fill shader, recorded with the fill value's lowest bit flipped."""
+
+        def record(self, batch, step, args, out, status):
+            fill = bytearray(step.param["fill_bytes"])
+            fill[0] ^= 1
+            params = tuple((k, bytes(fill) if k == "fill_bytes" else v) for k, v in step.params)
+            super().record(batch, dataclasses.replace(step, params=params), args, out, status)
+
+    name = "test::audit::vulkan-fill"
+    ref = KernelRef(f"{name}::masked_fill", Backend.Vulkan, WrongFill(), code=lambda: b"wrong fill")
+    register_link_registry(name, lambda: {f"{name}::masked_fill_f32": ref})
+    registry = Registry()
+    registry.load(_document(CONTRACTS_DIR / "vulkan_select.md", "masked_fill", name))
+    (result,) = audit(registry, [Backend.Vulkan], seed=11).failures
+    assert result.binding.backend is Backend.Vulkan and result.failure.check == "precision"
+    m = result.failure.mismatch
+    assert int(m.got_bits, 16) ^ int(m.expected_bits, 16) == 1
+
+
+def test_audit_cli_prints_the_table_and_exits_1_on_failure(monkeypatch, capsys) -> None:
+    assert main(["audit", "--backend", "cpu", "--op", "Contiguize", "--seed", "3"]) == 0
+    assert "11 of 11 binding(s) keep their contract" in capsys.readouterr().out
+    broken = _cpu_registry("test::audit::cli", "index_select", flipped_bit)
+    monkeypatch.setattr(audit_module, "default_registry", lambda: broken)
+    assert main(["audit", "--backend", "cpu"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL    IndexSelect" in out and "0 of 1 binding(s) keep their contract" in out

@@ -1,9 +1,11 @@
 """Build lazyfuel's SPIR-V from the GLSL compute shaders in this folder.
 
-Each `<kernel>.comp` is compiled once per element width (1, 2, 4, 8, 16 bytes) with glslc
-(`--target-env=vulkan1.2`, `-DWIDTH=<w>`), checked with spirv-val, and written as
-`<kernel>_w<width>.spv` to `lazyfuel/backends/vulkan/spirv/` (committed and packaged), or to
-`--out DIR`. `--check` rebuilds into a temporary folder and exits 1 if the committed SPIR-V differs.
+Each `<kernel>.comp` is compiled once per element width (1, 2, 4, 8, 16 bytes) and memory mode
+with glslc (`--target-env=vulkan1.2`, `-DWIDTH=<w>`, `-DSSBO` for storage buffers), checked with
+spirv-val, and written as `<kernel>_w<width>.spv` (device addresses) and
+`<kernel>_w<width>_ssbo.spv` (storage buffers) to `lazyfuel/backends/vulkan/spirv/` (committed and
+packaged), or to `--out DIR`. `--check` rebuilds into a temporary folder and exits 1 if the
+committed SPIR-V differs.
 
     python shaders/build.py            # rebuild the committed SPIR-V
     python shaders/build.py --check    # fail if it is stale
@@ -22,12 +24,14 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "lazyfuel" / "backends" / "vulkan" / "spirv"
 KERNELS = ("contiguize", "index_select", "gather", "masked_fill")
 WIDTHS = (1, 2, 4, 8, 16)
+MODES = {"": [], "_ssbo": ["-DSSBO"]}  # file-name suffix -> extra glslc flags
 TARGET = "vulkan1.2"
 
 
-def outputs() -> list[tuple[str, str, int]]:
-    """(output file name, kernel, width) for every SPIR-V module the build writes."""
-    return [(f"{k}_w{w}.spv", k, w) for k in KERNELS for w in WIDTHS]
+def outputs() -> list[tuple[str, str, int, list[str]]]:
+    """(output file name, kernel, width, extra flags) for every SPIR-V module the build writes."""
+    return [(f"{k}_w{w}{suffix}.spv", k, w, flags) for k in KERNELS for w in WIDTHS
+            for suffix, flags in MODES.items()]
 
 
 def _tool(name: str) -> str:
@@ -42,10 +46,10 @@ def build(out: Path) -> list[Path]:
     glslc, spirv_val = _tool("glslc"), _tool("spirv-val")
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, kernel, width in outputs():
+    for name, kernel, width, flags in outputs():
         target = out / name
         subprocess.run(
-            [glslc, f"--target-env={TARGET}", "-O", f"-DWIDTH={width}", "-I", str(HERE),
+            [glslc, f"--target-env={TARGET}", "-O", f"-DWIDTH={width}", *flags, "-I", str(HERE),
              str(HERE / f"{kernel}.comp"), "-o", str(target)],
             check=True,
         )

@@ -2,9 +2,15 @@
 //
 // Every shader moves bits and never does arithmetic on element values: elements are carried as
 // unsigned words of the element's width (WIDTH bytes: 1, 2, 4, 8 or 16), so NaN payloads, -0.0,
-// subnormals and bf16 survive unchanged. Buffers are reached through buffer device addresses
-// passed in push constants, so no storage-buffer range limit applies and no descriptors are bound.
-// Every device allocation lazyfuel makes is 16-byte aligned and rounded up to 16 bytes.
+// subnormals and bf16 survive unchanged. Every device allocation lazyfuel makes is 16-byte
+// aligned and rounded up to 16 bytes; kernels still write only the elements they own.
+//
+// Two ways to reach memory, chosen by the build (-DSSBO) and, per step, by the host:
+// - storage buffers (set 0: 0 source, 1 output, 2 indices or mask, 3 status) bound with push
+//   descriptors; positions are array indices. Much faster on lavapipe; every bound range must fit
+//   in maxStorageBufferRange.
+// - buffer device addresses in push constants (p.src, p.dst, p.aux, p.status); positions are
+//   64-bit and no range limit applies. Used where a buffer is larger than maxStorageBufferRange.
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference2 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -36,13 +42,6 @@
 #error "WIDTH must be 1, 2, 4, 8 or 16"
 #endif
 
-// Positions are 64-bit (GLSL arrays take 32-bit indices only), so elements are reached by address.
-layout(buffer_reference, std430, buffer_reference_align = WIDTH) buffer OneWord { WORD w; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer OneU32 { uint v; };
-layout(buffer_reference, std430, buffer_reference_align = 1) buffer OneByte { uint8_t b; };
-// One slot per program step: the first bad index position seen (0xFFFFFFFF = none).
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer Status { uint first_bad; };
-
 layout(local_size_x_id = 0) in;
 // Elements (or words) each invocation moves; the host measures and picks it per device.
 layout(constant_id = 1) const uint ELEMS = 4;
@@ -51,13 +50,37 @@ layout(constant_id = 2) const bool WIDE = false;
 
 const uint NO_BAD = 0xFFFFFFFFu;
 
+#ifdef SSBO
+layout(std430, set = 0, binding = 0) readonly buffer SrcBuf { WORD w[]; } src_buf;
+layout(std430, set = 0, binding = 1) writeonly buffer DstBuf { WORD w[]; } dst_buf;
+#if defined(AUX_U32)
+layout(std430, set = 0, binding = 2) readonly buffer AuxBuf { uint v[]; } aux_buf;
+#elif defined(AUX_U8)
+layout(std430, set = 0, binding = 2) readonly buffer AuxBuf { uint8_t v[]; } aux_buf;
+#endif
+// The step's status slot: the first bad index position seen (0xFFFFFFFF = none).
+layout(std430, set = 0, binding = 3) buffer StatusBuf { uint first_bad; } status_buf;
+#define LOAD_SRC(i) src_buf.w[uint(i)]
+#define STORE_DST(i, value) dst_buf.w[uint(i)] = (value)
+#define LOAD_AUX(i) aux_buf.v[uint(i)]
+#define REPORT_BAD(pos) atomicMin(status_buf.first_bad, (pos))
+#else
+layout(buffer_reference, std430, buffer_reference_align = WIDTH) buffer OneWord { WORD w; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer OneU32 { uint v; };
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer OneByte { uint8_t v; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Status { uint first_bad; };
+#define LOAD_SRC(i) OneWord(p.src + uint64_t(i) * uint64_t(WIDTH)).w
+#define STORE_DST(i, value) OneWord(p.dst + uint64_t(i) * uint64_t(WIDTH)).w = (value)
+#if defined(AUX_U32)
+#define LOAD_AUX(i) OneU32(p.aux + uint64_t(i) * 4ul).v
+#elif defined(AUX_U8)
+#define LOAD_AUX(i) OneByte(p.aux + uint64_t(i)).v
+#endif
+#define REPORT_BAD(pos) atomicMin(Status(p.status).first_bad, (pos))
+#endif
+
 // Positions are reported in 32 bits; larger ones saturate and the host finds the exact one.
 uint clamp_position(uint64_t pos) { return pos >= uint64_t(NO_BAD) ? NO_BAD - 1u : uint(pos); }
-
-WORD load_word(uint64_t base, uint64_t i) { return OneWord(base + i * uint64_t(WIDTH)).w; }
-void store_word(uint64_t base, uint64_t i, WORD v) { OneWord(base + i * uint64_t(WIDTH)).w = v; }
-uint load_u32(uint64_t base, uint64_t i) { return OneU32(base + i * 4ul).v; }
-uint8_t load_byte(uint64_t base, uint64_t i) { return OneByte(base + i).b; }
 
 // First flat position this invocation handles.
 uint64_t first_position(uint64_t base) {

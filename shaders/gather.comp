@@ -2,13 +2,14 @@
 // Gather along one dim. Source [outer, S, inner], indices and output [outer, M, inner]:
 // out[o, m, k] = src[o, idx[o, m, k], k]. An index >= S reads nothing, writes nothing and
 // records its flat position in `status`.
+#define AUX_U32
 #include "common.glsl"
 
 layout(push_constant) uniform Params {
     uint64_t src;
     uint64_t dst;
-    uint64_t idx;
-    Status status;
+    uint64_t aux;     // indices
+    uint64_t status;
     uint64_t base;  // first output element of this dispatch
     uint64_t n;     // output elements in total
     uint inner;
@@ -34,11 +35,11 @@ void main() {
     }
     for (uint q = 0; q < ELEMS; ++q, ++e) {
         if (e >= p.n) return;
-        uint v = load_u32(p.idx, e);
+        uint v = LOAD_AUX(e);
         if (v < p.S) {
-            store_word(p.dst, e, load_word(p.src, (o * p.S + v) * p.inner + k));
+            STORE_DST(e, LOAD_SRC((o * p.S + v) * p.inner + k));
         } else {
-            atomicMin(p.status.first_bad, clamp_position(e));
+            REPORT_BAD(clamp_position(e));
         }
         if (++k == p.inner) {
             k = 0;

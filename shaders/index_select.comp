@@ -4,13 +4,14 @@
 // picks the widest word dividing the row's bytes). Output word e = (o * n_idx + j) * R + r takes
 // source word (o * dim_size + idx[j]) * R + r. An index >= dim_size reads nothing, writes nothing
 // and records its position j in `status`.
+#define AUX_U32
 #include "common.glsl"
 
 layout(push_constant) uniform Params {
     uint64_t src;
     uint64_t dst;
-    uint64_t idx;
-    Status status;
+    uint64_t aux;     // indices
+    uint64_t status;
     uint64_t base;  // first output word of this dispatch
     uint64_t n;     // output words in total
     uint R;         // words per row
@@ -34,19 +35,19 @@ void main() {
         j = t % p.n_idx;
         o = uint64_t(t / p.n_idx);
     }
-    uint v = load_u32(p.idx, j);
+    uint v = LOAD_AUX(j);
     bool ok = v < p.dim_size;
-    if (!ok) atomicMin(p.status.first_bad, j);
+    if (!ok) REPORT_BAD(j);
     uint64_t row = (o * p.dim_size + v) * p.R;
     for (uint q = 0; q < ELEMS; ++q, ++e) {
         if (e >= p.n) return;
-        if (ok) store_word(p.dst, e, load_word(p.src, row + r));
+        if (ok) STORE_DST(e, LOAD_SRC(row + r));
         if (++r == p.R) {
             r = 0;
             if (++j == p.n_idx) { j = 0; ++o; }
-            v = load_u32(p.idx, j);
+            v = LOAD_AUX(j);
             ok = v < p.dim_size;
-            if (!ok && e + 1 < p.n) atomicMin(p.status.first_bad, j);
+            if (!ok && e + 1 < p.n) REPORT_BAD(j);
             row = (o * p.dim_size + v) * p.R;
         }
     }

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class Context:
     """A command pool, its one command buffer, a fence and a recorder; used by one task at a time."""
 
-    def __init__(self, device: Any, queue_family: int, layout: Any) -> None:
+    def __init__(self, device: Any, queue_family: int, pipelines: Any, push_descriptor_fn: Any) -> None:
         ffi, lib = vk.ffi, vk.lib
         self.device = device
         info = ffi.new("VkCommandPoolCreateInfo*", {
@@ -52,7 +52,7 @@ class Context:
         self.submit_info = ffi.new("VkSubmitInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
             "pCommandBuffers": self.cmd_ptr})
-        self.recorder = Recorder(self.cmd_ptr[0], layout)
+        self.recorder = Recorder(self.cmd_ptr[0], pipelines.layout, pipelines.ssbo_layout, push_descriptor_fn)
 
     def reset(self) -> None:
         """Ready for a new recording: reset the command pool and the fence."""
@@ -129,14 +129,18 @@ class Batch:
 
     # -- work -----------------------------------------------------------------------------------
     def dispatch(self, pipeline: Any, fmt: str, values: list, base_slot: int, n_items: int,
-                 items_per_group: int) -> None:
-        """Dispatch enough groups for `n_items`, tiled by maxComputeWorkGroupCount[0]."""
+                 items_per_group: int, buffers: tuple | None = None) -> None:
+        """Dispatch enough groups for `n_items`, tiled by maxComputeWorkGroupCount[0].
+
+        `buffers`, for a storage-buffer (`*_ssbo`) pipeline: four (VkBuffer, offset, range) bound
+        as source, output, indices/mask and status (see `kernels.bind`).
+        """
         groups = -(-n_items // items_per_group)
         first = 0
         while first < groups:
             count = min(self.max_groups, groups - first)
             values[base_slot] = first * items_per_group
-            self.recorder.dispatch(pipeline, fmt, tuple(values), count)
+            self.recorder.dispatch(pipeline, fmt, tuple(values), count, buffers)
             first += count
 
     def copy(self, src: Allocation, src_offset: int, dst: Allocation, dst_offset: int, nbytes: int) -> None:

@@ -23,6 +23,7 @@ _KINDS = {
     vk.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other",
 }
 PREFERENCE = ("discrete", "integrated", "virtual", "cpu", "other")
+PUSH_DESCRIPTOR = "VK_KHR_push_descriptor"
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class DeviceInfo:
     int64: bool
     int16: bool
     int8: bool
+    push_descriptor: bool  # VK_KHR_push_descriptor: enables the storage-buffer fast path
+    min_storage_buffer_offset_alignment: int
 
     @property
     def device_local_bytes(self) -> int:
@@ -81,7 +84,8 @@ class DeviceInfo:
             f"{'yes' if self.host_visible_device_memory else 'no'}",
             f"    maxStorageBufferRange {self.max_storage_buffer_range >> 20} MiB, "
             f"maxComputeWorkGroupCount {list(self.max_workgroup_count)}, "
-            f"maxMemoryAllocationSize {self.max_memory_allocation_size >> 20} MiB",
+            f"maxMemoryAllocationSize {self.max_memory_allocation_size >> 20} MiB, "
+            f"push descriptors {'yes' if self.push_descriptor else 'no'}",
             "    usable by lazyfuel" if not missing else f"    not usable: lacks {' '.join(missing)}",
         ])
 
@@ -143,7 +147,13 @@ def query(index: int, physical: Any) -> DeviceInfo:
         int64=bool(feats.features.shaderInt64),
         int16=bool(feats.features.shaderInt16),
         int8=bool(f12.shaderInt8),
+        push_descriptor=PUSH_DESCRIPTOR in _extensions(physical),
+        min_storage_buffer_offset_alignment=int(limits.minStorageBufferOffsetAlignment),
     )
+
+
+def _extensions(physical: Any) -> set[str]:
+    return {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical, None)}
 
 
 def _max_allocation(physical: Any) -> int:

@@ -10,7 +10,9 @@ Callers must have checked, earlier and in readable code:
 - `fmt` packs to at most 128 bytes and matches the shader's push-constant block;
 - `groups` is in 1 … maxComputeWorkGroupCount[0] (batch.py tiles larger grids);
 - every address pushed lies inside a live allocation that stays alive until the fence signals;
-- copy ranges lie inside their buffers.
+- copy ranges lie inside their buffers;
+- `buffers` (storage-buffer pipelines only) holds four (VkBuffer, offset, range) with offsets
+  aligned to minStorageBufferOffsetAlignment and ranges within maxStorageBufferRange.
 """
 
 from __future__ import annotations
@@ -33,11 +35,19 @@ _READS = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | _WRITES
 class Recorder:
     """Records into one VkCommandBuffer with pre-built structs."""
 
-    __slots__ = ("_begin", "_bound", "_cmd", "_copy", "_device_barrier", "_host_barrier", "_layout",
-                 "_push", "_push_view", "dispatches")
+    __slots__ = ("_begin", "_bound", "_buffers", "_cmd", "_copy", "_device_barrier", "_host_barrier",
+                 "_infos", "_layout", "_push", "_push_descriptors", "_push_view", "_ssbo_layout", "_writes",
+                 "dispatches")
 
-    def __init__(self, cmd: Any, layout: Any) -> None:
-        self._cmd, self._layout = cmd, layout
+    def __init__(self, cmd: Any, layout: Any, ssbo_layout: Any = None, push_descriptors: Any = None) -> None:
+        self._cmd, self._layout, self._ssbo_layout = cmd, layout, ssbo_layout
+        self._push_descriptors = push_descriptors
+        self._infos = _ffi.new("VkDescriptorBufferInfo[4]")
+        self._writes = _ffi.new("VkWriteDescriptorSet[4]", [
+            {"sType": vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
+             "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": self._infos + i}
+            for i in range(4)])
+        self._buffers = None
         self._push = _ffi.new("uint8_t[128]")
         self._push_view = _ffi.buffer(self._push)
         self._copy = _ffi.new("VkBufferCopy*")
@@ -55,6 +65,7 @@ class Recorder:
     def begin(self) -> int:
         """Start recording (the command pool was reset); returns the VkResult."""
         self._bound = None
+        self._buffers = None
         self.dispatches = 0
         return _lib.vkBeginCommandBuffer(self._cmd, self._begin)
 
@@ -62,14 +73,27 @@ class Recorder:
         """Finish recording; returns the VkResult."""
         return _lib.vkEndCommandBuffer(self._cmd)
 
-    def dispatch(self, pipeline: Any, fmt: str, values: tuple, groups: int) -> None:
-        """Bind `pipeline` (if not bound), push `values` packed by `fmt`, dispatch `groups` x 1 x 1."""
+    def dispatch(self, pipeline: Any, fmt: str, values: tuple, groups: int, buffers: tuple | None) -> None:
+        """Bind `pipeline` (if not bound) and `buffers` (if given and changed), push `values` packed
+        by `fmt`, dispatch `groups` x 1 x 1."""
         cmd = self._cmd
         if pipeline is not self._bound:
             _lib.vkCmdBindPipeline(cmd, _BIND_COMPUTE, pipeline)
             self._bound = pipeline
+        layout = self._layout
+        if buffers is None:
+            self._buffers = None  # a device-address dispatch: re-push descriptors next time
+        else:
+            layout = self._ssbo_layout
+            if buffers != self._buffers:
+                infos = self._infos
+                for i, (buf, offset, size) in enumerate(buffers):
+                    info = infos[i]
+                    info.buffer, info.offset, info.range = buf, offset, size
+                self._push_descriptors(cmd, _BIND_COMPUTE, layout, 0, 4, self._writes)
+                self._buffers = buffers
         struct.pack_into(fmt, self._push_view, 0, *values)
-        _lib.vkCmdPushConstants(cmd, self._layout, _COMPUTE, 0, struct.calcsize(fmt), self._push)
+        _lib.vkCmdPushConstants(cmd, layout, _COMPUTE, 0, struct.calcsize(fmt), self._push)
         _lib.vkCmdDispatch(cmd, groups, 1, 1)
         self.dispatches += 1
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
-from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot, VulkanKernel
+from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, reset_pool
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
@@ -102,8 +102,9 @@ class VulkanExecutor:
         with pool.batch() as batch:
             values = [self._upload(batch, a, dtype) for a, dtype in zip(arrays, program.input_dtypes)]
             n_steps = len(program.steps)
-            status = batch.alloc(4 * max(n_steps, 1))
-            batch.fill_u32(status, NO_BAD, 4 * max(n_steps, 1))
+            status_bytes = STATUS_STRIDE * max(n_steps, 1)
+            status = batch.alloc(status_bytes)
+            batch.fill_u32(status, NO_BAD, status_bytes)
             for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
                 args = [values[a] for a in step.args]
                 self._check_contiguous(i, step, args)
@@ -121,10 +122,10 @@ class VulkanExecutor:
                 out_array = np.empty(value.layout.shape, value.dtype.numpy)
                 batch.download(value.allocation, out_array)
                 results.append(out_array)
-            flags = np.empty(max(n_steps, 1), np.uint32)
+            flags = np.empty(status_bytes // 4, np.uint32)
             batch.download(status, flags)
             batch.run()
-            for i, flag in enumerate(flags[:n_steps]):
+            for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
                 if flag != NO_BAD:
                     step = program.steps[i]
                     raise self._index_error(pool, kernels[i], step, values[step.args[1]], int(flag), arrays,

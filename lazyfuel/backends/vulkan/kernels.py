@@ -41,16 +41,38 @@ class DeviceValue:
         return self.layout.span * self.dtype.itemsize
 
 
+STATUS_STRIDE = 256  # bytes between status slots: the largest minStorageBufferOffsetAlignment
+
+
 @dataclass(frozen=True)
 class StatusSlot:
-    """A 32-bit word where a kernel records the first bad index position (0xFFFFFFFF: none)."""
+    """A 32-bit word where a kernel records the first bad index position (0xFFFFFFFF: none).
+
+    Slots sit STATUS_STRIDE bytes apart so each can be bound as a storage buffer of its own."""
 
     allocation: Allocation
     index: int
 
     @property
+    def offset(self) -> int:
+        return STATUS_STRIDE * self.index
+
+    @property
     def address(self) -> int:
-        return self.allocation.address + 4 * self.index
+        return self.allocation.address + self.offset
+
+
+def bind(allocation: Allocation, nbytes: int, offset: int = 0) -> tuple:
+    """(VkBuffer, offset, range) binding `nbytes` of `allocation` from `offset` (range rounded up
+    to 16 bytes inside the allocation, at least 16)."""
+    size = min(max(-(-nbytes // 16) * 16, 16), allocation.size - offset)
+    return (allocation.buffer, allocation.offset + offset, size)
+
+
+def storage_buffers(batch: Batch, *nbytes: int) -> bool:
+    """Use the storage-buffer shaders: the pool has them and every range fits the device's limit."""
+    pool = batch.pool
+    return pool.ssbo and all(n <= pool.info.max_storage_buffer_range for n in nbytes)
 
 
 def _spec(wide: bool, *extra: int) -> tuple[int, ...]:
@@ -74,11 +96,11 @@ class VulkanKernel:
     checks_indices: ClassVar[bool] = False
 
     def code(self) -> bytes:
-        """The bytes of every width variant this kernel may run (for the revision hash)."""
-        return b"".join(spirv(f"{self.family}_w{w}") for w in WIDTHS)
+        """The bytes of every variant this kernel may run (for the revision hash)."""
+        return b"".join(spirv(f"{self.family}_w{w}{mode}") for w in WIDTHS for mode in ("", "_ssbo"))
 
-    def pipeline(self, batch: Batch, width: int, spec: tuple[int, ...]) -> Any:
-        return batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
+    def pipeline(self, batch: Batch, width: int, spec: tuple[int, ...], ssbo: bool) -> Any:
+        return batch.pool.pipelines.get(f"{self.family}_w{width}{'_ssbo' if ssbo else ''}", spec)
 
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
@@ -144,12 +166,21 @@ class ContiguizeKernel(VulkanKernel):
             batch.copy(src.allocation, flat.offset * width, out, 0, n * width)
             return
         flat, word = widen(flat, width)
-        _require(flat.ndim <= MAX_RANK, f"contiguize: {flat.ndim} dims after merging (at most {MAX_RANK})")
-        pad = MAX_RANK - flat.ndim
-        values = [src.allocation.address + flat.offset * word, out.address, 0, flat.size,
-                  *flat.shape, *([1] * pad), *flat.strides, *([0] * pad)]
-        pipeline = self.pipeline(batch, word, _spec(flat.size >= U32_LIMIT, flat.ndim))
-        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, LOCAL_SIZE * ELEMS)
+        rank = flat.ndim
+        _require(rank <= MAX_RANK, f"contiguize: {rank} dims after merging (at most {MAX_RANK})")
+        pad = MAX_RANK - rank
+        # The offset rides in the spare stride slot; at rank 8 there is none and it is folded into
+        # the source address, which only device addresses allow.
+        ssbo = rank < MAX_RANK and storage_buffers(batch, src.nbytes, n * width)
+        start = src.allocation.address + (0 if rank < MAX_RANK else flat.offset * word)
+        values = [start, out.address, 0, flat.size, *flat.shape, *([1] * pad), *flat.strides,
+                  *([flat.offset] if pad else []), *([0] * (pad - 1))]
+        buffers = None
+        if ssbo:
+            dst = bind(out, n * width)
+            buffers = (bind(src.allocation, src.nbytes), dst, dst, dst)
+        pipeline = self.pipeline(batch, word, _spec(flat.size >= U32_LIMIT, rank), ssbo)
+        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, LOCAL_SIZE * ELEMS, buffers)
 
 
 class IndexSelectKernel(VulkanKernel):
@@ -179,8 +210,12 @@ class IndexSelectKernel(VulkanKernel):
             return
         values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
                   words_per_row, n_idx, dim]
-        pipeline = self.pipeline(batch, word, _spec(n >= U32_LIMIT))
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS)
+        src_bytes, out_bytes = outer * dim * row, n * word
+        ssbo = storage_buffers(batch, src_bytes, out_bytes, 4 * n_idx)
+        buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
+                   bind(status.allocation, 4, status.offset)) if ssbo else None
+        pipeline = self.pipeline(batch, word, _spec(n >= U32_LIMIT), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         dim = step.param["source_dim_size"]
@@ -217,8 +252,12 @@ class GatherKernel(VulkanKernel):
         inner = math.prod(shape_out[dim + 1:])
         values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
                   inner, shape_out[dim], shape_src[dim]]
-        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT))
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS)
+        src_bytes = math.prod(shape_src) * width
+        ssbo = storage_buffers(batch, src_bytes, n * width, 4 * n)
+        buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
+                   bind(status.allocation, 4, status.offset)) if ssbo else None
+        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         p = step.param
@@ -257,5 +296,8 @@ class MaskedFillKernel(VulkanKernel):
             return
         words = memoryview(fill.ljust(16, b"\0")).cast("I").tolist()
         values = [data.allocation.address, out.address, mask.allocation.address, 0, 0, n, *words]
-        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT))
-        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, n, LOCAL_SIZE * ELEMS)
+        ssbo = storage_buffers(batch, n * width, n)
+        dst = bind(out, n * width)
+        buffers = (bind(data.allocation, n * width), dst, bind(mask.allocation, n), dst) if ssbo else None
+        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, n, LOCAL_SIZE * ELEMS, buffers)

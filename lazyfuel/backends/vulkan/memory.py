@@ -1,12 +1,12 @@
 """Device memory: large blocks, sub-allocated by size class and reused.
 
 Every block is one VkDeviceMemory bound to one VkBuffer (storage + transfer + device address),
-so an `Allocation` is (block, offset, size) and its device address is the block's plus the offset:
-kernels reach it through buffer device addresses and no per-allocation Vulkan object is made.
-Sizes round up to a size class (four per octave, at least 256 bytes, always a multiple of 16) and
-offsets are 16-byte aligned, so kernels may move whole 16-byte words inside an allocation's
-padding. Freed allocations go to a free list per class and are handed out again; allocations over
-a quarter of a block get a block of their own, kept for reuse up to `cache_limit` bytes.
+so an `Allocation` is (block, offset, size): kernels bind (buffer, offset, range) as a storage
+buffer or reach it by device address (the block's plus the offset), and no per-allocation Vulkan
+object is made. Sizes round up to a size class (four per octave, at least 256 bytes, a multiple
+of 16 and of minStorageBufferOffsetAlignment), so every offset is aligned for a binding. Freed
+allocations go to a free list per class and are handed out again; allocations over a quarter of
+a block get a block of their own, kept for reuse up to `cache_limit` bytes.
 
 Where device-local memory is host-visible (lavapipe, integrated GPUs, ReBAR) device allocations
 are mapped and `Allocation.host` is a numpy view of them: uploads and downloads are plain memory
@@ -42,13 +42,16 @@ MIN_CLASS = 256
 ALIGN = 16
 
 
-def size_class(nbytes: int) -> int:
-    """The size an allocation of `nbytes` really gets: >= 256, four classes per octave."""
+def size_class(nbytes: int, align: int = ALIGN) -> int:
+    """The size an allocation of `nbytes` really gets: >= 256, four classes per octave, a multiple
+    of `align` (so that every offset in a block stays aligned)."""
     if nbytes <= MIN_CLASS:
-        return MIN_CLASS
-    top = 1 << (int(nbytes - 1).bit_length() - 1)  # the power of two just below
-    step = top // 4
-    return top + -(-(nbytes - top) // step) * step
+        size = MIN_CLASS
+    else:
+        top = 1 << (int(nbytes - 1).bit_length() - 1)  # the power of two just below
+        step = top // 4
+        size = top + -(-(nbytes - top) // step) * step
+    return -(-size // align) * align
 
 
 @dataclass(eq=False)
@@ -93,6 +96,8 @@ class VulkanAllocator:
         vk.lib.vkGetPhysicalDeviceMemoryProperties(physical, mem)
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
         self.direct = info.host_visible_device_memory
+        # storage-buffer bindings need offsets aligned to minStorageBufferOffsetAlignment
+        self.align = max(ALIGN, info.min_storage_buffer_offset_alignment)
         self._lock = threading.Lock()
         self._blocks: list[Block] = []
         self._current: dict[bool, Block | None] = {False: None, True: None}
@@ -110,7 +115,7 @@ class VulkanAllocator:
     def alloc(self, nbytes: int, staging: bool = False) -> Allocation:
         """At least `nbytes` (rounded to a size class) of device memory, or of host-visible staging
         memory with `staging`. Raises VulkanMemoryError saying what was asked and what is in use."""
-        size = size_class(max(int(nbytes), 1))
+        size = size_class(max(int(nbytes), 1), self.align)
         staging = staging and not self.direct
         if size > self.info.max_memory_allocation_size:
             raise VulkanMemoryError("vkAllocateMemory", -2, f"asked for {nbytes} bytes in one buffer; the "

@@ -1,7 +1,8 @@
 """Compute pipelines: one per (SPIR-V module, specialisation), with a persisted pipeline cache.
 
-All of lazyfuel's shaders share one pipeline layout: no descriptor sets (buffers are reached by
-device address) and one 128-byte push-constant range. Specialisation constants are given as a
+lazyfuel's shaders use one of two pipeline layouts, both with one 128-byte push-constant range:
+modules named `*_ssbo` get one push-descriptor set of four storage buffers, the others (which
+reach buffers by device address) get no descriptor sets. Specialisation constants are given as a
 tuple of 32-bit values for constant ids 0, 1, 2 … (0 is the workgroup size). The VkPipelineCache
 is loaded from and saved to `cache_dir()` (`$LAZYFUEL_CACHE_DIR`, else `$XDG_CACHE_HOME/lazyfuel`,
 else `~/.cache/lazyfuel`), one file per driver cache UUID, so later processes skip shader builds.
@@ -20,6 +21,8 @@ import vulkan as vk
 from lazyfuel.backends.vulkan.check import check
 
 PUSH_CONSTANT_BYTES = 128
+STORAGE_BINDINGS = 4  # source, output, indices or mask, status
+_PUSH_DESCRIPTOR_SET_LAYOUT = 0x00000001  # VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
 SPIRV_DIR = Path(__file__).resolve().parent / "spirv"
 
 
@@ -43,14 +46,16 @@ def cache_dir() -> Path:
 class Pipelines:
     """Builds and keeps the compute pipelines of one VkDevice; thread-safe."""
 
-    def __init__(self, device: Any, cache_uuid: str) -> None:
+    def __init__(self, device: Any, cache_uuid: str, push_descriptors: bool = False) -> None:
         self.device = device
         self.cache_path = cache_dir() / f"pipelines-{cache_uuid}.bin"
         self._lock = threading.Lock()
         self._modules: dict[str, Any] = {}
         self._pipelines: dict[tuple[str, tuple[int, ...]], Any] = {}
         self._keep: list[Any] = []
-        self.layout = self._create_layout()
+        self.layout = self._create_layout(None)
+        self.set_layout = self._create_set_layout() if push_descriptors else None
+        self.ssbo_layout = self._create_layout(self.set_layout) if push_descriptors else None
         self.cache = self._create_cache()
 
     def get(self, name: str, spec: tuple[int, ...]) -> Any:
@@ -92,7 +97,7 @@ class Pipelines:
                       "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": self._module(name),
                       "pName": self._keep_alive(ffi.new("char[]", b"main")),
                       "pSpecializationInfo": spec_info},
-            "layout": self.layout})
+            "layout": self.ssbo_layout if name.endswith("_ssbo") else self.layout})
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(self.device, self.cache, 1, info, ffi.NULL, out),
               "vkCreateComputePipelines", f"{name} {spec}")
@@ -102,12 +107,27 @@ class Pipelines:
         self._keep.append(obj)
         return obj
 
-    def _create_layout(self) -> Any:
+    def _create_set_layout(self) -> Any:
+        ffi, lib = vk.ffi, vk.lib
+        bindings = ffi.new("VkDescriptorSetLayoutBinding[]", [
+            {"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
+             "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(STORAGE_BINDINGS)])
+        info = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+            "flags": _PUSH_DESCRIPTOR_SET_LAYOUT, "bindingCount": STORAGE_BINDINGS, "pBindings": bindings})
+        out = ffi.new("VkDescriptorSetLayout*")
+        check(lib.vkCreateDescriptorSetLayout(self.device, info, ffi.NULL, out),
+              "vkCreateDescriptorSetLayout")
+        return out[0]
+
+    def _create_layout(self, set_layout: Any) -> Any:
         ffi, lib = vk.ffi, vk.lib
         ranges = ffi.new("VkPushConstantRange*", {
             "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": PUSH_CONSTANT_BYTES})
+        sets = ffi.new("VkDescriptorSetLayout*", set_layout) if set_layout is not None else ffi.NULL
         info = ffi.new("VkPipelineLayoutCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+            "setLayoutCount": 0 if set_layout is None else 1, "pSetLayouts": sets,
             "pushConstantRangeCount": 1, "pPushConstantRanges": ranges})
         out = ffi.new("VkPipelineLayout*")
         check(lib.vkCreatePipelineLayout(self.device, info, ffi.NULL, out), "vkCreatePipelineLayout")
@@ -157,5 +177,8 @@ class Pipelines:
             lib.vkDestroyShaderModule(self.device, module, ffi.NULL)
         lib.vkDestroyPipelineCache(self.device, self.cache, ffi.NULL)
         lib.vkDestroyPipelineLayout(self.device, self.layout, ffi.NULL)
+        if self.ssbo_layout is not None:
+            lib.vkDestroyPipelineLayout(self.device, self.ssbo_layout, ffi.NULL)
+            lib.vkDestroyDescriptorSetLayout(self.device, self.set_layout, ffi.NULL)
         self._pipelines.clear()
         self._modules.clear()

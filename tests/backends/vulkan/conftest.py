@@ -39,3 +39,14 @@ def no_validation_messages(pool):
     messages = list(pool.validation_messages)
     pool.validation_messages.clear()
     assert not messages, "validation layer reported:\n" + "\n".join(messages[:10])
+
+
+@pytest.fixture(params=["storage", "address"])
+def memory_mode(request, pool):
+    """Run the test with storage buffers (push descriptors) and again with device addresses."""
+    if request.param == "storage" and pool.push_descriptor_fn is None:
+        pytest.skip("the device has no push descriptors")
+    saved = pool.ssbo
+    pool.ssbo = request.param == "storage"
+    yield request.param
+    pool.ssbo = saved

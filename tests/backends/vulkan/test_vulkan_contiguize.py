@@ -21,6 +21,8 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
 
+pytestmark = pytest.mark.usefixtures("memory_mode")
+
 SHAPES = [(7,), (3, 5), (2, 3, 5), (2, 1, 3, 5)]
 
 

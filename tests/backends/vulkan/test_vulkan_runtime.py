@@ -164,7 +164,7 @@ def test_committed_spirv_is_fresh():
 
 def test_every_variant_is_committed():
     build = _build_module()
-    names = {name for name, _, _ in build.outputs()}
+    names = {name for name, *_ in build.outputs()}
     have = {p.name for p in (REPO / "lazyfuel" / "backends" / "vulkan" / "spirv").glob("*.spv")}
     assert names == have
     assert all((REPO / "lazyfuel" / "backends" / "vulkan" / "spirv" / n).read_bytes()[:4]

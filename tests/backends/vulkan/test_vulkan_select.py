@@ -21,6 +21,8 @@ from vulkan_helpers import (
 
 from lazyfuel.dtypes import DType
 
+pytestmark = pytest.mark.usefixtures("memory_mode")
+
 SHAPES = {1: (7,), 2: (3, 5), 3: (2, 3, 5), 4: (2, 3, 1, 5)}
 RANKS = sorted(SHAPES)
 

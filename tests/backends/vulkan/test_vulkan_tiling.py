@@ -21,7 +21,7 @@ def few_groups(pool):
 
 
 @pytest.mark.parametrize("dtype", [DType.U8, DType.F16, DType.F32, DType.F64, DType.C128], ids=str)
-def test_split_grids_are_exact(executor, few_groups, dtype):
+def test_split_grids_are_exact(executor, few_groups, memory_mode, dtype):
     rng = np.random.default_rng(3)
     x = random_array(rng, dtype, (37, 161))
     view = x[::-1, ::2]

@@ -94,13 +94,16 @@ def _judge(args: argparse.Namespace) -> int:
              "source")]
     for v in verdicts:
         j, b = v.judgement, v.binding
+        if j is None:
+            rows.append((b.op_kind.name, "", b.backend.name, b.symbol, "failed", "", "", "", v.error))
+            continue
         rows.append((b.op_kind.name, j.dtypes, b.backend.name, b.symbol, f"{j.latency_s * 1e6:.1f} µs",
                      f"{j.dispatch_s * 1e6:.1f} µs", f"{j.bytes_per_s / 1e9:.2f}", f"{j.spread:.0%}",
                      "measured" if v.measured else "cached"))
     print(_table(rows))
     print(f"{sum(v.measured for v in verdicts)} measured, {sum(not v.measured for v in verdicts)} "
           f"cached; cache {cache.path}")
-    return 0
+    return 1 if any(v.judgement is None for v in verdicts) else 0
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -111,6 +114,142 @@ def _audit(args: argparse.Namespace) -> int:
                    progress=Progress())
     print(report.table())
     return 0 if report.ok else 1
+
+
+def _use_device(args: argparse.Namespace) -> None:
+    """--device and --backend reach every layer (and worker processes) through the environment."""
+    import os
+
+    if getattr(args, "device", None):
+        os.environ["LAZYFUEL_DEVICE"] = args.device
+    if getattr(args, "backend_choice", None):
+        os.environ["LAZYFUEL_BACKEND"] = args.backend_choice
+
+
+def _device_name() -> str:
+    """The device kernels run on: the Vulkan device the pool picks, else the numpy backend."""
+    from lazyfuel import devices
+    from lazyfuel.backends.vulkan.devices import choose
+    from lazyfuel.contracts.model import Backend
+
+    if Backend.Vulkan in available_backends():
+        info = choose(devices())
+        return f"{info.name} [{info.index}, {info.kind}] via Vulkan"
+    return "the CPU via numpy (cpu backend)"
+
+
+def _as_runtime_error(err: Exception) -> Exception:
+    """Expected errors as they are; anything else as a RuntimeError (one line unless --debug)."""
+    from lazyfuel.pipeline import GraphError
+
+    if isinstance(err, (GraphError, ContractError, NoBindingError, OSError, ValueError, TypeError,
+                        IndexError, LookupError, RuntimeError, MemoryError)):
+        return err
+    return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lazyfuel.pipeline import build, execute, load_graph
+    from lazyfuel.pipeline.report import summary
+
+    _use_device(args)
+    graph = load_graph(args.graph, dict(args.set or ()))
+    device = _device_name()
+    try:
+        built = build(graph)
+        result = execute(built, scheduler=args.scheduler, progress=not args.no_progress)
+    except Exception as err:
+        converted = _as_runtime_error(err)
+        if converted is err:
+            raise
+        raise converted from err
+    print(summary(built, result, device))
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from lazyfuel.pipeline import explain, load_graph
+
+    _use_device(args)
+    print(explain(load_graph(args.graph, dict(args.set or ()))), end="")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from lazyfuel.bench import FULL_SIZES, QUICK_SIZES, measure, plot, table
+
+    _use_device(args)
+    sizes = tuple(int(s * 2**20) for s in args.sizes) if args.sizes else (QUICK_SIZES if args.quick
+                                                                          else FULL_SIZES)
+    device = _device_name()
+    print(f"lazyfuel bench on {device}; sizes {', '.join(f'{s / 2**20:g} MiB' for s in sizes)}",
+          file=sys.stderr)
+    timings = measure(args.op, sizes, repeats=args.repeats or (2 if args.quick else 3),
+                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(table(timings))
+    out = plot(timings, args.out, device)
+    print(f"plot written to {out}")
+    return 0
+
+
+def _scheduler(text: str) -> str:
+    if text in ("threads", "processes", "sync") or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not threads, processes, sync or a scheduler address "
+                                     "like tcp://127.0.0.1:8786")
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name.strip(), value.strip()
+
+
+def _sizes(text: str) -> list[float]:
+    try:
+        sizes = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of MiB") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be positive MiB")
+    return sizes
+
+
+def _add_graph_commands(sub: argparse._SubParsersAction) -> None:
+    """`run`, `explain` and `bench`."""
+    run = sub.add_parser("run", help="run a pipeline graph (graphs/*.yaml) with a progress bar and a summary",
+                         description="Run a pipeline graph: build its inputs and steps lazily, compute "
+                         "every output (progress bar on stderr), print each output's shape, dtype and "
+                         "checksum, then wall time, bytes moved, GB/s, bindings and device.")
+    explain = sub.add_parser("explain", help="print each output's plan (lf.explain) without running",
+                             description="Print lf.explain of every output of a graph: the fused tasks, "
+                             "bindings, Contiguize steps and estimated cost. Writes and runs nothing.")
+    for p in (run, explain):
+        p.add_argument("graph", metavar="GRAPH.yaml", help="the pipeline graph")
+        p.add_argument("--set", action="append", type=_assignment, metavar="NAME=VALUE",
+                       help="override one of the graph's params (repeatable)")
+    run.add_argument("--scheduler", type=_scheduler, default="threads", metavar="threads|processes|ADDRESS",
+                     help="dask scheduler: threads (default), processes, sync, or a distributed "
+                     "scheduler's address")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=_run)
+    explain.set_defaults(func=_explain)
+
+    bench = sub.add_parser("bench", help="numpy vs dask vs lazyfuel on each op and size: a table and a PNG",
+                           description="Time index_select, gather, masked_fill and transpose+contiguous "
+                           "in numpy, dask and lazyfuel; print a table and plot GB/s by op and size.")
+    bench.add_argument("--quick", action="store_true", help="two small sizes, two repeats (seconds)")
+    bench.add_argument("--out", default="lazyfuel-bench.png", metavar="FILE.png",
+                       help="where to write the plot (default: lazyfuel-bench.png)")
+    bench.add_argument("--op", action="append", help="only this op (repeatable)")
+    bench.add_argument("--sizes", type=_sizes, metavar="MiB,MiB,…", help="source sizes in MiB")
+    bench.add_argument("--repeats", type=int, help="timed runs per point (the best is kept)")
+    bench.set_defaults(func=_bench)
+    for p in (run, explain, bench):
+        p.add_argument("--device", help="Vulkan device: index or name substring (sets LAZYFUEL_DEVICE)")
+        p.add_argument("--backend", dest="backend_choice", choices=("auto", "vulkan", "cpu"),
+                       help="force a backend (sets LAZYFUEL_BACKEND; default auto)")
 
 
 def _registry_of(path: str) -> Registry:
@@ -159,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--op", action="append", help="only this op kind (repeatable)")
         p.add_argument("--dtype", action="append", help="only bindings of this data dtype (repeatable)")
         p.set_defaults(func=func)
+    _add_graph_commands(sub)
     return parser
 
 

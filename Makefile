@@ -17,8 +17,7 @@ test: deps
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 
 demo: deps
-	@echo "make demo: the main job (pipeline graphs) is not built yet; listing the reference contract document's bindings instead"
-	$(BIN)/lazyfuel contracts list ../shared/seeds/000_15629ce0d4bdd845.txt
+	XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp} $(BIN)/lazyfuel run graphs/quickstart.yaml
 
 deps: apt venv
 

@@ -74,6 +74,8 @@ def read(text: str, path: str) -> Y:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else 0
         problem = (err.problem or "malformed YAML").strip()
+        if err.context and err.context_mark is not None and err.context_mark is not mark:
+            problem += f" ({err.context} on line {err.context_mark.line + 1})"
         raise GraphError(f"YAML syntax: {problem}", path, line) from None
     if root is None:
         raise GraphError("the graph is empty; expected a mapping with inputs, steps and outputs", path, 1)

@@ -67,8 +67,8 @@ class Scope:
         """`y` as a dict; refuses keys outside required + optional and reports missing ones."""
         if not y.is_map:
             raise self.error(f"{what} must be a mapping, got {_shown(y)}", y.line)
-        required, optional = list(required), list(optional)
-        allowed = required + optional
+        required = list(required)
+        allowed = required + [k for k in optional if k not in required]
         for key in y.value:
             if key not in allowed:
                 raise self.error(f"unknown key {key!r} in {what}; expected one of {', '.join(allowed)}"

@@ -91,8 +91,9 @@ def build(graph: Graph, log: Log = _stderr, write_stores: bool = True) -> Built:
         try:
             values[step.name] = OPS[step.op].call(**args, **step.params)
         except (ValueError, TypeError, IndexError, NotImplementedError) as err:
-            raise GraphError(f"{step.op}: {_first_line(err)}", graph.path, step.line, f"step {step.name!r}",
-                             step.name) from err
+            reason = _first_line(err)
+            reason = reason if reason.startswith(step.op) else f"{step.op}: {reason}"
+            raise GraphError(reason, graph.path, step.line, f"step {step.name!r}", step.name) from err
     outs = []
     for spec in graph.outputs:
         arr = values[spec.value]

@@ -102,11 +102,15 @@ def run_workload(runner: Runner, workload: Workload) -> Callable[[], object]:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One binding's judgement and whether it was measured now (False: read from the cache)."""
+    """One binding's judgement and whether it was measured now (False: read from the cache).
+
+    `judgement` is None (and `error` says why) when running the binding failed; nothing is cached.
+    """
 
     binding: Binding
-    judgement: Judgement
+    judgement: Judgement | None
     measured: bool
+    error: str = ""
 
 
 class Judge:
@@ -125,8 +129,10 @@ class Judge:
               progress: Progress | None = None) -> list[Verdict]:
         """A verdict for every binding of this judge's backend whose op kind has a workload.
 
-        Cached judgements are returned as they are unless `force`; the others are measured now
-        and stored in the cache one by one (an interrupted run keeps what it measured).
+        Cached judgements are returned as they are unless `force`, or unless they were measured
+        quickly and this judge is not quick; the others are measured now and stored in the cache
+        one by one (an interrupted run keeps what it measured). A binding whose program fails gets
+        a verdict with the error, and the others are still measured.
         """
         mine = [b for b in bindings if b.backend is self.runner.backend and supported(b)]
         cached = {} if force else self.cache.load()
@@ -134,7 +140,7 @@ class Judge:
         todo = []
         for b in mine:
             hit = cached.get(judgement_key(b, self.device_fingerprint))
-            if hit is not None:
+            if hit is not None and (self.quick or not hit.quick):
                 verdicts.append(Verdict(b, hit, False))
             else:
                 todo.append(b)
@@ -143,9 +149,13 @@ class Judge:
         for b in todo:
             if progress is not None:
                 progress.label(f"{b.op_kind.name} {dtype_key(b)} {b.backend.name}")
-            judgement = self.measure(b)
-            self.cache.put([judgement])
-            verdicts.append(Verdict(b, judgement, True))
+            try:
+                judgement = self.measure(b)
+            except Exception as err:  # a broken kernel must not stop the others being judged
+                verdicts.append(Verdict(b, None, True, f"{type(err).__name__}: {err}"))
+            else:
+                self.cache.put([judgement])
+                verdicts.append(Verdict(b, judgement, True))
             if progress is not None:
                 progress.advance()
         if progress is not None:

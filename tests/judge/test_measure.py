@@ -26,13 +26,29 @@ def _patched_entry_points() -> dict[str, KernelRef]:
             for sym, ref in cpu_entry_points().items()}
 
 
-def _patched_registry() -> Registry:
-    register_link_registry(PATCHED, _patched_entry_points)
+def _cpu_document_as(name: str) -> Registry:
+    """cpu.md linked through the link registry `name` (its symbols renamed into that namespace)."""
     text = (CONTRACTS_DIR / "cpu.md").read_text()
-    text = text.replace("lazyfuel::cpu::ENTRY_POINTS", PATCHED).replace('"lazyfuel::cpu::', f'"{PATCHED}::')
+    text = text.replace("lazyfuel::cpu::ENTRY_POINTS", name).replace('"lazyfuel::cpu::', f'"{name}::')
     registry = Registry()
     registry.load(text)
     return registry
+
+
+def _patched_registry() -> Registry:
+    register_link_registry(PATCHED, _patched_entry_points)
+    return _cpu_document_as(PATCHED)
+
+
+def _explode(*args, **kwargs):
+    raise RuntimeError("kernel exploded")
+
+
+def _raising_entry_points() -> dict[str, KernelRef]:
+    """The CPU kernels, except that index_select raises."""
+    return {sym.replace("lazyfuel::cpu::", "test::judge::raising::"):
+            KernelRef(ref.name, ref.backend, _explode) if "index_select" in sym else ref
+            for sym, ref in cpu_entry_points().items()}
 
 
 def _pick(registry: Registry, op: str = "IndexSelect", dtype: str = "F32", backend: str = "Cpu"):
@@ -98,6 +114,26 @@ def test_a_changed_driver_is_measured_again(cache: JudgeCache, tiny) -> None:
     assert Judge(cpu, "driver 1.0", cache, budget=tiny).judge([b])[0].measured
     assert not Judge(cpu, "driver 1.0", cache, budget=tiny).judge([b])[0].measured
     assert Judge(cpu, "driver 1.1", cache, budget=tiny).judge([b])[0].measured
+
+
+def test_a_failing_kernel_is_reported_and_the_others_still_measured(cache: JudgeCache, tiny) -> None:
+    register_link_registry("test::judge::raising", _raising_entry_points)
+    registry = _cpu_document_as("test::judge::raising")
+    bad, good = _pick(registry, "IndexSelect"), _pick(registry, "Gather")
+    failed, measured = Judge(executor(Backend.Cpu), cpu_fingerprint(), cache, budget=tiny).judge([bad, good])
+    assert failed.judgement is None and failed.error == "RuntimeError: kernel exploded"
+    assert measured.judgement is not None
+    assert [j.symbol for j in cache.load().values()] == [good.symbol]
+
+
+def test_a_full_judge_measures_again_what_a_quick_one_measured(cache: JudgeCache, tiny) -> None:
+    b = _pick(default_registry(), op="Contiguize")
+    cpu, fp = executor(Backend.Cpu), cpu_fingerprint()
+    quick, full = Judge(cpu, fp, cache, quick=True, budget=tiny), Judge(cpu, fp, cache, budget=tiny)
+    assert quick.judge([b])[0].judgement.quick and not quick.judge([b])[0].measured
+    first_full = full.judge([b])[0]
+    assert first_full.measured and not first_full.judgement.quick
+    assert not full.judge([b])[0].measured and not quick.judge([b])[0].measured
 
 
 def test_judge_skips_other_backends_and_unknown_op_kinds(cache: JudgeCache, tiny) -> None:

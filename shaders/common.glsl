@@ -50,7 +50,9 @@ layout(constant_id = 2) const bool WIDE = false;
 
 const uint NO_BAD = 0xFFFFFFFFu;
 
-#ifdef SSBO
+#ifdef OWN_BUFFERS
+// the shader declares its own buffers
+#elif defined(SSBO)
 layout(std430, set = 0, binding = 0) readonly buffer SrcBuf { WORD w[]; } src_buf;
 layout(std430, set = 0, binding = 1) writeonly buffer DstBuf { WORD w[]; } dst_buf;
 #if defined(AUX_U32)

@@ -277,7 +277,10 @@ def _unravel(position: int, shape: tuple[int, ...]) -> list[int]:
 
 
 class MaskedFillKernel(VulkanKernel):
-    """masked_fill: where the BOOL mask is set take `fill_bytes`, else the data element."""
+    """masked_fill: where the BOOL mask is set take `fill_bytes`, else the data element.
+
+    Moves 16-byte words (16 / width elements) with a bitwise select, so narrow dtypes run as fast
+    as wide ones; the last word may cover the 16-byte padding past the last element."""
 
     family = "masked_fill"
 
@@ -294,10 +297,14 @@ class MaskedFillKernel(VulkanKernel):
                  f"must hold {n} elements")
         if n == 0:
             return
-        words = memoryview(fill.ljust(16, b"\0")).cast("I").tolist()
-        values = [data.allocation.address, out.address, mask.allocation.address, 0, 0, n, *words]
-        ssbo = storage_buffers(batch, n * width, n)
-        dst = bind(out, n * width)
-        buffers = (bind(data.allocation, n * width), dst, bind(mask.allocation, n), dst) if ssbo else None
-        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
+        words = -(-n * width // 16)
+        mask_bytes = words * (16 // width)
+        pattern = memoryview(fill * (16 // width)).cast("I").tolist()
+        values = [data.allocation.address, out.address, mask.allocation.address, 0, 0, words, *pattern]
+        ssbo = storage_buffers(batch, 16 * words, mask_bytes)
+        dst = bind(out, 16 * words)
+        buffers = None
+        if ssbo:
+            buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
+        pipeline = self.pipeline(batch, width, _spec(words >= U32_LIMIT), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, LOCAL_SIZE * ELEMS, buffers)

@@ -75,9 +75,14 @@ class Node:
 
 @dataclass(frozen=True, eq=False)
 class Source(Node):
-    """A dask array whose chunks are real numpy arrays at compute time."""
+    """A dask array whose chunks are real numpy arrays at compute time.
+
+    `one_buffer`: the chunks are views of one host buffer (a numpy array given to `from_array`),
+    so a select may see several of them as one spanning view instead of reading them apart.
+    """
 
     array: Any  # a dask array
+    one_buffer: bool = False
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -11,10 +11,13 @@ the result is viewed back to 0-d.
 from __future__ import annotations
 
 import math
+from itertools import product
 from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.array.core import normalize_chunks, slices_from_chunks
+from dask.base import tokenize
 
 from lazyfuel import checks
 from lazyfuel.dtypes import DType
@@ -32,6 +35,7 @@ from lazyfuel.graph.ir import (
     Source,
     Transpose,
 )
+from lazyfuel.graph.lower import from_layer
 from lazyfuel.layout import Layout, normalize_dim
 from lazyfuel.layout import broadcast_to as broadcast_layout
 
@@ -50,15 +54,37 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     """
     if isinstance(obj, Node):
         return obj
+    one_buffer = not isinstance(obj, da.Array)
     if isinstance(obj, da.Array):
         arr = obj if chunks == "auto" else obj.rechunk(chunks)
     else:
-        arr = da.from_array(np.asarray(obj), chunks=chunks)
+        a = np.asarray(obj)
+        if data:
+            DType.from_numpy(a.dtype)
+        arr = numpy_source(a, chunks)
     if data:
         DType.from_numpy(arr.dtype)
     if any(math.isnan(n) for c in arr.chunks for n in c):
         raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
-    return Source(arr)
+    return Source(arr, one_buffer=one_buffer)
+
+
+def numpy_source(a: np.ndarray, chunks: Any = "auto") -> da.Array:
+    """A dask array whose chunks are the views `a[slices]`: no copy, and no hash of the bytes.
+
+    dask's `from_array` copies `a` and hashes all of its bytes to name the result (about 0.5 s
+    for 256 MB here); lazyfuel promises not to copy, and names the array by its identity
+    instead: the graph holds views of `a`, so no other live array can share its id and address.
+    In dask's array-expression mode, which hashes every graph it is handed, `from_array` is kept.
+    """
+    if da.array_expr_enabled():
+        return da.from_array(a, chunks=chunks)
+    normal = normalize_chunks(chunks, a.shape, dtype=a.dtype)
+    name = "array-" + tokenize("lazyfuel-view", id(a), a.__array_interface__["data"][0], a.shape,
+                               a.strides, a.dtype.str, normal)
+    blocks = product(*(range(len(c)) for c in normal))
+    layer = {(name, *b): a[s] for b, s in zip(blocks, slices_from_chunks(normal))}
+    return from_layer(name, layer, [], normal, a.dtype)
 
 
 def transpose(x: Node, axes: Any = None) -> Node:

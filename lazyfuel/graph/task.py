@@ -8,8 +8,11 @@ arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
   demand it;
 - `Const`: concrete indices, checked and made U32 when the op was built;
 - `LazyIndex`: a chunk of lazy indices, range-checked here (IndexError naming the value);
-- `Gathered`: a select's source read from the chunks its indices hit (each once), concatenated on
-  the host only when there are several, plus the indices remapped into that block.
+- `Gathered`: a select's source read from the chunks its indices hit (each once): one chunk as
+  it is, several views of one buffer as one spanning view (no copy), else concatenated on the
+  host; plus the indices remapped into it;
+- `Assembled`: a select's source made of the pieces that per-source-chunk read tasks
+  (`read_pieces`, recipe `Reader`) cut for this block, plus the permutation that puts them in place.
 
 `run_block` plans the chain against the process's planner (cached per signature) and runs it with
 one `executor(...).run` call: on Vulkan one command buffer and one submit, intermediates kept on
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,8 +34,9 @@ from lazyfuel.backends.base import executor
 from lazyfuel.checks import as_indices
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.ir import ViewOp
+from lazyfuel.graph.span import spanning_view
 from lazyfuel.layout import Layout
-from lazyfuel.planner import Chain, Planner
+from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import decode_key
 
 ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
@@ -49,6 +54,7 @@ _NUMPY_VIEWS: dict[str, Callable[[np.ndarray, dict[str, Any]], np.ndarray]] = {
     "transpose": lambda a, attr: a.transpose(attr["axes"]),
     "getitem": lambda a, attr: a[decode_key(attr["key"])],
     "broadcast_to": lambda a, attr: np.broadcast_to(a, attr["shape"]),
+    "reshape": lambda a, attr: a.reshape(attr["shape"]),  # post views only: a gather's elements
 }
 
 _LAYOUT_VIEWS: dict[str, Callable[[Layout, dict[str, Any]], Layout]] = {
@@ -139,8 +145,9 @@ class Gathered:
     """A select's source along `axis`, read from the `parts` its indices hit, and the indices.
 
     `part_starts[i]` is where part i begins along `axis` in the select's source. Gives two program
-    inputs: the source (one part as is, or the hit parts concatenated) and the indices remapped
-    into it (U32).
+    inputs: the source and the indices remapped into it (U32). The source is one part as it is;
+    or, when the hit parts are views of one buffer laid out one after the other (chunks of
+    `from_array`), one spanning view over them (no copy); else the hit parts concatenated.
     """
 
     parts: tuple[Part, ...]
@@ -159,6 +166,9 @@ class Gathered:
         chosen = [self.parts[i].arrays(args)[0] for i in used]
         if len(chosen) == 1:
             return [chosen[0], _shift(idx, -self.part_starts[int(used[0])])]
+        span = spanning_view(chosen, [self.part_starts[i] for i in used], self.axis)
+        if span is not None:
+            return [span, _shift(idx, -self.part_starts[int(used[0])])]
         sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
         offset = np.zeros(len(self.parts), dtype=np.int64)
         offset[used] = np.concatenate(([0], np.cumsum(sizes)[:-1])) - begin[used]
@@ -179,7 +189,69 @@ def _shift(idx: np.ndarray, by: int) -> np.ndarray:
     return idx if by == 0 else (idx.astype(np.int64) + by).astype(U32)
 
 
-InputSpec = Part | Const | LazyIndex | Gathered
+@dataclass(frozen=True, eq=False)
+class Assembled:
+    """A select's source made of the pieces read for this block (see `graph.pieces`), and the
+    order to take them in.
+
+    `pieces[i] = (arg, j)`: piece j of the read task whose result is task argument `arg`. Gives
+    two program inputs: the pieces concatenated along `axis` (one piece as it is), of `shape`
+    (1-d for a gather's elements), and `perm` (U32), which a select along `axis` applies.
+    """
+
+    pieces: tuple[tuple[int, int], ...]
+    axis: int
+    perm: Const
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        got = [args[a][j] for a, j in self.pieces]
+        data = got[0] if len(got) == 1 else np.concatenate(got, axis=self.axis)
+        return [data, self.perm.value]
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        return [(DType.from_numpy(self.dtype), Layout.contiguous(self.shape)),
+                *self.perm.signature(metas)]
+
+
+InputSpec = Part | Const | LazyIndex | Gathered | Assembled
+
+
+@dataclass(frozen=True, eq=False)
+class Reader:
+    """One read task of a select read per source chunk (see `graph.pieces`).
+
+    `part` is the source chunk (task argument 0, numpy views applied); `positions` (U32) are the
+    rows along `axis` that every output block needs from it, grouped by block (piece j is
+    `positions[bounds[j]:bounds[j + 1]]`), or element offsets into the raveled chunk when `flat`.
+    """
+
+    part: Part
+    positions: np.ndarray
+    bounds: tuple[int, ...]
+    axis: int
+    flat: bool
+
+    def chain(self) -> Chain:
+        """One IndexSelect of the chunk (raveled when `flat`) at `positions`."""
+        dim = 0 if self.flat else self.axis
+        return Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", dim),)),), (2,))
+
+
+def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarray, ...]:
+    """The read task: one program selects every position; the result is cut into the pieces."""
+    if len(reader.bounds) < 2:
+        return ()
+    (data,) = reader.part.arrays(args)
+    if reader.flat:
+        data = data.reshape(-1)
+    inputs = [data, reader.positions]
+    program = runtime.planner().plan(reader.chain(), [DType.from_numpy(a.dtype) for a in inputs],
+                                     [Layout.of(a) for a in inputs])
+    (out,) = executor(program.backend).run(program, inputs)
+    lead = (slice(None),) * (0 if reader.flat else reader.axis)
+    return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
 
 
 @dataclass(frozen=True, eq=False)

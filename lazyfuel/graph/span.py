@@ -1,0 +1,103 @@
+"""Spanning views: several chunks that are views of one buffer, seen as one array without a copy.
+
+dask's `from_array` of a numpy array hands tasks `x[slices]`: views of one base laid out one
+after the other along each axis. A select whose indices hit several such chunks need not
+concatenate them on the host: `spanning_view` checks, with pointer arithmetic on the chunks in
+hand, that part i+1 starts exactly where the axis stride puts it after part i (same strides, same
+extents on the other axes, same owning buffer), and returns one strided view over them all in
+O(1). Anything else (separate buffers, different strides, gaps it would not pay to span) gives
+None and the caller falls back to copying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def owner(a: np.ndarray) -> object:
+    """The object that owns `a`'s memory: the end of its `.base` chain (`a` itself if it owns it).
+
+    The chain also passes through the array-interface holders that `as_strided` puts between a
+    view and its base (they keep a `.base` array), so a spanning view has its parts' owner.
+    """
+    obj: object = a
+    while True:
+        base = getattr(obj, "base", None)
+        if isinstance(obj, np.ndarray) and base is not None:
+            obj = base
+        elif hasattr(obj, "__array_interface__") and isinstance(base, np.ndarray):
+            obj = base
+        else:
+            return obj
+
+
+def address(a: np.ndarray) -> int:
+    """The address of `a[0, 0, …]` (not the lowest address a reversed view touches)."""
+    return int(a.__array_interface__["data"][0])
+
+
+def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
+                  max_gap: int | None = None) -> np.ndarray | None:
+    """One read-only view covering `parts` along `axis`, or None if they do not line up.
+
+    `parts[i]` holds positions `starts[i] … starts[i] + parts[i].shape[axis]` of a larger array
+    along `axis` (starts increasing). The view covers positions `starts[0]` to the end of the last
+    part, gaps between parts included: that is memory-safe because every part lies in one owning
+    buffer and the view's elements lie between theirs. A gap is spanned only if it holds at most
+    `max_gap` positions in all (default: no more than the parts hold together), since a backend
+    that copies its inputs would copy the gap too.
+
+    Conditions: one dtype, ndim and owner; equal extents and strides on every other axis (strides
+    of extent-1 axes are free); one stride `s` along `axis` shared by every part with more than one
+    position there; and address(part i) == address(part 0) + (starts[i] - starts[0]) * s.
+    """
+    if not parts or len(parts) != len(starts):
+        return None
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    ndim, dtype, root = first.ndim, first.dtype, owner(first)
+    if not 0 <= axis < ndim or any(p.ndim != ndim or p.dtype != dtype for p in parts):
+        return None
+    if any(s1 <= s0 for s0, s1 in pairwise(starts)) or any(p.size == 0 for p in parts):
+        return None
+    if any(owner(p) is not root for p in parts):
+        return None
+    others = [k for k in range(ndim) if k != axis]
+    for p in parts[1:]:
+        if any(p.shape[k] != first.shape[k] for k in others):
+            return None
+        if any(p.strides[k] != first.strides[k] for k in others if first.shape[k] > 1):
+            return None
+    stride = _axis_stride(parts, starts, axis)
+    if stride is None:
+        return None
+    base = address(first)
+    for p, start in zip(parts, starts):
+        if p.shape[axis] > 1 and p.strides[axis] != stride:
+            return None
+        if address(p) != base + (start - starts[0]) * stride:
+            return None
+    extent = starts[-1] + parts[-1].shape[axis] - starts[0]
+    held = sum(p.shape[axis] for p in parts)
+    if extent - held > (held if max_gap is None else max_gap):
+        return None
+    shape = list(first.shape)
+    shape[axis] = extent
+    strides = list(first.strides)
+    strides[axis] = stride
+    return as_strided(first, shape=tuple(shape), strides=tuple(strides), writeable=False)
+
+
+def _axis_stride(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int) -> int | None:
+    """The byte stride along `axis`: a part's own (one holding > 1 position), else the step
+    between the first two parts' addresses (None if it is not a whole multiple)."""
+    for p in parts:
+        if p.shape[axis] > 1:
+            return int(p.strides[axis])
+    step, apart = address(parts[1]) - address(parts[0]), starts[1] - starts[0]
+    return step // apart if step % apart == 0 else None

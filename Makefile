@@ -13,7 +13,7 @@ TEST_ENV := LAZYFUEL_VALIDATION=1 XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp}
 .PHONY: test demo deps apt venv lint shaders clean
 
 test: deps
-	$(BIN)/ruff check lazyfuel tests benchmarks examples
+	$(BIN)/ruff check .
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 
 demo: deps
@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: venv
-	$(BIN)/ruff check lazyfuel tests benchmarks examples
+	$(BIN)/ruff check .
 
 shaders:
 	$(BIN)/python shaders/build.py

@@ -1,0 +1,33 @@
+"""The table of supported ops × dtypes × backends, generated from the default registry.
+
+`python -m lazyfuel.support` prints it as markdown; README.md embeds it between markers and a test
+checks that the copy there is current.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from lazyfuel.providers import default_registry
+from lazyfuel.registry import Registry
+
+BEGIN = "<!-- support-table:begin (python -m lazyfuel.support) -->"
+END = "<!-- support-table:end -->"
+
+
+def support_table(registry: Registry | None = None) -> str:
+    """Markdown: one row per (op kind, backend, kernel_source), the data dtypes it binds."""
+    registry = registry or default_registry()
+    rows: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for b in registry.bindings():
+        rows[(b.op_kind.name, b.backend.name, b.kernel_source)].append(b.dtypes[0].name)
+    lines = ["| op kind | backend | kernel_source | dtypes (first input) |", "| --- | --- | --- | --- |"]
+    for (op, backend, source), dtypes in sorted(rows.items()):
+        lines.append(f"| {op} | {backend} | {source} | {' '.join(dtypes)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(BEGIN)
+    print(support_table())
+    print(END)

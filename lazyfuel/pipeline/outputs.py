@@ -71,8 +71,22 @@ def check(spec: OutputSpec, arr: lf.Array, graph_path: str) -> None:
                          f"{spec.value!r} a summary output", graph_path, spec.line, f"output {spec.value!r}")
 
 
-def target(spec: OutputSpec, arr: lf.Array) -> Any:
-    """The dask collection whose computation produces this output (a store, or the array)."""
+def _is_zarr_store(path: Path) -> bool:
+    return any((path / marker).exists() for marker in ("zarr.json", ".zarray", ".zgroup"))
+
+
+def target(spec: OutputSpec, arr: lf.Array, graph_path: str) -> Any:
+    """The dask collection whose computation produces this output (a store, or the array).
+
+    An existing zarr store at the path is replaced; anything else there is refused (GraphError),
+    so a mistyped path never deletes a folder that is not a store.
+    """
+    if spec.path is not None and spec.path.exists():
+        replaceable = _is_zarr_store(spec.path) if spec.kind == "zarr" else spec.path.is_file()
+        if not replaceable:
+            what = "a folder that is not a zarr store" if spec.path.is_dir() else "not a file"
+            raise GraphError(f"{spec.kind}: {spec.path} exists and is {what}; refusing to overwrite it",
+                             graph_path, spec.line, f"output {spec.value!r}")
     if spec.kind == "zarr":
         assert spec.path is not None
         shutil.rmtree(spec.path, ignore_errors=True)

@@ -118,7 +118,7 @@ def execute(built: Built, scheduler: str = "threads", progress: bool = True, log
             ) -> RunResult:
     """Compute every output; RunResult. GraphError if the run exceeds the graph's memory limit."""
     graph = built.graph
-    targets = [output_kinds.target(spec, arr) for spec, arr in built.outputs]
+    targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
     local = scheduler in LOCAL_SCHEDULERS
     with lf.profile() as prof, _MemoryWatch(enabled=scheduler in ("threads", "sync")) as memory:
         started = time.perf_counter()

@@ -124,6 +124,11 @@ def parse_graph(text: str, path: str = "<string>", overrides: Mapping[str, str] 
     steps = _steps(scope, top["steps"], {i.name: i.line for i in inputs})
     outputs = _outputs(scope.at("outputs"), top["outputs"], [*(i.name for i in inputs),
                                                            *(s.name for s in steps)], base)
+    sources = {getattr(i.options, "path", None): i.name for i in inputs}
+    for out in outputs:
+        if out.path is not None and out.path in sources:
+            raise scope.at("outputs").error(f"{out.kind}: {out.path} is where input {sources[out.path]!r} "
+                                            "is read from; write the output elsewhere", out.line)
     return Graph(path, str(description or ""), params, memory, inputs, steps, outputs, memory_line)
 
 

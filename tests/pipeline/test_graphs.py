@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import lazyfuel as lf
-from lazyfuel.pipeline import build, execute, load_graph
+from lazyfuel.pipeline import GraphError, build, execute, load_graph
 from lazyfuel.pipeline.inputs import random_array
 from lazyfuel.pipeline.outputs import checksum
 
@@ -153,3 +153,21 @@ def test_generated_inputs_do_not_depend_on_the_scheduler(tmp_path: Path):
     assert checksum(a.compute(scheduler="sync")) == checksum(a.compute(scheduler="threads"))
     idx = i.compute()
     assert idx.min() >= 0 and idx.max() < 64 and (np.diff(idx) >= 0).all()
+
+
+def test_an_output_never_deletes_a_folder_that_is_not_a_store(tmp_path: Path):
+    keep = tmp_path / "precious"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("do not delete")
+    path = write_graph(tmp_path, "inputs:\n  a: {random: {shape: [8, 4]}}\nsteps:\n"
+                       "  - {name: t, op: transpose, x: a}\noutputs:\n  - {value: t, zarr: precious}\n")
+    with pytest.raises(GraphError) as caught:
+        _run(path)
+    assert caught.value.line == 6 and caught.value.context == "output 't'"
+    assert "exists and is a folder that is not a zarr store; refusing to overwrite it" in caught.value.reason
+    assert (keep / "notes.txt").read_text() == "do not delete"
+    # a zarr store there is replaced
+    path.write_text(path.read_text().replace("precious", "out.zarr"))
+    _run(path)
+    _, result = _run(path)
+    assert result.summaries[0].shape == (4, 8)

@@ -12,7 +12,7 @@ import math
 
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
-from lazyfuel.graph.task import Gathered, Part, Runtime
+from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
 from lazyfuel.planner import Planner, describe_program
 from lazyfuel.registry import NoBindingError
 
@@ -60,7 +60,14 @@ def _group(number: int, node: Node, partition: Partition, planner: Planner) -> l
     if block is None:
         return [head, "  every block is empty: nothing runs"]
     task = recipe(partition, node, block)
-    lines = [head, f"  representative block {block}: reads {len(task.keys)} chunk(s)"]
+    lines = [head]
+    for plan in partition.pieces.values():
+        if any(isinstance(k[0], tuple) and k[0][1] == plan.select.name for k in task.keys):
+            what = "elements" if plan.flat else f"rows along axis {plan.select.dim}"
+            lines.append(f"  {plan.select.label} reads each of its {len(plan.reads)} source chunk(s) once: "
+                         f"one read task per chunk cuts the {what} every block needs into pieces")
+    lines.append(f"  representative block {block}: reads {len(task.keys)} "
+                 f"{'piece set(s)' if any(isinstance(k[0], tuple) for k in task.keys) else 'chunk(s)'}")
     lines.extend(_inputs(task))
     if task.recipe.chain is None:
         lines.append("  views only: numpy views of the source chunks, no kernel runs")
@@ -96,6 +103,9 @@ def _inputs(task: Task) -> list[str]:
             what = [f"source from {len(spec.parts)} chunk(s) along axis {spec.axis}"
                     + _views(spec.parts[0]), "indices (U32" + (", checked at compute)" if
                                                               not hasattr(spec.index, "value") else ")")]
+        elif isinstance(spec, Assembled):
+            what = [f"source: {len(spec.pieces)} piece(s) concatenated along axis {spec.axis}",
+                    "the order to take them in (U32)"]
         elif isinstance(spec, Part):
             what = ["chunk" + _views(spec)]
         else:

@@ -19,9 +19,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
     Contiguize,
+    Gather,
     MaskedFill,
     Node,
     Rechunk,
@@ -30,17 +33,21 @@ from lazyfuel.graph.ir import (
     View,
     ViewOp,
 )
-from lazyfuel.graph.task import ArgMeta, BlockRecipe, Const, Gathered, LazyIndex, Part
+from lazyfuel.graph.pieces import PiecePlan, base_leaf, plan_pieces, wants_pieces
+from lazyfuel.graph.task import ArgMeta, Assembled, BlockRecipe, Const, Gathered, LazyIndex, Part, Reader
 from lazyfuel.planner.chain import Chain, OpNode
 
 Key = tuple[Any, ...]
+Block = tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class Partition:
-    """The names of the nodes lowered on their own; see the module docstring."""
+    """The names of the nodes lowered on their own, and the selects read per source chunk (with
+    their piece plans); see the module docstring."""
 
     separate: frozenset[str]
+    pieces: dict[str, PiecePlan] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
     def of(cls, root: Node) -> Partition:
@@ -60,11 +67,19 @@ class Partition:
                     base = _below_views(node.data)
                     if _is_op(base):
                         separate.add(base.name)
-        return cls(frozenset(separate))
+        pieces = {}
+        for node in order:
+            if isinstance(node, Select) and wants_pieces(node, base_leaf(node.data)):
+                pieces[node.name] = plan_pieces(node)
+                if isinstance(node, Gather):  # its 1-d result is reshaped: a group of its own
+                    separate.add(node.name)
+        return cls(frozenset(separate), pieces)
 
     def rooted_at(self, root: Node) -> Partition:
         """This partition as seen by the group of `root` (which is computed, not read)."""
-        return Partition(self.separate - {root.name}) if root.name in self.separate else self
+        if root.name not in self.separate:
+            return self
+        return Partition(self.separate - {root.name}, self.pieces)
 
     def is_leaf(self, node: Node) -> bool:
         """Read as dask chunks (not computed inside the task that uses it)."""
@@ -128,13 +143,16 @@ class _Builder:
     n_program_inputs: int = 0
     nodes: list[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, Any], ...]]] = field(
         default_factory=list)
+    reshape: tuple[int, ...] | None = None  # a gather's elements, reshaped to the block after
 
-    def arg(self, leaf: Node, block: tuple[int, ...]) -> int:
-        key = (leaf.name, *block)
+    def key_arg(self, key: Key, meta: ArgMeta) -> int:
         if key not in self.keys:
             self.keys[key] = len(self.keys)
-            self.metas.append((ch.block_shape(leaf.chunks, block), leaf.dtype))
+            self.metas.append(meta)
         return self.keys[key]
+
+    def arg(self, leaf: Node, block: tuple[int, ...]) -> int:
+        return self.key_arg((leaf.name, *block), (ch.block_shape(leaf.chunks, block), leaf.dtype))
 
     def part(self, node: Node, block: tuple[int, ...]) -> Part:
         views: list[ViewOp] = []
@@ -171,6 +189,8 @@ class _Builder:
         raise TypeError(f"cannot fuse a {type(node).__name__} node")
 
     def select(self, node: Select, block: tuple[int, ...]) -> tuple[str, int]:
+        if node.name in self.partition.pieces:
+            return self.assembled(self.partition.pieces[node.name], block)
         index = self.index(node, block)
         if self.partition.resolvable(node.data):
             axis_chunks = node.data.chunks[node.dim]
@@ -186,6 +206,21 @@ class _Builder:
             data = self.emit(node.data, node.data_block(block, 0))
             (idx,) = self.add_input(index)
         return self.add_node(node.op_kind, (data, idx), (("dim", node.dim),))
+
+    def assembled(self, plan: PiecePlan, block: tuple[int, ...]) -> tuple[str, int]:
+        """The select's block from the pieces its read tasks cut for it, then permuted."""
+        node = plan.select
+        pieces, perm, extent = plan.blocks.get(block, ((), np.empty(0, np.uint32), 0))
+        args = tuple((self.key_arg(pieces_key(node, s), ((), node.dtype)), j) for s, j in pieces)
+        if plan.flat:
+            shape, axis = (extent,), 0
+            self.reshape = ch.block_shape(node.chunks, block)
+        else:
+            full = list(ch.block_shape(node.data.chunks, node.data_block(block, 0)))
+            full[node.dim] = extent
+            shape, axis = tuple(full), node.dim
+        data, idx = self.add_input(Assembled(args, axis, Const(perm), shape, node.dtype), 2)
+        return self.add_node("IndexSelect", (data, idx), (("dim", axis),))
 
     def index(self, node: Select, block: tuple[int, ...]) -> Const | LazyIndex:
         index_block = node.index_block(block)
@@ -232,6 +267,25 @@ def recipe(partition: Partition, root: Node, block: tuple[int, ...]) -> Task:
         chain = None
     else:
         chain = builder.chain(builder.emit(node, node_block))
+    if builder.reshape is not None:
+        post.append(("reshape", (("shape", builder.reshape),)))
     made = BlockRecipe(tuple(builder.inputs), chain, tuple(reversed(post)),
                        ch.block_shape(root.chunks, block), root.dtype)
     return Task(made, tuple(builder.keys), tuple(builder.metas))
+
+
+def pieces_key(select: Node, data_block: tuple[int, ...]) -> Key:
+    """How a fused task names the result of `select`'s read task for `data_block`."""
+    return (("pieces", select.name), *data_block)
+
+
+def read_tasks(partition: Partition, plan: PiecePlan) -> list[tuple[Block, Reader, tuple[Key, ...]]]:
+    """Every read task of a select read per source chunk: its source block, recipe and the one
+    chunk key it reads."""
+    node = plan.select
+    found = []
+    for data_block, (positions, bounds) in plan.reads.items():
+        builder = _Builder(partition)
+        part = builder.part(node.data, data_block)
+        found.append((data_block, Reader(part, positions, bounds, node.dim, plan.flat), tuple(builder.keys)))
+    return found

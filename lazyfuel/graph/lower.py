@@ -6,7 +6,8 @@ broadcast blocks; a select reads the chunks its indices hit), so each group beco
 Sources stay the dask arrays they are, and rechunks are dask's own. The result is an ordinary
 `dask.array.Array` built with `meta=` and `dtype=` given, in dask's legacy mode through its public
 constructor and in the array-expression mode through `from_graph` (the only way that mode takes a
-hand-made graph), so both modes work.
+hand-made graph), so both modes work. A select read per source chunk (`graph.pieces`) adds a
+layer of read tasks, one per source chunk, between the chunks and the group that uses them.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from lazyfuel.graph.fuse import Partition, Task, recipe
+from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
-from lazyfuel.graph.task import Runtime, run_block
+from lazyfuel.graph.task import Runtime, read_pieces, run_block
 
 
 def lower(root: Node, runtime: Runtime) -> da.Array:
@@ -51,11 +52,27 @@ class _Lowering:
         deps = {leaf.name: self.array(leaf) for leaf in leaves}
         keys = {name: arr.__dask_keys__() for name, arr in deps.items()}
         name = f"lazyfuel-{node.label}-{tokenize(node.name, self.runtime)}"
-        layer = {}
+        layer: dict = {}
+        reads: dict[str, dict] = {}  # layers of read tasks (selects read per source chunk)
+
+        def arg(key: Key) -> Any:
+            if isinstance(key[0], tuple):  # a read task's result: ("pieces", select name)
+                return (self._reads(key[0][1], keys, reads), *key[1:])
+            return _key(keys[key[0]], key[1:])
+
         for block, task in tasks(self.partition, node):
-            args = tuple(_key(keys[k[0]], k[1:]) for k in task.keys)
-            layer[(name, *block)] = (run_block, task.recipe, self.runtime, *args)
-        return from_layer(name, layer, list(deps.values()), node.chunks, node.dtype)
+            layer[(name, *block)] = (run_block, task.recipe, self.runtime, *map(arg, task.keys))
+        return from_layer(name, layer, list(deps.values()), node.chunks, node.dtype, reads)
+
+    def _reads(self, select: str, keys: dict[str, Any], reads: dict[str, dict]) -> str:
+        """The name of `select`'s layer of read tasks, added to `reads` on first use."""
+        name = f"lazyfuel-read-{tokenize(select, self.runtime)}"
+        if name not in reads:
+            reads[name] = {(name, *block): (read_pieces, reader, self.runtime,
+                                            *(_key(keys[k[0]], k[1:]) for k in chunk_keys))
+                           for block, reader, chunk_keys in read_tasks(self.partition,
+                                                                      self.partition.pieces[select])}
+        return name
 
 
 def tasks(partition: Partition, node: Node) -> Iterator[tuple[tuple[int, ...], Task]]:
@@ -76,16 +93,37 @@ def meta(ndim: int, dtype: np.dtype) -> np.ndarray:
 
 
 def from_layer(name: str, layer: dict, deps: list[da.Array], chunks: tuple[tuple[int, ...], ...],
-               dtype: np.dtype) -> da.Array:
-    """A dask array whose blocks are `layer`'s keys `(name, *block)`, reading from `deps`."""
+               dtype: np.dtype, inner: dict[str, dict] | None = None) -> da.Array:
+    """A dask array whose blocks are `layer`'s keys `(name, *block)`, reading from `deps` and
+    from the `inner` layers (by name), which read from `deps` too."""
     m = meta(len(chunks), dtype)
+    inner = inner or {}
     if da.array_expr_enabled():
         from dask.array._array_expr._collection import from_graph
 
         graph: dict = {}
         for dep in deps:
             graph.update(dep.__dask_graph__())
+        for extra in inner.values():
+            graph.update(extra)
         graph.update(layer)
         return from_graph(graph, m, chunks, list(layer), name)
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
-    return da.Array(graph, name, chunks, meta=m, dtype=dtype)
+    if not inner:
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+        return da.Array(graph, name, chunks, meta=m, dtype=dtype)
+    layers: dict[str, Any] = {}
+    depends: dict[str, set[str]] = {}
+    below: set[str] = set()
+    for dep in deps:
+        hlg = dep.__dask_graph__()
+        if not isinstance(hlg, HighLevelGraph):
+            hlg = HighLevelGraph.from_collections(dep.name, dict(hlg))
+        layers.update(hlg.layers)
+        depends.update(hlg.dependencies)
+        below.update(dep.__dask_layers__())
+    for inner_name, extra in inner.items():
+        layers[inner_name] = MaterializedLayer(extra)
+        depends[inner_name] = set(below)
+    layers[name] = MaterializedLayer(layer)
+    depends[name] = below | set(inner)
+    return da.Array(HighLevelGraph(layers, depends), name, chunks, meta=m, dtype=dtype)

@@ -99,3 +99,14 @@ def test_the_op_table_covers_the_public_api():
 def test_a_missing_file_is_one_error():
     with pytest.raises(GraphError, match=r"^nowhere\.yaml: cannot read the graph: No such file"):
         load_graph("nowhere.yaml")
+
+
+def test_the_example_in_docs_graphs_md_builds(tmp_path: Path):
+    from lazyfuel.pipeline import build
+
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "graphs.md").read_text(encoding="utf-8")
+    example = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
+    built = build(parse_graph(example, "graphs.md", base=tmp_path), write_stores=False)
+    assert built.values["dropped"].shape == (25000, 128)

@@ -79,7 +79,14 @@ def _k_range(lo: int, hi: int, start: int, step: int) -> tuple[int, int]:
 
 
 def chunk_ids(values: np.ndarray, axis_chunks: tuple[int, ...]) -> np.ndarray:
-    """The chunk number each index value falls in (values already range-checked)."""
+    """The chunk number (int64) each index value falls in (values already range-checked).
+
+    Regular chunks (all one size but a shorter last one, as dask makes them) take one integer
+    division; others a binary search.
+    """
+    size = axis_chunks[0] if axis_chunks else 0
+    if size and all(c == size for c in axis_chunks[:-1]) and 0 < axis_chunks[-1] <= size:
+        return np.floor_divide(values, size, dtype=np.int64)
     begin = np.asarray(starts(axis_chunks), dtype=np.int64)
     nonempty = np.asarray(axis_chunks) > 0
     # Empty chunks never hold a value: search among the nonempty ones only.
@@ -92,7 +99,8 @@ def hits(values: np.ndarray, axis_chunks: tuple[int, ...]) -> tuple[int, ...]:
     """The sorted chunk numbers that `values` touch (the chunks a select must read)."""
     if values.size == 0:
         return ()
-    return tuple(int(b) for b in np.unique(chunk_ids(values.ravel(), axis_chunks)))
+    counts = np.bincount(chunk_ids(values.ravel(), axis_chunks), minlength=len(axis_chunks))
+    return tuple(int(b) for b in np.flatnonzero(counts))
 
 
 def block_slices(chunks: Chunks, block: tuple[int, ...]) -> tuple[slice, ...]:

@@ -25,6 +25,7 @@ from lazyfuel.graph import chunks as ch
 from lazyfuel.planner.chain import encode_key
 
 ViewOp = tuple[str, tuple[tuple[str, Any], ...]]  # (chain view name, attrs), as in OpNode
+HASHED_INDEX_BYTES = 1 << 20  # concrete indices up to this size are named by their bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,7 +287,15 @@ class Indices:
         return self.node is not None
 
     def token(self) -> str:
-        return self.node.name if self.node is not None else tokenize(self.values)
+        """Names the indices in node names: lazy ones by their node, small concrete ones by their
+        bytes, large ones (hashing 256 MB costs ~0.35 s here) by the identity of the array this
+        object holds, which no other live array shares."""
+        if self.node is not None:
+            return self.node.name
+        if self.values.nbytes > HASHED_INDEX_BYTES:
+            v = self.values
+            return tokenize("lazyfuel-indices", id(v), v.__array_interface__["data"][0], v.shape, v.dtype.str)
+        return tokenize(self.values)
 
 
 @dataclass(frozen=True, eq=False)

@@ -45,7 +45,8 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     """One read-only view covering `parts` along `axis`, or None if they do not line up.
 
     `parts[i]` holds positions `starts[i] … starts[i] + parts[i].shape[axis]` of a larger array
-    along `axis` (starts increasing). The view covers positions `starts[0]` to the end of the last
+    along `axis` (starts increasing; parts empty along `axis` are left out, and the view starts
+    at the first part that is not). The view covers positions `starts[0]` to the end of the last
     part, gaps between parts included: that is memory-safe because every part lies in one owning
     buffer and the view's elements lie between theirs. A gap is spanned only if it holds at most
     `max_gap` positions in all (default: no more than the parts hold together), since a backend
@@ -55,13 +56,17 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     of extent-1 axes are free); one stride `s` along `axis` shared by every part with more than one
     position there; and address(part i) == address(part 0) + (starts[i] - starts[0]) * s.
     """
-    if not parts or len(parts) != len(starts):
+    if len(parts) != len(starts) or not 0 <= axis < min((p.ndim for p in parts), default=0):
         return None
+    kept = [(p, s) for p, s in zip(parts, starts) if p.shape[axis]]  # an empty part adds nothing
+    if not kept:
+        return None
+    parts, starts = [p for p, _ in kept], [s for _, s in kept]
     first = parts[0]
     if len(parts) == 1:
         return first
     ndim, dtype, root = first.ndim, first.dtype, owner(first)
-    if not 0 <= axis < ndim or any(p.ndim != ndim or p.dtype != dtype for p in parts):
+    if any(p.ndim != ndim or p.dtype != dtype for p in parts):
         return None
     if any(s1 <= s0 for s0, s1 in pairwise(starts)) or any(p.size == 0 for p in parts):
         return None

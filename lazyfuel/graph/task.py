@@ -146,8 +146,10 @@ class Gathered:
 
     `part_starts[i]` is where part i begins along `axis` in the select's source. Gives two program
     inputs: the source and the indices remapped into it (U32). The source is one part as it is;
-    or, when the hit parts are views of one buffer laid out one after the other (chunks of
-    `from_array`), one spanning view over them (no copy); else the hit parts concatenated.
+    or, when the parts are views of one buffer laid out one after the other (chunks of
+    `from_array`: the recipe then passes every chunk from the lowest to the highest hit), one
+    spanning view over them (no copy, no look at the index values); else the parts the indices
+    hit, concatenated.
     """
 
     parts: tuple[Part, ...]
@@ -157,18 +159,18 @@ class Gathered:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         (idx,) = self.index.arrays(args)
-        if len(self.parts) == 1:
-            (data,) = self.parts[0].arrays(args)
-            return [data, _shift(idx, -self.part_starts[0])]
+        chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
+        if len(chosen) == 1:
+            return [chosen[0], _shift(idx, -self.part_starts[0])]
+        span = spanning_view(chosen, self.part_starts, self.axis)
+        if span is not None:
+            return [span, _shift(idx, -self.part_starts[0])]
         begin = np.asarray(self.part_starts, dtype=np.int64)
         ids = np.searchsorted(begin, idx.astype(np.int64), side="right") - 1
         used = np.unique(ids)
-        chosen = [self.parts[i].arrays(args)[0] for i in used]
+        chosen = [chosen[i] for i in used]
         if len(chosen) == 1:
             return [chosen[0], _shift(idx, -self.part_starts[int(used[0])])]
-        span = spanning_view(chosen, [self.part_starts[i] for i in used], self.axis)
-        if span is not None:
-            return [span, _shift(idx, -self.part_starts[int(used[0])])]
         sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
         offset = np.zeros(len(self.parts), dtype=np.int64)
         offset[used] = np.concatenate(([0], np.cumsum(sizes)[:-1])) - begin[used]
@@ -186,7 +188,10 @@ class Gathered:
 
 
 def _shift(idx: np.ndarray, by: int) -> np.ndarray:
-    return idx if by == 0 else (idx.astype(np.int64) + by).astype(U32)
+    """U32 indices moved by `by` (they stay in range: one pass, no wider copy)."""
+    if by == 0:
+        return idx
+    return np.add(idx, by, dtype=U32) if by > 0 else np.subtract(idx, U32.type(-by), dtype=U32)
 
 
 @dataclass(frozen=True, eq=False)

@@ -54,3 +54,11 @@ def test_split_and_block_geometry():
     assert ch.split(3, 8) == (3,)
     assert ch.block_slices(((2, 3), (4,)), (1, 0)) == (slice(2, 5), slice(0, 4))
     assert ch.block_shape(((2, 3), (4,)), (1, 0)) == (3, 4)
+
+
+def test_regular_chunks_take_a_division_that_agrees_with_the_search():
+    values = np.random.default_rng(0).integers(0, 1000, 500).astype(np.uint32)
+    for axis in [(100,) * 10, (128,) * 7 + (104,), (1000,), (400, 400, 200)]:
+        got = ch.chunk_ids(values, axis)
+        want = np.searchsorted(np.asarray(ch.starts(axis)), values, side="right") - 1
+        assert got.dtype == np.int64 and np.array_equal(got, want)

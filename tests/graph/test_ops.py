@@ -151,3 +151,13 @@ def test_numpy_sources_are_views_of_the_array_not_copies():
     a[0, 0] = -1.0  # the data is not copied: the lazy array sees it
     assert y.compute()[0, 0] == -1.0
     assert not lf.from_array(da.from_array(a, chunks=2))._node.one_buffer
+
+
+def test_large_concrete_indices_are_named_without_hashing_their_bytes(monkeypatch):
+    from lazyfuel.graph import ir
+
+    monkeypatch.setattr(ir, "HASHED_INDEX_BYTES", 16)
+    idx = np.arange(30) % 5
+    first = lf.index_select(x(), 0, idx)
+    assert first.name == first.name and first.name != lf.index_select(x(), 0, idx).name  # by identity
+    assert np.array_equal(first.compute(), A[idx])

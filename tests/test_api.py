@@ -178,3 +178,19 @@ def test_distributed_two_process_workers_each_with_its_own_pool(monkeypatch):
     pids = [pid for pid, _ in seen.values()]
     assert len(set(pids)) == 2 and os.getpid() not in pids
     assert all(len(pools) == 1 for _, pools in seen.values())  # each worker built its own pool
+
+
+def test_compute_writes_blocks_into_the_result_instead_of_concatenating(monkeypatch):
+    import dask.array.core
+
+    real = dask.array.core.concatenate3
+
+    def refuse(arrays):
+        if any(a is not None and np.size(a) for a in dask.core.flatten(arrays)):  # store joins Nones
+            raise AssertionError("compute concatenated the blocks")
+        return real(arrays)
+
+    monkeypatch.setattr(dask.array.core, "concatenate3", refuse)
+    x = lf.from_array(A, chunks=(3, 5))
+    for scheduler in ("threads", "sync"):
+        assert same_bits(lf.index_select(x, 0, [7, 1, 4, 4]).compute(scheduler=scheduler), A[[7, 1, 4, 4]])

@@ -88,7 +88,7 @@ def test_every_binding_of_the_default_registry_keeps_its_contract() -> None:
     assert report.ok, report.table()
     audited = [r for r in report.results if not r.skipped]
     assert len(report.results) == len(default_registry().bindings())
-    assert {r.binding.backend for r in audited} == set(available_backends())
+    assert {Backend.Cpu, *([Backend.Vulkan] if HAS_VULKAN else [])} <= {r.binding.backend for r in audited}
     assert all(r.cases >= 8 for r in audited)
     assert f"{len(audited)} of {len(audited)} binding(s) keep their contract" in report.table()
 

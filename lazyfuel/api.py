@@ -56,7 +56,11 @@ class DefaultRuntime:
 
 @cache
 def _planner(choice: str) -> Planner:
-    return Planner(default_registry(), available_backends(choice))
+    """The process's planner for `choice`: the default registry, with the judge's cached costs."""
+    from lazyfuel.measured import measured_costs
+
+    registry, backends = default_registry(), available_backends(choice)
+    return Planner(registry, backends, costs=measured_costs(registry, backends))
 
 
 class Array:

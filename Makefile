@@ -8,12 +8,15 @@ APT_PACKAGES := libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc spi
                 pocl-opencl-icd ocl-icd-opencl-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Tests run with the Khronos validation layer on; the pool turns its messages into failures.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
 TEST_ENV := LAZYFUEL_VALIDATION=1 XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp}
 
 .PHONY: test demo deps apt venv lint shaders clean
 
 test: deps
 	$(BIN)/ruff check .
+	$(TEST_ENV) $(BIN)/lazyfuel audit | tail -n 3
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 
 demo: deps

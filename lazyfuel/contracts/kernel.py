@@ -16,6 +16,7 @@ import yaml
 from lazyfuel.contracts import schema
 from lazyfuel.contracts.expr import Expr
 from lazyfuel.contracts.model import (
+    DTYPE_RULES,
     Acceptance,
     AwkwardLayoutStrategy,
     Backend,
@@ -214,9 +215,7 @@ def _outputs(sec: Section, ret: Entries, inputs: tuple[InputSpec, ...], params: 
         if any(s.name == name for s in specs):
             raise sec.error(name_node, "name", f"duplicate output name {name!r} in return.outputs")
         dtype_node = entries.pop("dtype_rule")
-        _, args = _rule(sec, dtype_node, "dtype_rule", {"passthrough": input_names})
-        if len(args) != 1:
-            raise sec.error(dtype_node, "dtype_rule", "passthrough takes exactly one input name")
+        dtype_rule = _dtype_rule(sec, dtype_node, inputs)
         shape_node = entries.pop("shape_rule")
         shape = ShapeRule(*_rule(sec, shape_node, "shape_rule",
                                  {"from_params": list(params.names), "same_as": input_names}))
@@ -225,8 +224,23 @@ def _outputs(sec: Section, ret: Entries, inputs: tuple[InputSpec, ...], params: 
         guarantee = sec.string(entries.pop("layout_guarantee"), "layout_guarantee")
         aliasing = sec.string(entries.pop("aliasing"), "aliasing")
         entries.done()
-        specs.append(OutputSpec(name, DtypeRule(args[0]), shape, guarantee, aliasing))
+        specs.append(OutputSpec(name, dtype_rule, shape, guarantee, aliasing))
     return tuple(specs)
+
+
+def _dtype_rule(sec: Section, node: yaml.Node, inputs: tuple[InputSpec, ...]) -> DtypeRule:
+    """`<rule>(<input>)`, the rule one of DTYPE_RULES and defined for every dtype the input lists."""
+    names = [s.name for s in inputs]
+    kind, args = _rule(sec, node, "dtype_rule", dict.fromkeys(DTYPE_RULES, names))
+    if len(args) != 1:
+        raise sec.error(node, "dtype_rule", f"{kind} takes exactly one input name")
+    rule = DtypeRule(args[0], kind)
+    for dtype in next(s for s in inputs if s.name == rule.input).dtypes:
+        try:
+            rule.apply(dtype)
+        except ValueError as exc:
+            raise sec.error(node, "dtype_rule", str(exc)) from None
+    return rule
 
 
 def _rule(sec: Section, node: yaml.Node, key: str, kinds: dict[str, list[str]],

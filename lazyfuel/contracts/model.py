@@ -7,6 +7,7 @@ where a problem was declared. Field names match the keys of the document.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -178,14 +179,39 @@ class OpParams:
         return tuple(f.name for f in self.fields)
 
 
+# Output dtype rules by name: each maps the named input's dtype to the output's (None: no result).
+# `passthrough` keeps it; `complex_of` / `real_of` give the complex / real type of the same precision.
+_COMPLEX = {DType.F32: DType.C64, DType.F64: DType.C128, DType.C64: DType.C64, DType.C128: DType.C128}
+_REAL = {DType.C64: DType.F32, DType.C128: DType.F64, DType.F32: DType.F32, DType.F64: DType.F64}
+DTYPE_RULES: dict[str, Callable[[DType], DType | None]] = {
+    "passthrough": lambda dtype: dtype,
+    "complex_of": _COMPLEX.get,
+    "real_of": _REAL.get,
+}
+
+
 @dataclass(frozen=True)
 class DtypeRule:
-    """`passthrough(<input>)`: the output has that input's dtype."""
+    """`<kind>(<input>)`: the output dtype is `DTYPE_RULES[kind]` of that input's dtype.
+
+    `passthrough(x)` keeps x's dtype; `complex_of(x)` is the complex type of x's precision (F32 → C64,
+    F64 → C128, complex types unchanged); `real_of(x)` the real one (C64 → F32, C128 → F64).
+    """
 
     input: str
+    kind: str = "passthrough"
 
     def __str__(self) -> str:
-        return f"passthrough({self.input})"
+        return f"{self.kind}({self.input})"
+
+    def apply(self, dtype: DType) -> DType:
+        """The output dtype for an input of `dtype`; ValueError naming the dtypes the rule maps."""
+        found = DTYPE_RULES[self.kind](dtype)
+        if found is None:
+            mapped = " ".join(d.name for d in DType if DTYPE_RULES[self.kind](d) is not None)
+            raise ValueError(f"{self} has no result for {self.input} of dtype {dtype.name}; "
+                             f"{self.kind} maps {mapped}")
+        return found
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ class OpNode:
 
     Attributes by op: transpose `axes`; getitem `key` (ints and `slice`s as tuples
     `("slice", start, stop, step)`); broadcast_to `shape`; IndexSelect/Gather `dim`;
-    MaskedFill `value`; Contiguize none.
+    MaskedFill `value`; Contiguize none; Fft/Ifft/Rfft/Irfft `axis` (int, may be negative), `n`
+    (int or None: numpy's default) and `norm` (None, "backward", "ortho" or "forward").
     """
 
     op: str

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
+
+import numpy as np
 
 from lazyfuel import layout as layouts
 from lazyfuel.checks import fill_bytes
@@ -134,10 +137,11 @@ class _Builder:
 
     def _select(self, op_kind: OpKind, node: OpNode) -> _Value:
         args = [self.values[a] for a in node.args]
-        dtypes = (*[a.dtype for a in args], args[0].dtype)
-        candidates = [b for b in self.registry.candidates(op_kind, dtypes) if b.backend is self.backend]
+        in_dtypes = tuple(a.dtype for a in args)  # the output dtype is the binding's (its dtype rule)
+        candidates = [b for b in self.registry.bindings() if b.op_kind is op_kind
+                      and b.backend is self.backend and b.dtypes[:-1] == in_dtypes]
         if not candidates:
-            raise _Unplannable(f"no {op_kind} binding for [{','.join(d.name for d in dtypes)}]")
+            raise _Unplannable(f"no {op_kind} binding for inputs [{','.join(d.name for d in in_dtypes)}]")
         params, out_shape = PARAMS[op_kind]([a.layout.shape for a in args], args[0].dtype, node.attr)
         best: tuple[float, Binding, dict[int, str]] | None = None
         for binding in candidates:
@@ -158,7 +162,7 @@ class _Builder:
                 pids.append(self.values[a].storage)
             else:
                 pids.append(self._contiguize(a, f"{binding.contract.kernel} input {spec.name}: {why}"))
-        step = Step(binding, tuple(pids), tuple(params.items()), out_shape, args[0].dtype,
+        step = Step(binding, tuple(pids), tuple(params.items()), out_shape, binding.dtypes[-1],
                     _cost(binding, params, out_shape, self.costs) + self._overhead(binding))
         self.steps.append(step)
         return self._step_value(self.n_inputs + len(self.steps) - 1)
@@ -263,10 +267,47 @@ def _masked_fill_params(shapes, dtype, attr):
     return {"fill_bytes": fill_bytes(attr["value"], dtype)}, shapes[0]
 
 
+# FFT op kinds: (transform length when `n` is not given, from the input axis length m;
+# output axis length from the transform length), as numpy.fft defines them.
+FFT_LENGTHS: dict[OpKind, tuple[Callable[[int], int], Callable[[int], int]]] = {
+    OpKind.Fft: (lambda m: m, lambda n: n),
+    OpKind.Ifft: (lambda m: m, lambda n: n),
+    OpKind.Rfft: (lambda m: m, lambda n: n // 2 + 1),
+    OpKind.Irfft: (lambda m: 2 * (m - 1), lambda n: n),
+}
+FFT_NORMS = ("backward", "ortho", "forward")
+
+
+def _fft_params(op_kind: OpKind, shapes, dtype, attr):
+    """Attrs `axis` (default -1), `n` (default: numpy's), `norm` (None = "backward") → op params.
+
+    Params: `shape` (the input's), `axis` (>= 0), `length` (the transform length, numpy's `n`),
+    `norm`, and `log2_length` (ceil(log2(length)), for the cost expressions).
+    """
+    shape = tuple(shapes[0])
+    if not shape:
+        raise ValueError(f"{op_kind} needs an array of at least one dimension, got a 0-d array")
+    axis = layouts.normalize_dim(attr.get("axis", -1), len(shape))
+    default_length, out_length = FFT_LENGTHS[op_kind]
+    n = attr.get("n")
+    length = default_length(shape[axis]) if n is None else n
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+        raise ValueError(f"{op_kind}: invalid number of data points ({length!r}) specified; "
+                         f"n must be an integer >= 1")
+    length = int(length)
+    norm = "backward" if attr.get("norm") is None else attr["norm"]
+    if norm not in FFT_NORMS:
+        raise ValueError(f"{op_kind}: norm {norm!r}; expected None or one of {', '.join(FFT_NORMS)}")
+    params = {"shape": shape, "axis": axis, "length": length, "norm": norm,
+              "log2_length": max(1, (length - 1).bit_length())}
+    return params, (*shape[:axis], out_length(length), *shape[axis + 1:])
+
+
 PARAMS = {
     OpKind.IndexSelect: _index_select_params,
     OpKind.Gather: _gather_params,
     OpKind.MaskedFill: _masked_fill_params,
+    **{kind: partial(_fft_params, kind) for kind in FFT_LENGTHS},
 }
 
 _VIEWS = {

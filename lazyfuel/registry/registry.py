@@ -154,8 +154,8 @@ def fan_out(contract: KernelContract) -> list[Binding]:
     for dtype in fanned.dtypes:
         ins = tuple(dtype if spec is fanned else spec.dtypes[0] for spec in contract.inputs)
         by_name = {spec.name: d for spec, d in zip(contract.inputs, ins)}
-        key = BindingKey(contract.op_kind, (*ins, by_name[out_rule.input]), contract.backend,
-                         contract.kernel_source)
+        out_dtype = out_rule.apply(by_name[out_rule.input])  # the rule computes it (DTYPE_RULES)
+        key = BindingKey(contract.op_kind, (*ins, out_dtype), contract.backend, contract.kernel_source)
         symbol = f"{contract.entry_point}_{dtype.suffix}"
         ref = links.get(symbol)
         if ref is None:

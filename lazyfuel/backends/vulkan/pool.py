@@ -36,7 +36,7 @@ class DevicePool:
         try:
             found = enumerate_devices(self.instance.handle)
             self.info: DeviceInfo = choose([info for _, info in found], device)
-            physical = found[self.info.index][0]
+            self.physical = physical = found[self.info.index][0]
             self.queue_family = _compute_family(physical)
             self.device = _create_device(physical, self.queue_family, self.info.push_descriptor)
         except BaseException:

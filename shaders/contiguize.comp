@@ -16,40 +16,39 @@ layout(push_constant) uniform Params {
     int64_t strides[8];  // in elements; strides[RANK] holds the view's offset (see below)
 } p;
 
+// The walk, for an unsigned position type U and a signed offset type S (32-bit unless WIDE:
+// 64-bit integer arithmetic costs several times more on lavapipe). The view's offset rides in
+// the unused slot strides[RANK]; at rank 8 there is none: the host then uses device addresses
+// with the offset folded into src and WIDE set (the offset may go negative there).
+#define WALK(U, S)                                                              \
+    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
+    U n = U(p.n);                                                               \
+    if (e >= n) return;                                                         \
+    int c[8];                                                                   \
+    S off = RANK < 8 ? S(p.strides[min(RANK, 7)]) : S(0);                       \
+    U t = e;                                                                    \
+    for (int d = RANK - 1; d >= 0; --d) {                                       \
+        c[d] = int(t % U(p.shape[d]));                                          \
+        t /= U(p.shape[d]);                                                     \
+        off += S(c[d]) * S(p.strides[d]);                                       \
+    }                                                                           \
+    for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
+        if (e >= n) return;                                                     \
+        STORE_DST(e, LOAD_SRC(off));                                            \
+        c[RANK - 1] += 1;                                                       \
+        off += S(p.strides[RANK - 1]);                                          \
+        for (int d = RANK - 1; d > 0; --d) {                                    \
+            if (uint(c[d]) < p.shape[d]) break;                                 \
+            c[d] = 0;                                                           \
+            off -= S(p.strides[d]) * S(p.shape[d]);                             \
+            c[d - 1] += 1;                                                      \
+            off += S(p.strides[d - 1]);                                         \
+        }                                                                       \
+    }
+
+void walk_wide() { WALK(uint64_t, int64_t) }
+void walk_narrow() { WALK(uint, int) }
+
 void main() {
-    uint64_t e = first_position(p.base);
-    if (e >= p.n) return;
-    int c[8];
-    // The view's offset rides in the unused slot strides[RANK]. At rank 8 there is none: the host
-    // then uses device addresses with the offset folded into src (off may go negative there).
-    int64_t off = RANK < 8 ? p.strides[min(RANK, 7)] : 0;
-    if (WIDE) {
-        uint64_t t = e;
-        for (int d = RANK - 1; d >= 0; --d) {
-            c[d] = int(t % uint64_t(p.shape[d]));
-            t /= uint64_t(p.shape[d]);
-            off += int64_t(c[d]) * p.strides[d];
-        }
-    } else {
-        uint t = uint(e);
-        for (int d = RANK - 1; d >= 0; --d) {
-            c[d] = int(t % p.shape[d]);
-            t /= p.shape[d];
-            off += int64_t(c[d]) * p.strides[d];
-        }
-    }
-    for (uint q = 0; q < ELEMS; ++q, ++e) {
-        if (e >= p.n) return;
-        STORE_DST(e, LOAD_SRC(off));
-        // step to the next row-major coordinate, carrying into outer dims
-        c[RANK - 1] += 1;
-        off += p.strides[RANK - 1];
-        for (int d = RANK - 1; d > 0; --d) {
-            if (uint(c[d]) < p.shape[d]) break;
-            c[d] = 0;
-            off -= p.strides[d] * int64_t(p.shape[d]);
-            c[d - 1] += 1;
-            off += p.strides[d - 1];
-        }
-    }
+    if (WIDE) walk_wide(); else walk_narrow();
 }

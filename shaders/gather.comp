@@ -10,40 +10,39 @@ layout(push_constant) uniform Params {
     uint64_t dst;
     uint64_t aux;     // indices
     uint64_t status;
-    uint64_t base;  // first output element of this dispatch
-    uint64_t n;     // output elements in total
+    uint64_t base;    // first output element of this dispatch
+    uint64_t n;       // output elements in total
     uint inner;
-    uint M;         // output (and index) extent along dim
-    uint S;         // source extent along dim
+    uint M;           // output (and index) extent along dim
+    uint S;           // source extent along dim
 } p;
 
+// U: the position type, 32-bit unless WIDE (source and output elements < 2**32).
+#define GATHER(U)                                                               \
+    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
+    U n = U(p.n);                                                               \
+    if (e >= n) return;                                                         \
+    U t = e / U(p.inner);                                                       \
+    uint k = uint(e % U(p.inner));                                              \
+    uint m = uint(t % U(p.M));                                                  \
+    U o = t / U(p.M);                                                           \
+    for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
+        if (e >= n) return;                                                     \
+        uint v = LOAD_AUX(e);                                                   \
+        if (v < p.S) {                                                          \
+            STORE_DST(e, LOAD_SRC((o * U(p.S) + U(v)) * U(p.inner) + U(k)));    \
+        } else {                                                                \
+            REPORT_BAD(clamp_position(uint64_t(e)));                            \
+        }                                                                       \
+        if (++k == p.inner) {                                                   \
+            k = 0;                                                              \
+            if (++m == p.M) { m = 0; ++o; }                                     \
+        }                                                                       \
+    }
+
+void gather_wide() { GATHER(uint64_t) }
+void gather_narrow() { GATHER(uint) }
+
 void main() {
-    uint64_t e = first_position(p.base);
-    if (e >= p.n) return;
-    uint k, m;
-    uint64_t o;
-    if (WIDE) {
-        uint64_t t = e / p.inner;
-        k = uint(e % p.inner);
-        m = uint(t % p.M);
-        o = t / p.M;
-    } else {
-        uint t = uint(e) / p.inner;
-        k = uint(e) % p.inner;
-        m = t % p.M;
-        o = uint64_t(t / p.M);
-    }
-    for (uint q = 0; q < ELEMS; ++q, ++e) {
-        if (e >= p.n) return;
-        uint v = LOAD_AUX(e);
-        if (v < p.S) {
-            STORE_DST(e, LOAD_SRC((o * p.S + v) * p.inner + k));
-        } else {
-            REPORT_BAD(clamp_position(e));
-        }
-        if (++k == p.inner) {
-            k = 0;
-            if (++m == p.M) { m = 0; ++o; }
-        }
-    }
+    if (WIDE) gather_wide(); else gather_narrow();
 }

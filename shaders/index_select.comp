@@ -12,43 +12,44 @@ layout(push_constant) uniform Params {
     uint64_t dst;
     uint64_t aux;     // indices
     uint64_t status;
-    uint64_t base;  // first output word of this dispatch
-    uint64_t n;     // output words in total
-    uint R;         // words per row
+    uint64_t base;    // first output word of this dispatch
+    uint64_t n;       // output words in total
+    uint R;           // words per row
     uint n_idx;
     uint dim_size;
 } p;
 
+// U: the position type, 32-bit unless WIDE (source and output words < 2**32).
+#define SELECT(U)                                                               \
+    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
+    U n = U(p.n);                                                               \
+    if (e >= n) return;                                                         \
+    U t = e / U(p.R);                                                           \
+    uint r = uint(e % U(p.R));                                                  \
+    uint j = uint(t % U(p.n_idx));                                              \
+    U o = t / U(p.n_idx);                                                       \
+    uint v = LOAD_AUX(j);                                                       \
+    bool ok = v < p.dim_size;                                                   \
+    if (!ok) REPORT_BAD(j);                                                     \
+    U row = (o * U(p.dim_size) + U(v)) * U(p.R);                                \
+    for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
+        if (e >= n) return;                                                     \
+        if (ok) STORE_DST(e, LOAD_SRC(row + U(r)));                             \
+        if (++r == p.R) {                                                       \
+            r = 0;                                                              \
+            if (++j == p.n_idx) { j = 0; ++o; }                                 \
+            if (e + 1 < n) {                                                    \
+                v = LOAD_AUX(j);                                                \
+                ok = v < p.dim_size;                                            \
+                if (!ok) REPORT_BAD(j);                                         \
+                row = (o * U(p.dim_size) + U(v)) * U(p.R);                      \
+            }                                                                   \
+        }                                                                       \
+    }
+
+void select_wide() { SELECT(uint64_t) }
+void select_narrow() { SELECT(uint) }
+
 void main() {
-    uint64_t e = first_position(p.base);
-    if (e >= p.n) return;
-    uint r, j;
-    uint64_t o;
-    if (WIDE) {
-        uint64_t t = e / p.R;
-        r = uint(e % p.R);
-        j = uint(t % p.n_idx);
-        o = t / p.n_idx;
-    } else {
-        uint t = uint(e) / p.R;
-        r = uint(e) % p.R;
-        j = t % p.n_idx;
-        o = uint64_t(t / p.n_idx);
-    }
-    uint v = LOAD_AUX(j);
-    bool ok = v < p.dim_size;
-    if (!ok) REPORT_BAD(j);
-    uint64_t row = (o * p.dim_size + v) * p.R;
-    for (uint q = 0; q < ELEMS; ++q, ++e) {
-        if (e >= p.n) return;
-        if (ok) STORE_DST(e, LOAD_SRC(row + r));
-        if (++r == p.R) {
-            r = 0;
-            if (++j == p.n_idx) { j = 0; ++o; }
-            v = LOAD_AUX(j);
-            ok = v < p.dim_size;
-            if (!ok && e + 1 < p.n) REPORT_BAD(j);
-            row = (o * p.dim_size + v) * p.R;
-        }
-    }
+    if (WIDE) select_wide(); else select_narrow();
 }

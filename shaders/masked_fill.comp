@@ -78,11 +78,19 @@ uvec4 selector(MASKWORD m) {
 #endif
 }
 
-void main() {
-    uint64_t e = first_position(p.base);
-    for (uint q = 0; q < ELEMS; ++q, ++e) {
-        if (e >= p.n) return;
-        uvec4 sel = selector(LOAD_MASK(e));
-        STORE_OUT(e, (LOAD_DATA(e) & ~sel) | (p.fill & sel));
+// U: the position type, 32-bit unless WIDE (words < 2**32).
+#define FILL(U)                                                                 \
+    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
+    U n = U(p.n);                                                               \
+    for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
+        if (e >= n) return;                                                     \
+        uvec4 sel = selector(LOAD_MASK(e));                                     \
+        STORE_OUT(e, (LOAD_DATA(e) & ~sel) | (p.fill & sel));                   \
     }
+
+void fill_wide() { FILL(uint64_t) }
+void fill_narrow() { FILL(uint) }
+
+void main() {
+    if (WIDE) fill_wide(); else fill_narrow();
 }

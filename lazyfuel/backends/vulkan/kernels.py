@@ -24,7 +24,8 @@ WIDTHS = (1, 2, 4, 8, 16)
 LOCAL_SIZE = 64
 ELEMS = 4
 MAX_RANK = 8
-U32_LIMIT = 1 << 32
+U32_LIMIT = 1 << 32  # positions from here on need the shaders' 64-bit (WIDE) arithmetic
+I31_LIMIT = 1 << 31  # the same for signed offsets (contiguize)
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,13 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
     return pool.ssbo and all(n <= pool.info.max_storage_buffer_range for n in nbytes)
 
 
+# Tests set this to run the shaders' 64-bit position arithmetic on small data.
+FORCE_WIDE = False
+
+
 def _spec(wide: bool, *extra: int) -> tuple[int, ...]:
-    return (LOCAL_SIZE, ELEMS, int(wide), *extra)
+    """Specialisation constants: workgroup size, elements per invocation, 64-bit positions, extra."""
+    return (LOCAL_SIZE, ELEMS, int(wide or FORCE_WIDE), *extra)
 
 
 def _widest_word(nbytes: int) -> int:
@@ -179,7 +185,9 @@ class ContiguizeKernel(VulkanKernel):
         if ssbo:
             dst = bind(out, n * width)
             buffers = (bind(src.allocation, src.nbytes), dst, dst, dst)
-        pipeline = self.pipeline(batch, word, _spec(flat.size >= U32_LIMIT, rank), ssbo)
+        # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
+        wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
+        pipeline = self.pipeline(batch, word, _spec(wide, rank), ssbo)
         batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, LOCAL_SIZE * ELEMS, buffers)
 
 
@@ -214,7 +222,8 @@ class IndexSelectKernel(VulkanKernel):
         ssbo = storage_buffers(batch, src_bytes, out_bytes, 4 * n_idx)
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
-        pipeline = self.pipeline(batch, word, _spec(n >= U32_LIMIT), ssbo)
+        wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
+        pipeline = self.pipeline(batch, word, _spec(wide), ssbo)
         batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
@@ -256,7 +265,8 @@ class GatherKernel(VulkanKernel):
         ssbo = storage_buffers(batch, src_bytes, n * width, 4 * n)
         buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
-        pipeline = self.pipeline(batch, width, _spec(n >= U32_LIMIT), ssbo)
+        wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
+        pipeline = self.pipeline(batch, width, _spec(wide), ssbo)
         batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:

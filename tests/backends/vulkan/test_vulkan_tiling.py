@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from vulkan_helpers import ProgramBuilder, random_array, raw, run_one, same_bits
 
+from lazyfuel.backends.vulkan import kernels
 from lazyfuel.dtypes import DType
 
 MIB = 1 << 20
@@ -20,8 +21,16 @@ def few_groups(pool):
     pool.max_groups = saved
 
 
+@pytest.fixture(params=["32-bit", "64-bit"])
+def positions(request, monkeypatch):
+    """Run with the shaders' 32-bit position arithmetic and again with the 64-bit one, which real
+    data reaches only past 2**31 elements."""
+    monkeypatch.setattr(kernels, "FORCE_WIDE", request.param == "64-bit")
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [DType.U8, DType.F16, DType.F32, DType.F64, DType.C128], ids=str)
-def test_split_grids_are_exact(executor, few_groups, memory_mode, dtype):
+def test_split_grids_are_exact(executor, few_groups, memory_mode, positions, dtype):
     rng = np.random.default_rng(3)
     x = random_array(rng, dtype, (37, 161))
     view = x[::-1, ::2]

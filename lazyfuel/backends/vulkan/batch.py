@@ -8,10 +8,12 @@
         batch.run()          # end, submit once, wait on the fence, copy downloads out
 
 Grids larger than maxComputeWorkGroupCount[0] are split into several dispatches in the same
-command buffer: the push-constant value at `base_slot` is the first item of each tile. Buffer
-sizes need no tiling: shaders reach memory through device addresses, to which
-maxStorageBufferRange does not apply. Allocations made through the batch are freed when it
-closes; the context (command pool, buffer, fence) goes back to the pool.
+command buffer: the push-constant value at `base_slot` is the first item of each tile. Buffers
+are bound as storage buffers only while every range fits maxStorageBufferRange; kernels with a
+larger buffer use the device-address shaders, to which that limit does not apply (kernels.py
+chooses). Allocations made through the batch are freed when it closes; the context (command
+pool, buffer, fence) goes back to the pool. Every struct a recorded command points to is owned
+by the context and outlives the fence wait.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def rows(dev: Device, dtype: DType, nbytes: int, rng: np.random.Generator) -> li
     words = n * w // 16
     ssbo = dev.pool.ssbo
     pipe = dev.pool.pipelines.get(f"contiguize_w16{'_ssbo' if ssbo else ''}",
-                                  (kmod.LOCAL_SIZE, kmod.ELEMS, 0, 1))
+                                  (kmod.LOCAL_SIZE, kmod.ELEMS, 0, 1, int(dev.pool.coalesced)))
     vals = [xd.allocation.address, out.address, 0, words, words, *[1] * 7, 1, *[0] * 7]
     dst = bind(out, n * w)
     buffers = (bind(xd.allocation, n * w), dst, dst, dst) if ssbo else None
@@ -239,7 +239,7 @@ def dispatch_overhead(dev: Device, count: int) -> tuple[float, float, float, flo
             # closed without running: the context's command pool is reset on its next use
 
     pipe = pool.pipelines.get("masked_fill_w4_ssbo" if pool.ssbo else "masked_fill_w4",
-                              (kmod.LOCAL_SIZE, kmod.ELEMS, 0))
+                              (kmod.LOCAL_SIZE, kmod.ELEMS, 0, 1, int(pool.coalesced)))
     dst = bind(out, 256)
     buffers = (bind(x.allocation, 256), dst, bind(mask.allocation, 64), dst) if pool.ssbo else None
     values = (x.allocation.address, out.address, mask.allocation.address, 0, 0, 16, 0, 0, 0, 0)
@@ -268,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'; torch ' + torch.__version__ if torch else ''}{'; cupy ' + cupy.__version__ if cupy else ''}")
     print(f"buffers: {mib} MiB; workgroup {kmod.LOCAL_SIZE}, {kmod.ELEMS} elements per invocation; "
           f"memory: {'storage buffers' if dev.pool.ssbo else 'device addresses'}; "
+          f"mapping: {'coalesced' if dev.pool.coalesced else 'sequential'}; "
           "GB/s = bytes read + written / time")
     rng = np.random.default_rng(0)
     libs = ["numpy"] + (["torch"] if torch else [])

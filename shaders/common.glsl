@@ -49,7 +49,19 @@ layout(constant_id = 1) const uint ELEMS = 4;
 // runs in 64 bits, which costs several times more on lavapipe.
 layout(constant_id = 2) const bool WIDE = false;
 
+// How invocations share the work: false = each takes ELEMS consecutive positions (cheap carries
+// from one to the next; best on CPUs such as lavapipe); true = position q of an invocation is
+// q * workgroup size + its local index, so neighbouring invocations touch neighbouring memory
+// (coalesced; best on GPUs). The host picks it per device kind.
+layout(constant_id = 4) const bool COALESCED = false;
+
 const uint NO_BAD = 0xFFFFFFFFu;
+
+// The position an invocation handles in its q-th step (either mapping), given the dispatch base.
+#define POSITION(U, q) (COALESCED                                                                  \
+    ? U(p.base) + U(gl_WorkGroupID.x) * U(gl_WorkGroupSize.x * ELEMS) + U(q) * U(gl_WorkGroupSize.x) \
+      + U(gl_LocalInvocationID.x)                                                                  \
+    : U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS) + U(q))
 
 #ifdef OWN_BUFFERS
 // the shader declares its own buffers

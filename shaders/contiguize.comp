@@ -21,8 +21,22 @@ layout(push_constant) uniform Params {
 // the unused slot strides[RANK]; at rank 8 there is none: the host then uses device addresses
 // with the offset folded into src and WIDE set (the offset may go negative there).
 #define WALK(U, S)                                                              \
-    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
     U n = U(p.n);                                                               \
+    if (COALESCED) {                                                            \
+        for (uint q = 0; q < ELEMS; ++q) {                                      \
+            U e = POSITION(U, q);                                               \
+            if (e >= n) return;                                                 \
+            S off = RANK < 8 ? S(p.strides[min(RANK, 7)]) : S(0);               \
+            U t = e;                                                            \
+            for (int d = RANK - 1; d >= 0; --d) {                               \
+                off += S(t % U(p.shape[d])) * S(p.strides[d]);                  \
+                t /= U(p.shape[d]);                                             \
+            }                                                                   \
+            STORE_DST(e, LOAD_SRC(off));                                        \
+        }                                                                       \
+        return;                                                                 \
+    }                                                                           \
+    U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     int c[8];                                                                   \
     S off = RANK < 8 ? S(p.strides[min(RANK, 7)]) : S(0);                       \

@@ -19,8 +19,23 @@ layout(push_constant) uniform Params {
 
 // U: the position type, 32-bit unless WIDE (source and output elements < 2**32).
 #define GATHER(U)                                                               \
-    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
     U n = U(p.n);                                                               \
+    if (COALESCED) {                                                            \
+        for (uint q = 0; q < ELEMS; ++q) {                                      \
+            U e = POSITION(U, q);                                               \
+            if (e >= n) return;                                                 \
+            uint v = LOAD_AUX(e);                                               \
+            if (v < p.S) {                                                      \
+                U t = e / U(p.inner);                                           \
+                U o = t / U(p.M);                                               \
+                STORE_DST(e, LOAD_SRC((o * U(p.S) + U(v)) * U(p.inner) + e % U(p.inner))); \
+            } else {                                                            \
+                REPORT_BAD(clamp_position(uint64_t(e)));                        \
+            }                                                                   \
+        }                                                                       \
+        return;                                                                 \
+    }                                                                           \
+    U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     U t = e / U(p.inner);                                                       \
     uint k = uint(e % U(p.inner));                                              \

@@ -21,8 +21,24 @@ layout(push_constant) uniform Params {
 
 // U: the position type, 32-bit unless WIDE (source and output words < 2**32).
 #define SELECT(U)                                                               \
-    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
     U n = U(p.n);                                                               \
+    if (COALESCED) {                                                            \
+        for (uint q = 0; q < ELEMS; ++q) {                                      \
+            U e = POSITION(U, q);                                               \
+            if (e >= n) return;                                                 \
+            U t = e / U(p.R);                                                   \
+            uint j = uint(t % U(p.n_idx));                                      \
+            uint v = LOAD_AUX(j);                                               \
+            if (v < p.dim_size) {                                               \
+                U row = ((t / U(p.n_idx)) * U(p.dim_size) + U(v)) * U(p.R);     \
+                STORE_DST(e, LOAD_SRC(row + e % U(p.R)));                       \
+            } else {                                                            \
+                REPORT_BAD(j);                                                  \
+            }                                                                   \
+        }                                                                       \
+        return;                                                                 \
+    }                                                                           \
+    U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     U t = e / U(p.R);                                                           \
     uint r = uint(e % U(p.R));                                                  \

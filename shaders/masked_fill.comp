@@ -80,9 +80,9 @@ uvec4 selector(MASKWORD m) {
 
 // U: the position type, 32-bit unless WIDE (words < 2**32).
 #define FILL(U)                                                                 \
-    U e = U(p.base) + U(gl_GlobalInvocationID.x) * U(ELEMS);                    \
     U n = U(p.n);                                                               \
-    for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
+    for (uint q = 0; q < ELEMS; ++q) {                                          \
+        U e = POSITION(U, q);                                                   \
         if (e >= n) return;                                                     \
         uvec4 sel = selector(LOAD_MASK(e));                                     \
         STORE_OUT(e, (LOAD_DATA(e) & ~sel) | (p.fill & sel));                   \

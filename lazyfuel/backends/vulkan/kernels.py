@@ -80,9 +80,10 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
 FORCE_WIDE = False
 
 
-def _spec(wide: bool, *extra: int) -> tuple[int, ...]:
-    """Specialisation constants: workgroup size, elements per invocation, 64-bit positions, extra."""
-    return (LOCAL_SIZE, ELEMS, int(wide or FORCE_WIDE), *extra)
+def _spec(batch: Batch, wide: bool, rank: int = 1) -> tuple[int, ...]:
+    """Specialisation constants 0-4: workgroup size, elements per invocation, 64-bit positions,
+    rank (contiguize), coalesced mapping of positions to invocations (GPUs)."""
+    return (LOCAL_SIZE, ELEMS, int(wide or FORCE_WIDE), rank, int(batch.pool.coalesced))
 
 
 def _widest_word(nbytes: int) -> int:
@@ -187,7 +188,7 @@ class ContiguizeKernel(VulkanKernel):
             buffers = (bind(src.allocation, src.nbytes), dst, dst, dst)
         # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
         wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
-        pipeline = self.pipeline(batch, word, _spec(wide, rank), ssbo)
+        pipeline = self.pipeline(batch, word, _spec(batch, wide, rank), ssbo)
         batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, LOCAL_SIZE * ELEMS, buffers)
 
 
@@ -223,7 +224,7 @@ class IndexSelectKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
-        pipeline = self.pipeline(batch, word, _spec(wide), ssbo)
+        pipeline = self.pipeline(batch, word, _spec(batch, wide), ssbo)
         batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
@@ -266,7 +267,7 @@ class GatherKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
-        pipeline = self.pipeline(batch, width, _spec(wide), ssbo)
+        pipeline = self.pipeline(batch, width, _spec(batch, wide), ssbo)
         batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
@@ -316,5 +317,5 @@ class MaskedFillKernel(VulkanKernel):
         buffers = None
         if ssbo:
             buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
-        pipeline = self.pipeline(batch, width, _spec(words >= U32_LIMIT), ssbo)
+        pipeline = self.pipeline(batch, width, _spec(batch, words >= U32_LIMIT), ssbo)
         batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, LOCAL_SIZE * ELEMS, buffers)

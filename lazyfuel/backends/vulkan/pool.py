@@ -56,6 +56,10 @@ class DevicePool:
         self._contexts: list[Context] = []
         self._all_contexts: list[Context] = []
         self._context_lock = threading.Lock()
+        # GPUs want neighbouring invocations on neighbouring memory; CPUs (lavapipe) want each
+        # invocation to walk consecutive positions. LAZYFUEL_VULKAN_MAPPING=coalesced|sequential.
+        mapping = os.environ.get("LAZYFUEL_VULKAN_MAPPING", "").lower()
+        self.coalesced = mapping == "coalesced" or (mapping != "sequential" and self.info.kind != "cpu")
         # Grids past this many workgroups are split into several dispatches (tests lower it).
         self.max_groups = self.info.max_workgroup_count[0]
         self.submits = 0

@@ -50,3 +50,13 @@ def memory_mode(request, pool):
     pool.ssbo = request.param == "storage"
     yield request.param
     pool.ssbo = saved
+
+
+@pytest.fixture(params=["sequential", "coalesced"])
+def mapping(request, pool):
+    """Run the test with each invocation walking consecutive positions (CPUs) and again with
+    neighbouring invocations on neighbouring positions (GPUs)."""
+    saved = pool.coalesced
+    pool.coalesced = request.param == "coalesced"
+    yield request.param
+    pool.coalesced = saved

@@ -22,7 +22,7 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Step
 
-pytestmark = pytest.mark.usefixtures("memory_mode")
+pytestmark = pytest.mark.usefixtures("memory_mode", "mapping")
 
 GUARD = 0x5A
 PAD = 64  # guard bytes on each side (a multiple of 16 keeps the buffers aligned)

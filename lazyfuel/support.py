@@ -1,12 +1,14 @@
 """The table of supported ops × dtypes × backends, generated from the default registry.
 
-`python -m lazyfuel.support` prints it as markdown; README.md embeds it between markers and a test
+`python -m lazyfuel.support` prints it as markdown (`… README.md` rewrites it there); README.md embeds it between markers and a test
 checks that the copy there is current.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Registry
@@ -27,7 +29,15 @@ def support_table(registry: Registry | None = None) -> str:
     return "\n".join(lines)
 
 
+def write_into(path: Path) -> None:
+    """Replace the table between the markers in `path` (README.md) with the current one."""
+    text = path.read_text(encoding="utf-8")
+    head, tail = text[:text.index(BEGIN) + len(BEGIN)], text[text.index(END):]
+    path.write_text(f"{head}\n{support_table()}\n{tail}", encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(BEGIN)
-    print(support_table())
-    print(END)
+    if len(sys.argv) > 1:
+        write_into(Path(sys.argv[1]))  # python -m lazyfuel.support README.md
+    else:
+        print(f"{BEGIN}\n{support_table()}\n{END}")

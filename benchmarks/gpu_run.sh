@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One whole GPU run on the device machine (the `device` tool's H200), in one call:
+#   loaders and wheels in, the Vulkan device checked, the Vulkan tests and the audit on the GPU,
+#   then the GPU benchmarks; everything they print and write lands in $OUT.
+# Prepare here once (see benchmarks/BENCHMARKS.md "GPU runs"): `.gl/` holds the Vulkan loader
+# .debs, `.whl/` the wheels the GPU image lacks (vulkan, cffi, pycparser, dask, partd, locket).
+# Usage (as the device command, carrying .gl and .whl):  bash benchmarks/gpu_run.sh [STAGE...]
+# Stages: check tests audit kernels pipeline (default: all).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+# The reference seed lives in ../shared beside a checkout; carry a copy as .shared-copy when needed.
+[ -d ../shared ] || { [ -d .shared-copy ] && mkdir -p ../shared && cp -r .shared-copy/* ../shared/; }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if ! python3 -m lazyfuel devices >/dev/null 2>&1; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+stages=${*:-check tests audit kernels pipeline}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
+for stage in $stages; do
+  echo "=== $stage"
+  case $stage in
+    check)    python3 -m lazyfuel devices 2>&1 | tee "$OUT/devices.txt" ;;
+    tests)    python3 -m pytest -q -x -p no:cacheprovider tests/backends/vulkan 2>&1 | tail -n 25 | tee "$OUT/tests.txt" ;;
+    audit)    LAZYFUEL_BACKEND=vulkan python3 -m lazyfuel audit --backend vulkan 2>&1 | tail -n 5 | tee "$OUT/audit.txt" ;;
+    kernels)  python3 benchmarks/kernels.py ${KERNELS_ARGS:-} 2>&1 | tee "$OUT/kernels.txt" ;;
+    pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
+    *)        echo "unknown stage $stage" ;;
+  esac
+done

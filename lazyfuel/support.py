@@ -1,7 +1,7 @@
 """The table of supported ops × dtypes × backends, generated from the default registry.
 
-`python -m lazyfuel.support` prints it as markdown (`… README.md` rewrites it there); README.md embeds it between markers and a test
-checks that the copy there is current.
+`python -m lazyfuel.support` prints it as markdown and `python -m lazyfuel.support README.md`
+rewrites it there, between the markers; a test checks that the copy there is current.
 """
 
 from __future__ import annotations

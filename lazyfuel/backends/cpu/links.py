@@ -1,10 +1,10 @@
 """The CPU provider's link registry `lazyfuel::cpu::ENTRY_POINTS`: fanned symbols → KernelRefs.
 
-`lazyfuel/contracts/cpu.md` declares four kernels whose base entry points (`lazyfuel::cpu::gather`
-…) fan to one symbol per dtype (`lazyfuel::cpu::gather_f32` …). Each kernel is one dtype-agnostic
-numpy step function, so every symbol of a kernel resolves to the same `KernelRef`, whose `impl` is
-that function. The link registry covers every lazyfuel dtype; the document decides which of those
-symbols are bound.
+`lazyfuel/contracts/cpu.md` declares kernels whose base entry points (`lazyfuel::cpu::gather` …)
+fan to one symbol per dtype (`lazyfuel::cpu::gather_f32` …). Each kernel is one dtype-agnostic
+numpy step function (the select family in `kernels.py`, numpy.fft in `fft.py`), so every symbol
+of a kernel resolves to the same `KernelRef`, whose `impl` is that function. The link registry
+covers every lazyfuel dtype; the document decides which of those symbols are bound.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from functools import partial
 
-from lazyfuel.backends.cpu import kernels
+from lazyfuel.backends.cpu import fft, kernels
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.registry.model import KernelRef
@@ -27,6 +27,10 @@ KERNELS: dict[str, Callable[..., object]] = {
     "gather": kernels.gather_step,
     "masked_fill": kernels.masked_fill_step,
     "contiguize": kernels.contiguize_step,
+    "fft": fft.fft_step,
+    "ifft": fft.ifft_step,
+    "rfft": fft.rfft_step,
+    "irfft": fft.irfft_step,
 }
 
 

@@ -36,7 +36,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	VKFFT_BACKEND=opencl $(BIN)/pip install -q -e '.[test]'  # pyvkfft builds its OpenCL back end only
 	touch $@
 
 lint: venv

@@ -34,6 +34,7 @@ class BuiltinProvider:
 BUILTIN = (
     BuiltinProvider("lazyfuel.backends.cpu", Backend.Cpu, ("cpu.md",)),
     BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan, ("vulkan_select.md", "vulkan.md")),
+    BuiltinProvider("lazyfuel.backends.vkfft", Backend.OpenCL, ("vkfft.md",)),
 )
 
 # Preference order when costs tie: a device first, the numpy reference last.

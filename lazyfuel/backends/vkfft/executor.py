@@ -1,0 +1,206 @@
+"""`OpenCLExecutor`: runs planned Programs of FFT steps through pyvkfft on one OpenCL device.
+
+Each step's transformed axis is whole (the graph layer rechunks it so). A step reads its argument
+either as a host array (a program input, any layout, or a result brought back) or as a device array
+left by an earlier step. A host argument is staged in one copy: the axis moved last, cropped or
+zero-padded to the points VkFFT reads, cast (real input of fft/ifft to complex), as (batch, points);
+then uploaded. A device argument whose transformed axis is already last and the right length is used
+where it is. The result stays on the device when the axis is last; otherwise it comes back and its
+axis is moved into place. Only the program's outputs come back at the end.
+
+VkFFT apps (a compiled plan per batch, length, dtype, direction kind and norm) are cached per
+executor; building one compiles OpenCL kernels (seconds on PoCL the first time; PoCL keeps a disk
+cache, so later processes start fast). One lock serialises programs: an app's scratch buffers are
+not safe to share between concurrent launches, and PoCL spreads each launch over every core anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lazyfuel import profiling
+from lazyfuel.backends.vkfft.device import OpenCLDevice, _modules
+from lazyfuel.backends.vkfft.transforms import NORMS, Transform, stage, unstage
+from lazyfuel.contracts.model import Backend
+from lazyfuel.layout import Layout
+from lazyfuel.planner.program import Program, Step
+
+APP_CACHE_SIZE = 64
+_DOUBLE = (np.dtype(np.float64), np.dtype(np.complex128))
+_HERMITIAN = """
+long j = i % m;
+dst[i] = src[i];
+if (j == 0 || (even && j == m - 1)) dst[i].imag = 0;
+"""
+
+
+class OpenCLExecutor:
+    """The OpenCL backend's `Executor` (FFT steps only); see the module docstring.
+
+    Building it opens the device (RuntimeError naming the fix when there is none), so a machine
+    without OpenCL reports the backend unusable and plans fall back to the CPU provider.
+    """
+
+    backend = Backend.OpenCL
+
+    def __init__(self, device: OpenCLDevice | None = None) -> None:
+        self.cl, self.vkfft = _modules()
+        import pyopencl.array
+
+        self.cla = pyopencl.array
+        self.device = device if device is not None else OpenCLDevice.open()
+        self._apps: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._fixers: dict[np.dtype, Any] = {}
+        self._lock = threading.Lock()
+        self._moved = [0, 0]  # bytes uploaded, downloaded by the program running now
+        # free the apps while pyvkfft is still importable: their __del__ fails at interpreter exit
+        atexit.register(self._apps.clear)
+
+    def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run `program` on `inputs`; return fresh contiguous host arrays for `program.outputs`.
+
+        Raises:
+            ValueError: the inputs do not match the program, or a step is not an OpenCL FFT binding.
+            TypeError: an input's dtype differs from the program's.
+            MemoryError: a buffer exceeds the device's largest allocation.
+            RuntimeError: VkFFT or OpenCL failed (the message names the step).
+        """
+        values: list[Any] = self._check_inputs(program, inputs)
+        n = program.n_inputs
+        with self._lock:
+            start, self._moved = time.perf_counter(), [0, 0]
+            for number, step in enumerate(program.steps):
+                try:
+                    values.append(self._step(step, values[step.args[0]]))
+                except (ValueError, TypeError, MemoryError, RuntimeError, self.cl.Error) as err:
+                    err.add_note(f"in step {number}: {step.binding} on {self.device.name}")
+                    raise
+            out = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
+                   for i in program.outputs]
+            profiling.record(programs=1, submits=1, dispatches=len(program.steps),
+                             bytes_uploaded=self._moved[0], bytes_downloaded=self._moved[1],
+                             device_seconds=time.perf_counter() - start,
+                             bindings=tuple(s.binding.symbol for s in program.steps))
+        return out
+
+    def _step(self, step: Step, value: Any) -> Any:
+        transform = step.binding.kernel_ref.impl
+        if step.binding.backend is not Backend.OpenCL or not isinstance(transform, Transform):
+            raise ValueError(f"{step.binding} is not an OpenCL FFT binding; the OpenCL executor runs "
+                             "the vkfft provider's bindings only")
+        p = step.param
+        axis, length, norm = int(p["axis"]), int(p["length"]), p["norm"]
+        in_dtype = np.dtype(value.dtype)
+        out_dtype = transform.output_dtype(in_dtype)
+        if out_dtype != step.out_dtype.numpy:
+            raise ValueError(f"{transform.name} of {in_dtype} gives {out_dtype}, the step expects "
+                             f"{step.out_dtype}")
+        if in_dtype in _DOUBLE and not self.device.has_double:
+            raise RuntimeError(f"{self.device.name} has no double precision; use the Cpu backend "
+                               "(LAZYFUEL_BACKEND=cpu) for F64 / C128 transforms")
+        points_in, points_out = transform.in_points(length), transform.out_points(length)
+        batch = math.prod(step.out_shape) // max(points_out, 1)
+        last = axis == len(step.out_shape) - 1
+        if batch == 0:
+            return np.empty(step.out_shape, out_dtype)
+        if length == 1:  # VkFFT refuses 1-point transforms; each is the point itself, for every norm
+            moved = stage(self._host(value), axis, points_in, transform.upload_dtype(in_dtype))
+            return unstage(moved.real.astype(out_dtype) if out_dtype.kind == "f" else moved.astype(out_dtype),
+                           tuple(step.out_shape), axis)
+        src = self._source(transform, value, axis, points_in, length, batch)
+        dst = self._empty((batch, points_out), out_dtype)
+        vk_norm, scale_forward = NORMS[norm]
+        app = self._app(transform, batch, length, transform.app_dtype(in_dtype), vk_norm)
+        (app.ifft if transform.inverse else app.fft)(src, dst)
+        if scale_forward and not transform.inverse:
+            dst *= np.dtype(out_dtype.char.lower()).type(1.0 / length)
+        if last:
+            return dst.reshape(step.out_shape)
+        return unstage(self._host(dst), tuple(step.out_shape), axis)
+
+    def _source(self, transform: Transform, value: Any, axis: int, points: int, length: int,
+                batch: int) -> Any:
+        """The (batch, points) device array VkFFT reads (see the module docstring)."""
+        up = transform.upload_dtype(value.dtype)
+        hermitian = transform.r2c and transform.inverse
+        if isinstance(value, self.cla.Array) and axis == value.ndim - 1 and value.shape[-1] == points \
+                and value.dtype == up:
+            src = value.reshape(batch, points)
+            return self._hermitian(src, length) if hermitian else src
+        host = stage(self._host(value), axis, points, up, fresh=hermitian)
+        if hermitian:  # numpy's irfft ignores the imaginary parts of the 0 and Nyquist terms
+            host[:, 0] = host[:, 0].real
+            if length % 2 == 0 and points == length // 2 + 1:
+                host[:, -1] = host[:, -1].real
+        return self._upload(host)
+
+    def _hermitian(self, src: Any, length: int) -> Any:
+        """A copy of device array `src` (batch, points) with the imaginary parts numpy's irfft
+        ignores set to 0 (one elementwise pass on the device)."""
+        fixer = self._fixers.get(src.dtype)
+        if fixer is None:
+            from pyopencl.elementwise import ElementwiseKernel
+
+            ctype = "cfloat_t" if src.dtype == np.complex64 else "cdouble_t"
+            fixer = self._fixers[src.dtype] = ElementwiseKernel(
+                self.device.context, f"{ctype} *dst, const {ctype} *src, long m, int even", _HERMITIAN,
+                "lazyfuel_hermitian", preamble="#include <pyopencl-complex.h>")
+        dst = self._empty(src.shape, src.dtype)
+        even = int(length % 2 == 0 and src.shape[1] == length // 2 + 1)
+        fixer(dst, src, np.int64(src.shape[1]), np.int32(even))
+        return dst
+
+    def _app(self, transform: Transform, batch: int, length: int, dtype: np.dtype, norm: Any) -> Any:
+        key = (transform.r2c, batch, length, dtype, norm)
+        app = self._apps.get(key)
+        if app is None:
+            app = self.vkfft.VkFFTApp((batch, length), dtype, self.device.queue, ndim=1, inplace=False,
+                                      norm=norm, r2c=transform.r2c)
+            self._apps[key] = app
+            if len(self._apps) > APP_CACHE_SIZE:
+                self._apps.popitem(last=False)
+        else:
+            self._apps.move_to_end(key)
+        return app
+
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        if nbytes > self.device.max_alloc_bytes:
+            raise MemoryError(f"an FFT buffer of {nbytes} bytes ({shape} {np.dtype(dtype)}) exceeds "
+                              f"{self.device.name}'s largest allocation of {self.device.max_alloc_bytes} "
+                              "bytes; use smaller chunks along the other axes")
+        return self.cla.empty(self.device.queue, shape, dtype, allocator=self.device.allocator)
+
+    def _upload(self, host: np.ndarray) -> Any:
+        dst = self._empty(host.shape, host.dtype)
+        dst.set(host)
+        self._moved[0] += host.nbytes
+        return dst
+
+    def _host(self, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            return value
+        self._moved[1] += value.nbytes
+        return value.get()
+
+    @staticmethod
+    def _check_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[Any]:
+        if len(inputs) != program.n_inputs:
+            raise ValueError(f"the program takes {program.n_inputs} inputs, got {len(inputs)}")
+        values: list[Any] = []
+        for i, (a, dtype, layout) in enumerate(zip(inputs, program.input_dtypes, program.input_layouts)):
+            a = np.asarray(a)
+            if a.dtype != dtype.numpy:
+                raise TypeError(f"input {i} has dtype {a.dtype}, the program expects {dtype} ({dtype.numpy})")
+            if Layout.of(a) != layout:
+                raise ValueError(f"input {i} has layout {Layout.of(a)}, the program was planned for {layout}")
+            values.append(a)
+        return values

@@ -1,0 +1,135 @@
+"""The OpenCL FFT bindings on the real OpenCL device (PoCL here): numpy.fft's results within the
+declared precision, numpy's semantics (n, norm, axis, layouts), results kept on the device between
+steps, and the errors. Skipped where the OpenCL backend cannot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fftcheck import FFT_KINDS, check, fft_bindings, plan, random_input, reference, row_error, run
+
+from lazyfuel import profiling
+from lazyfuel.contracts.model import Backend, OpKind
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+from lazyfuel.planner import Chain, OpNode, Planner
+from lazyfuel.providers import default_registry
+
+OPENCL = [Backend.OpenCL]
+# a power of two, a length with radices 2 and 3, and primes (17: VkFFT's Rader/Bluestein path)
+LENGTHS = (16, 12, 17)
+
+
+def _input(rng: np.random.Generator, kind: OpKind, dtype: DType, batch: tuple[int, ...], length: int):
+    points = length // 2 + 1 if kind is OpKind.Irfft else length
+    return random_input(rng, dtype, (*batch, points))
+
+
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["single", "batched"])
+@pytest.mark.parametrize("length", LENGTHS)
+@pytest.mark.parametrize("binding", fft_bindings(Backend.OpenCL), ids=str)
+def test_every_binding_matches_numpy(opencl, binding, length: int, batch: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(length)
+    x = _input(rng, binding.op_kind, binding.dtypes[0], batch, length)
+    program = plan(binding.op_kind, x, OPENCL, n=length)
+    assert [s.binding for s in program.steps] == [binding]
+    check(run(program, x), reference(binding.op_kind, x, n=length), binding)
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+@pytest.mark.parametrize(("kind", "dtype"), [(OpKind.Rfft, DType.F32), (OpKind.Irfft, DType.C64),
+                                             (OpKind.Fft, DType.C128), (OpKind.Ifft, DType.C64)])
+def test_norms_are_numpys(opencl, kind: OpKind, dtype: DType, norm: str) -> None:
+    x = _input(np.random.default_rng(1), kind, dtype, (3,), 16)
+    program = plan(kind, x, OPENCL, n=16, norm=norm)
+    check(run(program, x), reference(kind, x, n=16, norm=norm), program.steps[0].binding)
+
+
+@pytest.mark.parametrize(("kind", "n"), [(OpKind.Rfft, 10), (OpKind.Rfft, 24), (OpKind.Fft, 9),
+                                         (OpKind.Irfft, 7), (OpKind.Irfft, 30), (OpKind.Ifft, 20)])
+def test_n_crops_or_pads_a_transposed_input_along_axis_0(opencl, kind: OpKind, n: int) -> None:
+    dtype = DType.C64 if kind in (OpKind.Irfft, OpKind.Ifft) else DType.F32
+    x = random_input(np.random.default_rng(n), dtype, (5, 16)).T  # (16, 5), strided: axis 0
+    program = plan(kind, x, OPENCL, axis=0, n=n)
+    check(run(program, x), reference(kind, x, axis=0, n=n), program.steps[0].binding, axis=0)
+
+
+@pytest.mark.parametrize("view", ["reversed", "offset-strided", "broadcast", "middle-axis"])
+def test_awkward_views_are_staged(opencl, view: str) -> None:
+    rng = np.random.default_rng(7)
+    base = random_input(rng, DType.F64, (6, 4, 12))
+    x, axis = {"reversed": (base[::-1, :, ::-1], -1), "offset-strided": (base[1::2, 1:, 1:], -1),
+               "broadcast": (np.broadcast_to(base[:1], base.shape), -1),
+               "middle-axis": (base, 1)}[view]
+    program = plan(OpKind.Rfft, x, OPENCL, axis=axis)
+    assert len(program.steps) == 1  # native strided: no Contiguize inserted
+    check(run(program, x), reference(OpKind.Rfft, x, axis=axis), program.steps[0].binding, axis=axis)
+
+
+def _chain(*kinds_n: tuple[str, int | None]) -> Chain:
+    nodes = tuple(OpNode(kind, (i,), (("axis", -1), ("n", n), ("norm", None)))
+                  for i, (kind, n) in enumerate(kinds_n))
+    return Chain(1, nodes, (len(nodes),))
+
+
+def test_a_chain_keeps_its_intermediate_on_the_device(opencl) -> None:
+    x = random_input(np.random.default_rng(3), DType.F32, (4, 30))
+    program = Planner(default_registry(), OPENCL).plan(_chain(("Rfft", None), ("Irfft", 30)),
+                                                        [DType.F32], [Layout.of(x)])
+    with profiling.profile() as p:
+        out = run(program, x)
+    assert out.dtype == np.float32 and row_error(out, x.astype(np.float64)) < 1e-5
+    assert p.programs == 1 and p.dispatches == 2
+    assert p.bytes_uploaded == x.nbytes and p.bytes_downloaded == out.nbytes  # nothing in between
+
+
+def test_irfft_of_a_device_value_ignores_the_imaginary_dc_and_nyquist(opencl) -> None:
+    # fft of complex data is not Hermitian: irfft must ignore the imaginary parts numpy ignores
+    z = random_input(np.random.default_rng(4), DType.C64, (3, 9))
+    program = Planner(default_registry(), OPENCL).plan(_chain(("Fft", None), ("Irfft", 16)),
+                                                        [DType.C64], [Layout.of(z)])
+    ref = np.fft.irfft(np.fft.fft(z.astype(np.complex128)), n=16)
+    assert row_error(run(program, z), ref) < 1e-5
+
+
+def test_an_empty_batch_gives_an_empty_result(opencl) -> None:
+    x = np.zeros((0, 8), np.float32)
+    out = run(plan(OpKind.Rfft, x, OPENCL), x)
+    assert out.shape == (0, 5) and out.dtype == np.complex64
+
+
+def test_inputs_that_do_not_fit_the_program_are_refused(opencl) -> None:
+    x = random_input(np.random.default_rng(0), DType.F32, (2, 8))
+    program = plan(OpKind.Rfft, x, OPENCL)
+    with pytest.raises(TypeError, match="input 0 has dtype float64, the program expects F32"):
+        opencl.run(program, [x.astype(np.float64)])
+    with pytest.raises(ValueError, match="the program was planned for"):
+        opencl.run(program, [x.T.copy().T])
+    cpu_program = plan(OpKind.Rfft, x, [Backend.Cpu])
+    with pytest.raises(ValueError, match="is not an OpenCL FFT binding") as err:
+        opencl.run(cpu_program, [x])
+    assert "in step 0:" in err.value.__notes__[0]
+
+
+@pytest.mark.slow
+def test_a_long_prime_length_runs(opencl) -> None:
+    # 24571 is prime: VkFFT's Bluestein kernels overflow PoCL's default 8 MiB worker stacks there
+    # (SIGSEGV) unless the platform started with the larger stack lazyfuel gives it
+    x = random_input(np.random.default_rng(5), DType.F32, (2, 24571))
+    program = plan(OpKind.Rfft, x, OPENCL)
+    check(run(program, x), reference(OpKind.Rfft, x), program.steps[0].binding)
+
+
+def test_fft_kinds_cover_the_bindings() -> None:
+    kinds = {b.op_kind for b in fft_bindings(Backend.OpenCL)}
+    assert kinds == set(FFT_KINDS)
+
+
+@pytest.mark.parametrize("length", [1, 2])
+@pytest.mark.parametrize(("kind", "dtype"), [(OpKind.Rfft, DType.F32), (OpKind.Irfft, DType.C64),
+                                             (OpKind.Fft, DType.F64)])
+def test_tiny_lengths(opencl, kind: OpKind, dtype: DType, length: int) -> None:
+    # VkFFT refuses 1-point transforms: the executor copies the point (numpy: the identity)
+    x = _input(np.random.default_rng(0), kind, dtype, (3,), length)
+    program = plan(kind, x, OPENCL, n=length, norm="ortho")
+    check(run(program, x), reference(kind, x, n=length, norm="ortho"), program.steps[0].binding)

@@ -84,7 +84,7 @@ def devices() -> list[Any]:
 
 def _kind(device: Any) -> str:
     cl, _ = _modules()
-    return cl.device_type.to_string(device.type).split()[0]
+    return next((k for k in _KIND_ORDER if device.type & getattr(cl.device_type, k)), "OTHER")
 
 
 def _choose(found: list[Any], choice: str | None) -> Any:
@@ -141,6 +141,12 @@ class OpenCLDevice:
     def max_alloc_bytes(self) -> int:
         """The largest single buffer the device allows (CL_DEVICE_MAX_MEM_ALLOC_SIZE)."""
         return int(self.device.max_mem_alloc_size)
+
+    @property
+    def unified_memory(self) -> bool:
+        """Whether device buffers live in host memory (a CPU device such as PoCL's, or an integrated
+        GPU): then buffers can wrap numpy arrays in place (CL_MEM_USE_HOST_PTR) instead of copying."""
+        return self.kind == "CPU" or bool(getattr(self.device, "host_unified_memory", False))
 
     @property
     def has_double(self) -> bool:

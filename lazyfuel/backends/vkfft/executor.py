@@ -61,6 +61,7 @@ class OpenCLExecutor:
         self._fixers: dict[np.dtype, Any] = {}
         self._lock = threading.Lock()
         self._moved = [0, 0]  # bytes uploaded, downloaded by the program running now
+        self._backing: dict[int, np.ndarray] = {}  # buffer pointer -> the host array it wraps
         # free the apps while pyvkfft is still importable: their __del__ fails at interpreter exit
         atexit.register(self._apps.clear)
 
@@ -77,21 +78,26 @@ class OpenCLExecutor:
         n = program.n_inputs
         with self._lock:
             start, self._moved = time.perf_counter(), [0, 0]
-            for number, step in enumerate(program.steps):
-                try:
-                    values.append(self._step(step, values[step.args[0]]))
-                except (ValueError, TypeError, MemoryError, RuntimeError, self.cl.Error) as err:
-                    err.add_note(f"in step {number}: {step.binding} on {self.device.name}")
-                    raise
-            out = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
-                   for i in program.outputs]
+            try:
+                for number, step in enumerate(program.steps):
+                    try:
+                        returned = n + number in program.outputs
+                        values.append(self._step(step, values[step.args[0]], returned))
+                    except (ValueError, TypeError, MemoryError, RuntimeError, self.cl.Error) as err:
+                        err.add_note(f"in step {number}: {step.binding} on {self.device.name}")
+                        raise
+                out = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
+                       for i in program.outputs]
+            finally:
+                self.device.queue.finish()  # nothing may still read a wrapped host array
+                self._backing.clear()
             profiling.record(programs=1, submits=1, dispatches=len(program.steps),
                              bytes_uploaded=self._moved[0], bytes_downloaded=self._moved[1],
                              device_seconds=time.perf_counter() - start,
                              bindings=tuple(s.binding.symbol for s in program.steps))
         return out
 
-    def _step(self, step: Step, value: Any) -> Any:
+    def _step(self, step: Step, value: Any, returned: bool) -> Any:
         transform = step.binding.kernel_ref.impl
         if step.binding.backend is not Backend.OpenCL or not isinstance(transform, Transform):
             raise ValueError(f"{step.binding} is not an OpenCL FFT binding; the OpenCL executor runs "
@@ -116,7 +122,10 @@ class OpenCLExecutor:
             return unstage(moved.real.astype(out_dtype) if out_dtype.kind == "f" else moved.astype(out_dtype),
                            tuple(step.out_shape), axis)
         src = self._source(transform, value, axis, points_in, length, batch)
-        dst = self._empty((batch, points_out), out_dtype)
+        if returned and last and self.device.unified_memory:  # write straight into the result
+            dst = self._wrap(np.empty((batch, points_out), out_dtype), write=True)
+        else:
+            dst = self._empty((batch, points_out), out_dtype)
         vk_norm, scale_forward = NORMS[norm]
         app = self._app(transform, batch, length, transform.app_dtype(in_dtype), vk_norm)
         (app.ifft if transform.inverse else app.fft)(src, dst)
@@ -180,16 +189,36 @@ class OpenCLExecutor:
         return self.cla.empty(self.device.queue, shape, dtype, allocator=self.device.allocator)
 
     def _upload(self, host: np.ndarray) -> Any:
+        if self.device.unified_memory and host.flags.writeable and host.nbytes:
+            return self._wrap(host, write=False)  # no copy: the device reads host memory in place
         dst = self._empty(host.shape, host.dtype)
         dst.set(host)
         self._moved[0] += host.nbytes
         return dst
 
+    def _wrap(self, host: np.ndarray, write: bool) -> Any:
+        """A device array over `host`'s own memory (CL_MEM_USE_HOST_PTR), kept until the run ends."""
+        flags = self.cl.mem_flags.USE_HOST_PTR | (self.cl.mem_flags.READ_WRITE if write
+                                                  else self.cl.mem_flags.READ_ONLY)
+        buffer = self.cl.Buffer(self.device.context, flags, hostbuf=host)
+        self._backing[buffer.int_ptr] = host
+        return self.cla.Array(self.device.queue, host.shape, host.dtype, data=buffer)
+
     def _host(self, value: Any) -> np.ndarray:
+        """`value` on the host: itself, the host array a wrapped buffer holds, or a download."""
         if isinstance(value, np.ndarray):
             return value
-        self._moved[1] += value.nbytes
-        return value.get()
+        host = self._backing.get(value.base_data.int_ptr)
+        if host is None:
+            self._moved[1] += value.nbytes
+            return value.get()
+        mapped, _ = self.cl.enqueue_map_buffer(self.device.queue, value.base_data, self.cl.map_flags.READ,
+                                               0, host.shape, host.dtype)
+        if mapped.ctypes.data != host.ctypes.data:  # the driver kept its own copy after all
+            host[...] = mapped
+            self._moved[1] += host.nbytes
+        mapped.base.release(self.device.queue)
+        return host.reshape(value.shape)
 
     @staticmethod
     def _check_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[Any]:

@@ -18,6 +18,7 @@ by the context and outlives the fence wait.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,6 +79,8 @@ class Batch:
         self._owned: list[Allocation] = []
         self._downloads: list[tuple[Allocation, np.ndarray]] = []
         self._ran = False
+        self.bytes_uploaded = self.bytes_downloaded = 0
+        self.device_seconds = 0.0  # submit to fence, once run
         context.reset()
         check(self.recorder.begin(), "vkBeginCommandBuffer")
 
@@ -98,6 +101,7 @@ class Batch:
         n = data.nbytes
         if n == 0:
             return
+        self.bytes_uploaded += n
         if dst.host is not None:
             dst.host[:n] = data
             return
@@ -121,6 +125,7 @@ class Batch:
         """
         if out.nbytes == 0:
             return
+        self.bytes_downloaded += out.nbytes
         flat = out.reshape(-1).view(np.uint8)
         if src.host is not None:
             self._downloads.append((src, flat))
@@ -167,8 +172,10 @@ class Batch:
         self._ran = True
         self.recorder.host_barrier()
         check(self.recorder.end(), "vkEndCommandBuffer")
+        start = time.perf_counter()
         self.pool.submit(self.context)
         self.pool.wait(self.context)
+        self.device_seconds = time.perf_counter() - start
         for src, flat in self._downloads:
             flat[:] = src.host[:flat.nbytes]
 

@@ -6,6 +6,7 @@ are recorded into one batch with a barrier between them, intermediates stay on t
 only `program.outputs` come back, as fresh contiguous arrays. Kernels that take indices record the
 first out-of-range position in a status word; the executor then raises IndexError naming the
 value and its position, and returns nothing. A lost device rebuilds the pool and retries once.
+Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lazyfuel import profiling
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
@@ -125,6 +127,11 @@ class VulkanExecutor:
             flags = np.empty(status_bytes // 4, np.uint32)
             batch.download(status, flags)
             batch.run()
+            profiling.record(programs=1, submits=1, dispatches=batch.dispatches,
+                             bytes_uploaded=batch.bytes_uploaded,
+                             bytes_downloaded=batch.bytes_downloaded - flags.nbytes,
+                             device_seconds=batch.device_seconds,
+                             bindings=tuple(step.binding.symbol for step in program.steps))
             for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
                 if flag != NO_BAD:
                     step = program.steps[i]

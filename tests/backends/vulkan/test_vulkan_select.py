@@ -20,6 +20,7 @@ from vulkan_helpers import (
 )
 
 from lazyfuel.dtypes import DType
+from lazyfuel.profiling import profile
 
 pytestmark = pytest.mark.usefixtures("memory_mode")
 
@@ -149,8 +150,12 @@ def test_chain_keeps_intermediates_on_the_device(executor, pool):
     filled = b.masked_fill(sel, (4, 3), DType.F32, mv, fill)
     out = b.gather(filled, (4, 3), DType.F32, 0, rv, (2, 3))
     submits = pool.submits
-    (got,) = executor.run(b.program((out,)), b.inputs)
+    with profile() as p:
+        (got,) = executor.run(b.program((out,)), b.inputs)
     assert pool.submits == submits + 1
+    assert (p.programs, p.submits, p.dispatches) == (1, 1, 5)  # 2 contiguizes + 3 selects
+    assert p.bytes_downloaded == got.nbytes and p.bytes_uploaded >= x.nbytes + idx.nbytes + rows.nbytes
+    assert p.bindings["fuel_vulkan_backend::fkc::gather_f32"] == 1 and p.device_seconds > 0
     step1 = np.take(np.ascontiguousarray(x), idx, axis=1)
     step2 = np.where(mask, np.float32(-0.0), step1)
     same_bits(got, np.take_along_axis(step2, rows.astype(np.intp), axis=0))

@@ -73,7 +73,7 @@ def bind(allocation: Allocation, nbytes: int, offset: int = 0) -> tuple:
 def storage_buffers(batch: Batch, *nbytes: int) -> bool:
     """Use the storage-buffer shaders: the pool has them and every range fits the device's limit."""
     pool = batch.pool
-    return pool.ssbo and all(n <= pool.info.max_storage_buffer_range for n in nbytes)
+    return pool.ssbo and all(-(-n // 16) * 16 <= pool.info.max_storage_buffer_range for n in nbytes)
 
 
 # Tests set this to run the shaders' 64-bit position arithmetic on small data.

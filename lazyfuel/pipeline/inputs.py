@@ -209,10 +209,13 @@ def _zarr(name: str, src: ZarrSource, line: int, graph_path: str, log: Log) -> l
         _write_store(src, log)
     arr = lf.from_zarr(src.path, component=src.component)
     gen = src.generate
-    if gen is not None and (arr.shape != gen.shape or arr.dtype != gen.dtype):
-        raise GraphError(f"the store at {src.path} holds {arr.dtype}{list(arr.shape)} but generate asks for "
-                         f"{gen.dtype}{list(gen.shape)}; delete the store or change its path", graph_path,
-                         line, f"input {name!r}")
+    if gen is not None:
+        chunks = normalize_chunks(gen.chunks, gen.shape, dtype=gen.dtype)
+        if (arr.shape, arr.dtype, arr.chunks) != (gen.shape, gen.dtype, chunks):
+            held = f"{arr.dtype}{list(arr.shape)} in chunks of {[c[0] for c in arr.chunks]}"
+            asked = f"{gen.dtype}{list(gen.shape)} in chunks of {[c[0] for c in chunks]}"
+            raise GraphError(f"the store at {src.path} holds {held} but generate asks for {asked}; delete "
+                             "the store or change its path", graph_path, line, f"input {name!r}")
     return arr
 
 

@@ -131,7 +131,7 @@ class VulkanExecutor:
                              bytes_uploaded=batch.bytes_uploaded,
                              bytes_downloaded=batch.bytes_downloaded - flags.nbytes,
                              device_seconds=batch.device_seconds,
-                             bindings=tuple(step.binding.symbol for step in program.steps))
+                             bindings=tuple(str(step.binding) for step in program.steps))
             for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
                 if flag != NO_BAD:
                     step = program.steps[i]

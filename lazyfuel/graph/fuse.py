@@ -5,7 +5,10 @@ that other tasks read): sources and rechunks; ops used by more than one consumer
 once); the source of a select along an axis of several chunks when that source is computed (a
 task can only read *chunks* from several blocks); and lazy indices. Everything else between a node
 and those leaves fuses: `view → Contiguize → select → select …` on one output block becomes one
-task, one `Chain`, one program.
+task, one `Chain`, one program. A select whose source chunks are separate buffers, with a block
+that hits several of them, is read per source chunk (`graph.pieces`): its group takes the
+pieces that the select's read tasks cut for each block (`Assembled`), not the chunks themselves;
+such a gather is a group of its own, since its block is permuted as 1-d elements and reshaped.
 
 `recipe(partition, root, block)` walks from `root` down to the leaves for one output block: views
 of leaf chunks become numpy views (free; the planner sees their layouts), views of intermediates
@@ -39,6 +42,7 @@ from lazyfuel.planner.chain import Chain, OpNode
 
 Key = tuple[Any, ...]
 Block = tuple[int, ...]
+EXACT_HITS = 1 << 16  # index blocks larger than this, over views of one buffer, read a hit range
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,12 @@ class Partition:
 
 def _is_op(node: Node) -> bool:
     return not isinstance(node, (Source, Rechunk, View))
+
+
+def _one_buffer(node: Node) -> bool:
+    """`node` is views of a source whose chunks are views of one buffer (see `Source`)."""
+    base = _below_views(node)
+    return isinstance(base, Source) and base.one_buffer
 
 
 def _below_views(node: Node) -> Node:
@@ -194,7 +204,12 @@ class _Builder:
         index = self.index(node, block)
         if self.partition.resolvable(node.data):
             axis_chunks = node.data.chunks[node.dim]
-            if isinstance(index, Const):
+            if isinstance(index, Const) and index.value.size > EXACT_HITS and _one_buffer(node.data):
+                # Views of one buffer are spanned, not copied: every chunk between the lowest
+                # and the highest hit costs nothing to pass, and finding the exact hits of
+                # millions of indices would cost more than the select.
+                dim_blocks = ch.hit_range(index.value, axis_chunks)
+            elif isinstance(index, Const):
                 dim_blocks = ch.hits(index.value, axis_chunks) or (0,)
             else:
                 dim_blocks = tuple(range(len(axis_chunks)))

@@ -62,3 +62,9 @@ def test_regular_chunks_take_a_division_that_agrees_with_the_search():
         got = ch.chunk_ids(values, axis)
         want = np.searchsorted(np.asarray(ch.starts(axis)), values, side="right") - 1
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_the_hit_range_runs_from_the_lowest_hit_to_the_highest():
+    assert ch.hit_range(np.array([9, 0, 1, 9], np.uint32), (4, 4, 2)) == (0, 1, 2)
+    assert ch.hit_range(np.array([5, 6]), (4, 4, 2)) == (1,)
+    assert ch.hit_range(np.array([], np.uint32), (4,)) == ()

@@ -98,3 +98,17 @@ def test_pure_views_run_no_kernel(bits_equal):
     task = recipe(Partition.of(y._node), y._node, (0, 0))
     assert task.recipe.chain is None
     bits_equal(y.compute(), A[::-2].T)
+
+
+def test_large_index_blocks_over_one_buffer_read_the_range_between_their_hits(monkeypatch):
+    from lazyfuel.graph import fuse
+
+    monkeypatch.setattr(fuse, "EXACT_HITS", 1)
+    x = lf.from_array(A, chunks=(2, 12))  # 4 chunks along dim 0, views of one buffer
+    y = lf.index_select(x, 0, [0, 7, 6])  # output blocks of 2: [0, 7] hits chunks 0 and 3
+    graph = dict(y.to_dask().__dask_graph__())
+    deps = get_dependencies(graph, (y.to_dask().name, 0, 0))
+    assert sorted(k[1] for k in deps) == [0, 1, 2, 3]  # the range: views, free to pass
+    assert np.array_equal(y.compute(), A[[0, 7, 6]])
+    separate = lf.index_select(lf.asarray(da.from_array(A, chunks=(2, 12))), 0, [0, 7, 6, 7, 0, 6])
+    assert separate._node.name in Partition.of(separate._node).pieces  # separate buffers: pieces

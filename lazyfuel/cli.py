@@ -120,6 +120,8 @@ def _use_device(args: argparse.Namespace) -> None:
     """--device and --backend reach every layer (and worker processes) through the environment."""
     import os
 
+    if not args.debug:
+        _one_line_warnings()
     if getattr(args, "device", None):
         os.environ["LAZYFUEL_DEVICE"] = args.device
     if getattr(args, "backend_choice", None):
@@ -146,6 +148,18 @@ def _as_runtime_error(err: Exception) -> Exception:
                         IndexError, LookupError, RuntimeError, MemoryError)):
         return err
     return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def _one_line_warnings() -> None:
+    """Warnings (an unmeasured cost, …) as one `lazyfuel: warning: …` line on stderr, without the
+    source line Python shows; --debug keeps Python's format."""
+    import warnings
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        text = str(message).removeprefix("lazyfuel: ")
+        print(f"lazyfuel: warning: {text}", file=sys.stderr)
+
+    warnings.showwarning = show  # type: ignore[assignment]
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 Bytes and bindings come from `lf.profile()` (what really ran in this process). Where it counted
 nothing (a processes or distributed scheduler runs the kernels in other processes, whose
 profiles this one cannot see) the summary says so and falls back to the logical bytes (inputs
-read + outputs written, from shapes) and to the bindings the planner chose (`lf.explain`).
+read + outputs written, from shapes) and to the bindings the planner chose (`lf.explain`); bindings
+the planner chose that the profile did not count are listed apart.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import lazyfuel as lf
 from lazyfuel.pipeline.run import Built, RunResult
 
 _BINDING = re.compile(r" via (\([^)]*\))")
+_KEY = re.compile(r"^\([^)]*\)")
 
 
 def planned_bindings(built: Built) -> Counter:
@@ -28,21 +30,33 @@ def planned_bindings(built: Built) -> Counter:
 def summary(built: Built, result: RunResult, device: str) -> str:
     """The lines printed after a run."""
     lines = [s.line() for s in result.summaries]
-    wall = result.wall_seconds
-    lines.append(f"ran {built.graph.path} in {wall:.2f} s on {device} (scheduler {result.scheduler})")
-    moved = result.bytes_moved
-    source = "uploaded + downloaded, counted by lf.profile" if result.bytes_counted else \
-        "logical: inputs read + outputs written"
-    lines.append(f"moved {_size(moved)} ({source}) at {moved / max(wall, 1e-9) / 1e9:.2f} GB/s")
+    wall = max(result.wall_seconds, 1e-9)
+    lines.append(f"ran {built.graph.path} in {result.wall_seconds:.2f} s on {device} "
+                 f"(scheduler {result.scheduler})")
     prof = result.profile
+    logical = f"{_size(result.logical_bytes)} logical (inputs read + outputs written) at " \
+              f"{result.logical_bytes / wall / 1e9:.2f} GB/s"
+    if result.bytes_counted:
+        device_bytes = prof.bytes_uploaded + prof.bytes_downloaded
+        lines.append(f"moved {_size(device_bytes)} to and from the device (lf.profile) at "
+                     f"{device_bytes / wall / 1e9:.2f} GB/s; {logical}")
+    else:
+        lines.append(f"moved {logical}")
     if prof.programs or prof.submits:
         lines.append(f"device work: {prof.programs} program(s), {prof.submits} submit(s), "
                      f"{prof.dispatches} dispatch(es), {prof.device_seconds * 1e3:.1f} ms on the device")
+    planned = planned_bindings(built)
     if prof.bindings:
-        lines.append("bindings used: " + ", ".join(f"{k} x{n}" for k, n in sorted(prof.bindings.items())))
+        lines.append("bindings used (lf.profile):")
+        lines += [f"  {n}x {name}" for name, n in sorted(prof.bindings.items())]
+        counted = {_KEY.match(name).group(0) for name in prof.bindings if _KEY.match(name)}
+        uncounted = sorted(k for k in planned if k not in counted)
+        if uncounted:
+            lines.append("bindings planned but not counted by lf.profile (their executor does not report "
+                         "to it): " + ", ".join(uncounted))
     else:
-        planned = ", ".join(sorted(planned_bindings(built))) or "none"
-        lines.append(f"bindings planned (lf.profile recorded none in this process): {planned}")
+        lines.append("bindings planned (lf.profile recorded none in this process): "
+                     + (", ".join(sorted(planned)) or "none"))
     if result.peak_growth is not None:
         limit = built.graph.memory_limit
         cap = f" (limit {_size(limit)})" if limit is not None else ""

@@ -195,7 +195,9 @@ def _bench(args: argparse.Namespace) -> int:
     _use_device(args)
     sizes = tuple(int(s * 2**20) for s in args.sizes) if args.sizes else (QUICK_SIZES if args.quick
                                                                           else FULL_SIZES)
-    device = _device_name()
+    import os
+
+    device = f"{_device_name()}; backend {os.environ.get('LAZYFUEL_BACKEND') or 'auto'}"
     print(f"lazyfuel bench on {device}; sizes {', '.join(f'{s / 2**20:g} MiB' for s in sizes)}",
           file=sys.stderr)
     timings = measure(args.op, sizes, repeats=args.repeats or (2 if args.quick else 3),

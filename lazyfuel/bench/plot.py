@@ -27,7 +27,9 @@ def plot(timings: Sequence[Timing], out: str | Path, device: str) -> Path:
     ops = list(dict.fromkeys(t.op for t in timings))
     cols = min(2, len(ops))
     rows = (len(ops) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
+    header = 0.85  # inches above the panels for the title and the legend, whatever the row count
+    height = 4.2 * rows + header
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, height), squeeze=False)
     for ax, op in zip(axes.flat, ops):
         for impl in IMPLEMENTATIONS:
             points = sorted((t.size, t.gbps) for t in timings if t.op == op and t.impl == impl)
@@ -56,11 +58,12 @@ def plot(timings: Sequence[Timing], out: str | Path, device: str) -> Path:
         ax.grid(True, which="both", alpha=0.3)
     for ax in list(axes.flat)[len(ops):]:
         ax.set_visible(False)
-    fig.suptitle(f"lazyfuel bench: throughput by op and size, higher is better\n{device}", fontsize=12)
+    fig.suptitle(f"lazyfuel bench: throughput by op and size, higher is better\n{device}", fontsize=12,
+                 y=1 - 0.08 / height, va="top")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), bbox_to_anchor=(0.5, 0.935),
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), bbox_to_anchor=(0.5, 1 - 0.55 / height),
                frameon=False, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.91))
+    fig.tight_layout(rect=(0, 0, 1, 1 - header / height))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -1,4 +1,5 @@
-"""Counting what really ran: submits, dispatches, bytes moved, bindings used, time on the device.
+"""Counting what really ran: submits, dispatches, bytes moved, bindings and devices used, time on
+the device.
 
 Executors call `record(...)` after each batch; `with profile() as p:` collects every record made
 by any thread of this process while the block runs (dask's threaded scheduler included).
@@ -24,12 +25,15 @@ class Profile:
     device_seconds: float = 0.0
     programs: int = 0
     bindings: Counter = field(default_factory=Counter)
+    devices: Counter = field(default_factory=Counter)  # device label -> programs run there
 
     def __str__(self) -> str:
         used = ", ".join(f"{k} x{n}" for k, n in sorted(self.bindings.items())) or "none"
+        where = "; devices: " + ", ".join(f"{k} x{n}" for k, n in sorted(self.devices.items()))
         return (f"{self.programs} program(s), {self.submits} submit(s), {self.dispatches} dispatch(es), "
                 f"{self.bytes_uploaded} B up, {self.bytes_downloaded} B down, "
-                f"{self.device_seconds * 1e3:.3f} ms on the device; bindings: {used}")
+                f"{self.device_seconds * 1e3:.3f} ms on the device; bindings: {used}"
+                f"{where if self.devices else ''}")
 
 
 _active: list[Profile] = []
@@ -38,8 +42,9 @@ _lock = threading.Lock()
 
 def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
            bytes_downloaded: int = 0, device_seconds: float = 0.0,
-           bindings: tuple[str, ...] = (), programs: int = 0) -> None:
-    """Add to every active profile (cheap when none is active)."""
+           bindings: tuple[str, ...] = (), programs: int = 0, device: str | None = None) -> None:
+    """Add to every active profile (cheap when none is active); `device` names where the
+    `programs` ran."""
     if not _active:
         return
     with _lock:
@@ -51,6 +56,8 @@ def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
             p.device_seconds += device_seconds
             p.programs += programs
             p.bindings.update(bindings)
+            if device is not None:
+                p.devices[device] += programs
 
 
 @contextmanager

@@ -1,10 +1,11 @@
 """The Vulkan backend: device pool, memory, pipelines, batched dispatch, kernels, link registries.
 
 Public entry points (no Vulkan handles or cffi types leave this package):
-- `get_pool()`: the process's `DevicePool` (built on first use, shared by threads, closed at exit);
-- `VulkanExecutor`: runs a planner `Program` as one command buffer;
+- `get_pool(device=None, replica=0)`: the process's `DevicePool` for a device (built on first use,
+  shared by threads, closed at exit); `spread_labels()`: the pools blocks are spread over;
+- `VulkanExecutor`: runs a planner `Program` as one command buffer (`device=i`: on spread pool i);
 - `list_devices()` / `describe_devices()`: what `lazyfuel devices` shows;
-- `register()`: registers the executor and the link registries
+- `register()`: registers the executor (with its spread devices) and the link registries
   (`fuel_vulkan_backend::fkc::ENTRY_POINTS`, `lazyfuel::vulkan::ENTRY_POINTS`).
 Importing this package touches no device; the pool opens on first use.
 """
@@ -17,14 +18,21 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.executor import VulkanExecutor
     from lazyfuel.backends.vulkan.pool import DevicePool
 
-__all__ = ["VulkanExecutor", "describe_devices", "get_pool", "list_devices", "register"]
+__all__ = ["VulkanExecutor", "describe_devices", "get_pool", "list_devices", "register", "spread_labels"]
 
 
-def get_pool(device: str | None = None) -> DevicePool:
+def get_pool(device: int | str | None = None, replica: int = 0) -> DevicePool:
     """The process's device pool (see `lazyfuel.backends.vulkan.pool.get_pool`)."""
     from lazyfuel.backends.vulkan.pool import get_pool as _get_pool
 
-    return _get_pool(device)
+    return _get_pool(device, replica)
+
+
+def spread_labels() -> list[str]:
+    """The pools a graph's blocks are spread over (`LAZYFUEL_DEVICES`), labelled; opens none."""
+    from lazyfuel.backends.vulkan.pool import spread_labels as _labels
+
+    return _labels()
 
 
 def list_devices() -> list[Any]:
@@ -62,7 +70,7 @@ def register() -> None:
     from lazyfuel.backends.vulkan.links import LINK_REGISTRIES
     from lazyfuel.contracts.model import Backend
 
-    register_executor(Backend.Vulkan, VulkanExecutor)
+    register_executor(Backend.Vulkan, VulkanExecutor, devices=spread_labels)
     try:
         from lazyfuel.registry.links import register_link_registry
     except ImportError:  # the registry layer predates link registration by name

@@ -4,7 +4,10 @@
 (maxStorageBufferRange, maxComputeWorkGroupCount, push-constant size, allocation size), memory
 heaps and whether device-local memory is host-visible (then no staging is needed, as on lavapipe).
 `choose(infos)` applies `LAZYFUEL_DEVICE` (index or name substring), else prefers discrete >
-integrated > virtual > cpu. `list_devices()` / `describe_devices()` serve `lazyfuel devices`.
+integrated > virtual > cpu. `spread(infos)` lists the devices a graph's blocks are spread over:
+`LAZYFUEL_DEVICES` (comma-separated indices or name substrings; one may repeat, which gives that
+device several pools), else the `LAZYFUEL_DEVICE` one alone, else every usable device of the best
+kind. `list_devices()` / `describe_devices()` serve `lazyfuel devices`.
 """
 
 from __future__ import annotations
@@ -172,11 +175,13 @@ def enumerate_devices(instance: Any) -> list[tuple[Any, DeviceInfo]]:
     return [(phys, query(i, phys)) for i, phys in enumerate(physicals)]
 
 
-def choose(infos: list[DeviceInfo], wanted: str | None = None) -> DeviceInfo:
+def choose(infos: list[DeviceInfo], wanted: str | None = None,
+           source: str = "LAZYFUEL_DEVICE") -> DeviceInfo:
     """The device to use: `wanted` (default `LAZYFUEL_DEVICE`) as an index or a name substring,
     else the first usable device of the best kind (discrete > integrated > virtual > cpu).
 
-    Raises RuntimeError naming the devices seen when none matches or none is usable.
+    Raises RuntimeError naming the devices seen when none matches or none is usable; `source`
+    names where `wanted` came from in that message.
     """
     if wanted is None:
         wanted = os.environ.get("LAZYFUEL_DEVICE", "").strip() or None
@@ -190,16 +195,35 @@ def choose(infos: list[DeviceInfo], wanted: str | None = None) -> DeviceInfo:
         else:
             matches = [d for d in infos if wanted.lower() in d.name.lower()]
         if not matches:
-            raise RuntimeError(f"LAZYFUEL_DEVICE={wanted!r} matches no Vulkan device; devices: {seen}")
+            raise RuntimeError(f"{source}={wanted!r} matches no Vulkan device; devices: {seen}")
         found = matches[0]
         if not found.usable:
-            raise RuntimeError(f"LAZYFUEL_DEVICE={wanted!r} picks {found.name}, which lacks "
+            raise RuntimeError(f"{source}={wanted!r} picks {found.name}, which lacks "
                                f"{' '.join(found.missing_features())}")
         return found
     usable = [d for d in infos if d.usable]
     if not usable:
         raise RuntimeError(f"no Vulkan device has the features lazyfuel needs; devices: {seen}")
     return min(usable, key=lambda d: (PREFERENCE.index(d.kind), d.index))
+
+
+def spread(infos: list[DeviceInfo], devices: str | None = None) -> list[int]:
+    """Indices of the devices a graph's blocks are spread over, in order (an index may repeat).
+
+    `devices` (default `LAZYFUEL_DEVICES`): comma-separated indices or name substrings, each
+    resolved as `choose` resolves `LAZYFUEL_DEVICE` (so "0,0" lists device 0 twice). Unset: the
+    `LAZYFUEL_DEVICE` device alone when that is set, else every usable device of the best kind
+    (both GPUs of a two-GPU machine; never a CPU device beside a GPU).
+    """
+    if devices is None:
+        devices = os.environ.get("LAZYFUEL_DEVICES", "")
+    items = [item.strip() for item in devices.split(",") if item.strip()]
+    if items:
+        return [choose(infos, item, source="LAZYFUEL_DEVICES item").index for item in items]
+    best = choose(infos)
+    if os.environ.get("LAZYFUEL_DEVICE", "").strip():
+        return [best.index]
+    return [d.index for d in infos if d.usable and d.kind == best.kind]
 
 
 def list_devices() -> list[DeviceInfo]:
@@ -221,6 +245,7 @@ def describe_devices() -> str:
     lines = [d.describe() for d in infos]
     try:
         lines.append(f"lazyfuel uses [{choose(infos).index}] (set LAZYFUEL_DEVICE to pick another)")
+        lines.append(f"blocks are spread over {spread(infos)} (set LAZYFUEL_DEVICES to change)")
     except RuntimeError as exc:
         lines.append(str(exc))
     return "\n".join(lines)

@@ -6,7 +6,9 @@ are recorded into one batch with a barrier between them, intermediates stay on t
 only `program.outputs` come back, as fresh contiguous arrays. Kernels that take indices record the
 first out-of-range position in a status word; the executor then raises IndexError naming the
 value and its position, and returns nothing. A lost device rebuilds the pool and retries once.
-Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time).
+Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
+the pool's label). `VulkanExecutor(device=i)` runs on pool i of the spread list (`spread_slots`:
+`LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from lazyfuel import profiling
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
-from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, reset_pool
+from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, reset_pool, spread_slot
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout, memory_span
@@ -34,16 +36,19 @@ class VulkanExecutor:
 
     backend = Backend.Vulkan
 
-    def __init__(self, pool: DevicePool | None = None) -> None:
-        """Run on `pool`, or on the process's shared pool (opened now, so a missing device shows)."""
-        self._pool = pool
+    def __init__(self, pool: DevicePool | None = None, device: int | None = None) -> None:
+        """Run on `pool`; else on pool `device` of the spread list (`spread_slots()`), else on the
+        default device's pool. The pool opens now, so a missing device shows here."""
+        self._pool, self.device = pool, device
         if pool is None:
-            get_pool()
+            self.pool  # noqa: B018 - opens the pool
 
     @property
     def pool(self) -> DevicePool:
-        """The device pool programs run on (the process's shared pool unless one was given)."""
-        return self._pool if self._pool is not None else get_pool()
+        """The device pool programs run on (resolved at each run: `LAZYFUEL_DEVICES` may change)."""
+        if self._pool is not None:
+            return self._pool
+        return get_pool() if self.device is None else get_pool(*spread_slot(self.device))
 
     def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run `program` on `inputs`; fresh contiguous arrays for `program.outputs`.
@@ -58,7 +63,7 @@ class VulkanExecutor:
         except DeviceLostError:
             if self._pool is not None:
                 raise
-            reset_pool()
+            reset_pool(*(spread_slot(self.device) if self.device is not None else ()))
             return self._run(program, arrays, kernels)
 
     # -- checks ---------------------------------------------------------------------------------
@@ -131,7 +136,8 @@ class VulkanExecutor:
                              bytes_uploaded=batch.bytes_uploaded,
                              bytes_downloaded=batch.bytes_downloaded - flags.nbytes,
                              device_seconds=batch.device_seconds,
-                             bindings=tuple(str(step.binding) for step in program.steps))
+                             bindings=tuple(str(step.binding) for step in program.steps),
+                             device=pool.label)
             for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
                 if flag != NO_BAD:
                     step = program.steps[i]

@@ -1,9 +1,14 @@
-"""The device pool: one per process and physical device, shared by every thread.
+"""The device pools: one per process and physical device (and replica), shared by every thread.
 
-`get_pool()` builds it on first use and tears it down at exit. It owns the instance, the logical
-device, one compute queue and the lock that serialises submissions to it (the `vulkan` wrappers
-release the GIL and take no locks), the memory allocator, the pipelines, and a free list of
-recording contexts so that concurrent tasks each record their own command buffer.
+`get_pool()` builds the default device's pool on first use, `get_pool(i)` device i's, and
+`get_pool(i, replica=k)` a k-th pool of its own (its own VkDevice) on the same physical device,
+which is how `LAZYFUEL_DEVICES=0,0` tests spreading on a machine with one device; each is torn
+down at exit. `spread_slots()` lists the (device, replica) pools a graph's blocks are spread over
+(`devices.spread`), `spread_labels()` names them without opening any. Each pool owns its instance,
+logical device, one compute queue and the lock that serialises submissions to it (the `vulkan`
+wrappers release the GIL and take no locks), its memory allocator, its pipelines, and a free list
+of recording contexts so that concurrent tasks each record their own command buffer. Pools share
+nothing, so work on one never waits for another.
 With `LAZYFUEL_VALIDATION=1` the Khronos validation layer is on and `validation_messages` lists
 every warning and error it reported.
 """
@@ -19,7 +24,14 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan.batch import Batch, Context
 from lazyfuel.backends.vulkan.check import VK_TIMEOUT, check
-from lazyfuel.backends.vulkan.devices import PUSH_DESCRIPTOR, DeviceInfo, choose, enumerate_devices
+from lazyfuel.backends.vulkan.devices import (
+    PUSH_DESCRIPTOR,
+    DeviceInfo,
+    choose,
+    enumerate_devices,
+    list_devices,
+    spread,
+)
 from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pipelines import Pipelines
@@ -30,8 +42,9 @@ _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is
 class DevicePool:
     """Instance, device, queue, memory, pipelines and submission for one physical device."""
 
-    def __init__(self, device: str | None = None, validation: bool | None = None) -> None:
+    def __init__(self, device: str | None = None, validation: bool | None = None, replica: int = 0) -> None:
         self.pid = os.getpid()
+        self.replica = replica
         self.instance = create_instance(validation)
         try:
             found = enumerate_devices(self.instance.handle)
@@ -65,6 +78,11 @@ class DevicePool:
         self.submits = 0
         self.dispatches = 0
         self.closed = False
+
+    @property
+    def label(self) -> str:
+        """`[index] name`, plus which pool of that device it is when it is not the first."""
+        return _label(self.info, self.replica)
 
     @property
     def validation_messages(self) -> list[str]:
@@ -159,31 +177,81 @@ def _create_device(physical: Any, family: int, push_descriptor: bool) -> Any:
     return out[0]
 
 
-_pools: dict[str | None, DevicePool] = {}
+_pools: dict[tuple[int, int], DevicePool] = {}  # (physical index, replica) -> pool
 _pools_lock = threading.Lock()
+_infos: dict[int, list[DeviceInfo]] = {}  # pid -> the devices that process sees (they do not change)
 
 
-def get_pool(device: str | None = None) -> DevicePool:
+def physical_devices() -> list[DeviceInfo]:
+    """Every Vulkan device of this process (enumerated once per process; no device is created)."""
+    found = _infos.get(os.getpid())
+    if found is None:
+        with _pools_lock:
+            found = _infos.get(os.getpid())
+            if found is None:
+                found = _infos[os.getpid()] = list_devices()
+    return found
+
+
+def resolve(device: int | str | None = None) -> int:
+    """The physical index `device` names: an index, a name substring, or None for the default
+    (`LAZYFUEL_DEVICE`, else the best device). RuntimeError naming the devices when none fits."""
+    return choose(physical_devices(), None if device is None else str(device)).index
+
+
+def get_pool(device: int | str | None = None, replica: int = 0) -> DevicePool:
     """The process's pool for `device` (default: `LAZYFUEL_DEVICE`, else the best device).
 
-    Built on first use, shared by all threads, closed at exit; a forked child builds its own.
+    `device` is an index or a name substring; `replica` > 0 gives another pool (its own VkDevice,
+    queue and memory) on the same physical device. Built on first use, shared by all threads,
+    closed at exit; a forked child builds its own.
     """
-    key = device if device is not None else (os.environ.get("LAZYFUEL_DEVICE") or None)
+    key = (resolve(device), replica)
     pool = _pools.get(key)
     if pool is not None and not pool.closed and pool.pid == os.getpid():
         return pool
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None or pool.closed or pool.pid != os.getpid():
-            pool = _pools[key] = DevicePool(key)
+            pool = _pools[key] = DevicePool(str(key[0]), replica=replica)
             atexit.register(pool.close)
     return pool
 
 
-def reset_pool(device: str | None = None) -> None:
+def reset_pool(device: int | str | None = None, replica: int = 0) -> None:
     """Close the pool for `device` so the next `get_pool` builds a fresh one (after device loss)."""
-    key = device if device is not None else (os.environ.get("LAZYFUEL_DEVICE") or None)
+    key = (resolve(device), replica)
     with _pools_lock:
         pool = _pools.pop(key, None)
     if pool is not None:
         pool.close()
+
+
+def spread_slots() -> list[tuple[int, int]]:
+    """(physical index, replica) of each pool a graph's blocks are spread over, in order: the
+    devices of `devices.spread`, a repeated device getting replicas 1, 2, … (opens no pool)."""
+    seen: dict[int, int] = {}
+    slots = []
+    for index in spread(physical_devices()):
+        slots.append((index, seen.get(index, 0)))
+        seen[index] = seen.get(index, 0) + 1
+    return slots
+
+
+def spread_slot(number: int) -> tuple[int, int]:
+    """Slot `number` of `spread_slots()`; IndexError saying how many there are when out of range."""
+    slots = spread_slots()
+    if not 0 <= number < len(slots):
+        raise IndexError(f"Vulkan device {number} asked for, but blocks are spread over {len(slots)} "
+                         f"device(s) {slots} (LAZYFUEL_DEVICES={os.environ.get('LAZYFUEL_DEVICES', '')!r})")
+    return slots[number]
+
+
+def spread_labels() -> list[str]:
+    """A label for each pool of `spread_slots()`, as `DevicePool.label` gives it (opens no pool)."""
+    infos = physical_devices()
+    return [_label(infos[index], replica) for index, replica in spread_slots()]
+
+
+def _label(info: DeviceInfo, replica: int) -> str:
+    return f"[{info.index}] {info.name}" + (f" (pool {replica + 1})" if replica else "")

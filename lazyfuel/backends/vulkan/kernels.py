@@ -21,8 +21,15 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 
 WIDTHS = (1, 2, 4, 8, 16)
-LOCAL_SIZE = 64
-ELEMS = 4
+LOCAL_SIZE = 64  # the default workgroup size (specialisation constant 0)
+ELEMS = 4  # the default elements (or words) per invocation (specialisation constant 1)
+# Per family: (workgroup size, elements per invocation); benchmarks/kernels.py --sweep measures
+# the choices on a device. Elements per invocation stay a multiple of 4 (gather's quads).
+GROUPS: dict[str, tuple[int, int]] = {
+    "contiguize": (LOCAL_SIZE, ELEMS), "index_select": (LOCAL_SIZE, ELEMS),
+    "gather": (LOCAL_SIZE, ELEMS), "masked_fill": (LOCAL_SIZE, ELEMS)}
+# gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5).
+GATHER_QUADS = True
 MAX_RANK = 8
 U32_LIMIT = 1 << 32  # positions from here on need the shaders' 64-bit (WIDE) arithmetic
 I31_LIMIT = 1 << 31  # the same for signed offsets (contiguize)
@@ -80,10 +87,18 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
 FORCE_WIDE = False
 
 
-def _spec(batch: Batch, wide: bool, rank: int = 1) -> tuple[int, ...]:
+def _spec(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
     """Specialisation constants 0-4: workgroup size, elements per invocation, 64-bit positions,
-    rank (contiguize), coalesced mapping of positions to invocations (GPUs)."""
-    return (LOCAL_SIZE, ELEMS, int(wide or FORCE_WIDE), rank, int(batch.pool.coalesced))
+    rank (contiguize), coalesced mapping of positions to invocations (GPUs); gather adds 5: quads."""
+    local, elems = GROUPS[family]
+    spec = (local, elems, int(wide or FORCE_WIDE), rank, int(batch.pool.coalesced))
+    return (*spec, int(GATHER_QUADS)) if family == "gather" else spec
+
+
+def _per_group(family: str) -> int:
+    """Items one workgroup of `family` moves."""
+    local, elems = GROUPS[family]
+    return local * elems
 
 
 def _widest_word(nbytes: int) -> int:
@@ -188,8 +203,8 @@ class ContiguizeKernel(VulkanKernel):
             buffers = (bind(src.allocation, src.nbytes), dst, dst, dst)
         # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
         wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
-        pipeline = self.pipeline(batch, word, _spec(batch, wide, rank), ssbo)
-        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, LOCAL_SIZE * ELEMS, buffers)
+        pipeline = self.pipeline(batch, word, _spec(batch, self.family, wide, rank), ssbo)
+        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, _per_group(self.family), buffers)
 
 
 class IndexSelectKernel(VulkanKernel):
@@ -224,8 +239,8 @@ class IndexSelectKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
-        pipeline = self.pipeline(batch, word, _spec(batch, wide), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
+        pipeline = self.pipeline(batch, word, _spec(batch, self.family, wide), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, _per_group(self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         dim = step.param["source_dim_size"]
@@ -267,8 +282,8 @@ class GatherKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
-        pipeline = self.pipeline(batch, width, _spec(batch, wide), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, LOCAL_SIZE * ELEMS, buffers)
+        pipeline = self.pipeline(batch, width, _spec(batch, self.family, wide), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, _per_group(self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         p = step.param
@@ -317,5 +332,5 @@ class MaskedFillKernel(VulkanKernel):
         buffers = None
         if ssbo:
             buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
-        pipeline = self.pipeline(batch, width, _spec(batch, words >= U32_LIMIT), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, LOCAL_SIZE * ELEMS, buffers)
+        pipeline = self.pipeline(batch, width, _spec(batch, self.family, words >= U32_LIMIT), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, _per_group(self.family), buffers)

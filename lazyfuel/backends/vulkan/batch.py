@@ -7,6 +7,11 @@
         batch.download(dst, out_array)
         batch.run()          # end, submit once, wait on the fence, copy downloads out
 
+Work that repeats (the same kernel on the same buffers, task after task) is packed once with
+`prepare(kernel, step, args, out, status)` and recorded with `replay(items)`, which skips the
+kernel's checks and every per-call allocation; `reusable()` before recording lets `run()` submit
+the same command buffer again without recording it anew.
+
 Grids larger than maxComputeWorkGroupCount[0] are split into several dispatches in the same
 command buffer: the push-constant value at `base_slot` is the first item of each tile. Buffers
 are bound as storage buffers only while every range fits maxStorageBufferRange; kernels with a
@@ -25,7 +30,7 @@ import numpy as np
 import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import check
-from lazyfuel.backends.vulkan.dispatch import Recorder
+from lazyfuel.backends.vulkan.dispatch import Prepared, Recorder
 from lazyfuel.backends.vulkan.memory import Allocation
 
 if TYPE_CHECKING:
@@ -79,10 +84,21 @@ class Batch:
         self._owned: list[Allocation] = []
         self._downloads: list[tuple[Allocation, np.ndarray]] = []
         self._ran = False
+        self._reusable = False
         self.bytes_uploaded = self.bytes_downloaded = 0
         self.device_seconds = 0.0  # submit to fence, once run
         context.reset()
         check(self.recorder.begin(), "vkBeginCommandBuffer")
+
+    def reusable(self) -> Batch:
+        """Record for several runs: each `run()` submits the same command buffer again (and copies
+        the downloads out again). Call before recording anything; returns the batch."""
+        if self.recorder.dispatches or self._owned or self._ran:
+            raise RuntimeError("reusable() must be called before anything is recorded")
+        self.context.reset()
+        check(self.recorder.begin(one_time=False), "vkBeginCommandBuffer")
+        self._reusable = True
+        return self
 
     # -- memory ---------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Allocation:
@@ -156,6 +172,26 @@ class Batch:
             self.recorder.copy(src.buffer, src.offset + src_offset, dst.buffer, dst.offset + dst_offset,
                                nbytes)
 
+    def prepare(self, kernel: Any, step: Any, args: list, out: Allocation, status: Any) -> list[Prepared]:
+        """What `kernel.record(self, step, args, out, status)` would record, packed for `replay`
+        (nothing is recorded). The items stay valid while the buffers they name live."""
+        preparer = _Preparer(self)
+        kernel.record(preparer, step, args, out, status)
+        return preparer.items
+
+    def replay(self, items: list[Prepared]) -> None:
+        """Record prepared items (no barriers between them: add `barrier()` where one reads what
+        an earlier one wrote)."""
+        self.recorder.replay(items)
+
+    def timestamp(self, query_pool: Any, index: int) -> None:
+        """Write GPU timestamp `index` of `query_pool` (a `Timestamps`' handle) after earlier work."""
+        self.recorder.timestamp(query_pool, index)
+
+    def reset_queries(self, query_pool: Any, first: int, count: int) -> None:
+        """Reset timestamp queries before this batch writes them."""
+        self.recorder.reset_queries(query_pool, first, count)
+
     def barrier(self) -> None:
         """Later dispatches and copies see the writes recorded so far."""
         self.recorder.barrier()
@@ -167,11 +203,14 @@ class Batch:
 
     def run(self) -> None:
         """End recording, submit once, wait for the fence, then copy every download out."""
-        if self._ran:
-            raise RuntimeError("a batch runs once")
+        if not self._ran:
+            self.recorder.host_barrier()
+            check(self.recorder.end(), "vkEndCommandBuffer")
+        elif not self._reusable:
+            raise RuntimeError("a batch runs once (call reusable() before recording to run it again)")
+        else:
+            check(vk.lib.vkResetFences(self.context.device, 1, self.context.fence_ptr), "vkResetFences")
         self._ran = True
-        self.recorder.host_barrier()
-        check(self.recorder.end(), "vkEndCommandBuffer")
         start = time.perf_counter()
         self.pool.submit(self.context)
         self.pool.wait(self.context)
@@ -194,3 +233,29 @@ class Batch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Preparer:
+    """Stands in for a Batch while a kernel records: packs dispatches and copies into `Prepared`
+    items instead of recording them (tiling grids as `Batch.dispatch` does)."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.pool, self.max_groups, self._recorder = batch.pool, batch.max_groups, batch.recorder
+        self.items: list[Prepared] = []
+        self._writes: dict[tuple, Any] = {}
+
+    def dispatch(self, pipeline: Any, fmt: str, values: list, base_slot: int, n_items: int,
+                 items_per_group: int, buffers: tuple | None = None) -> None:
+        groups = -(-n_items // items_per_group)
+        first = 0
+        while first < groups:
+            count = min(self.max_groups, groups - first)
+            values[base_slot] = first * items_per_group
+            item = self._recorder.prepare(pipeline, fmt, tuple(values), count, buffers, self._writes)
+            self.items.append(item)
+            first += count
+
+    def copy(self, src: Allocation, src_offset: int, dst: Allocation, dst_offset: int, nbytes: int) -> None:
+        if nbytes:
+            self.items.append(Recorder.prepare_copy(src.buffer, src.offset + src_offset, dst.buffer,
+                                                    dst.offset + dst_offset, nbytes))

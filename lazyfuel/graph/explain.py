@@ -3,13 +3,16 @@
 For every group (in the order they run) it names the ops fused into one task, the numpy views
 applied to source chunks, the number of tasks, and the program the planner chooses for the first
 non-empty block assuming contiguous source chunks: the binding of each step, the Contiguize steps
-it inserts and the cap that demanded each, and the estimated cost. It plans; it runs nothing.
+it inserts and the cap that demanded each, the estimated cost, and the devices its tasks run on
+(spread round-robin by block number where the backend has several). It plans; it runs nothing.
 """
 
 from __future__ import annotations
 
 import math
 
+from lazyfuel.backends.base import devices
+from lazyfuel.contracts.model import Backend
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
@@ -81,6 +84,7 @@ def _group(number: int, node: Node, partition: Partition, planner: Planner) -> l
         lines.append(f"  no plan: {err}")
         return lines
     lines.append(describe_program(program, indent="  "))
+    lines.append(_devices(program.backend, len(blocks)))
     inserted = [s for s in program.steps if s.reason]
     if inserted:
         lines.append(f"  {len(inserted)} Contiguize step(s) inserted by the planner:")
@@ -88,6 +92,19 @@ def _group(number: int, node: Node, partition: Partition, planner: Planner) -> l
     if task.recipe.post:
         lines.append(f"  then numpy views of the result: {', '.join(op for op, _ in task.recipe.post)}")
     return lines
+
+
+def _devices(backend: Backend, tasks: int) -> str:
+    """Where the group's tasks run: one device, or several with the round-robin rule."""
+    labels = devices(backend)
+    if not labels:
+        return f"  runs on the {backend.name} backend (one device: nothing to spread)"
+    if len(labels) == 1:
+        return f"  runs on {backend.name} device {labels[0]}"
+    used = labels[:tasks]
+    listed = ", ".join(f"#{i} {label}" for i, label in enumerate(used))
+    return (f"  {tasks} task(s) spread over {len(used)} {backend.name} devices (task i on device "
+            f"i mod {len(labels)}; a task's chain stays on its device): {listed}")
 
 
 def recipe_shape(node: Node, block: tuple[int, ...]) -> tuple[int, ...]:

@@ -8,11 +8,13 @@ Sources stay the dask arrays they are, and rechunks are dask's own. The result i
 constructor and in the array-expression mode through `from_graph` (the only way that mode takes a
 hand-made graph), so both modes work. A select read per source chunk (`graph.pieces`) adds a
 layer of read tasks, one per source chunk, between the chunks and the group that uses them.
+Each task's recipe carries its block's number (row-major), from which the task picks its device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import dask.array as da
@@ -60,18 +62,19 @@ class _Lowering:
                 return (self._reads(key[0][1], keys, reads), *key[1:])
             return _key(keys[key[0]], key[1:])
 
-        for block, task in tasks(self.partition, node):
-            layer[(name, *block)] = (run_block, task.recipe, self.runtime, *map(arg, task.keys))
+        for number, (block, task) in enumerate(tasks(self.partition, node)):
+            layer[(name, *block)] = (run_block, replace(task.recipe, block=number), self.runtime,
+                                     *map(arg, task.keys))
         return from_layer(name, layer, list(deps.values()), node.chunks, node.dtype, reads)
 
     def _reads(self, select: str, keys: dict[str, Any], reads: dict[str, dict]) -> str:
         """The name of `select`'s layer of read tasks, added to `reads` on first use."""
         name = f"lazyfuel-read-{tokenize(select, self.runtime)}"
         if name not in reads:
-            reads[name] = {(name, *block): (read_pieces, reader, self.runtime,
+            found = read_tasks(self.partition, self.partition.pieces[select])
+            reads[name] = {(name, *block): (read_pieces, replace(reader, block=number), self.runtime,
                                             *(_key(keys[k[0]], k[1:]) for k in chunk_keys))
-                           for block, reader, chunk_keys in read_tasks(self.partition,
-                                                                      self.partition.pieces[select])}
+                           for number, (block, reader, chunk_keys) in enumerate(found)}
         return name
 
 

@@ -17,6 +17,12 @@ arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
 `run_block` plans the chain against the process's planner (cached per signature) and runs it with
 one `executor(...).run` call: on Vulkan one command buffer and one submit, intermediates kept on
 the device. Then numpy views the result if the recipe says so (`post`).
+
+Several devices: each task runs on one device (a fused chain is one program, so it never leaves
+it), chosen in the process that runs the task as `device_for(recipe.block, backend)`: the block's
+number (row-major, set when the graph is lowered) modulo the number of devices the backend spreads
+over (`LAZYFUEL_DEVICES`). Deterministic, round-robin over neighbouring blocks, and block i of
+every group lands on the same device.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
-from lazyfuel.backends.base import executor
+from lazyfuel.backends.base import devices, executor
 from lazyfuel.checks import as_indices
+from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
@@ -230,6 +237,7 @@ class Reader:
     `part` is the source chunk (task argument 0, numpy views applied); `positions` (U32) are the
     rows along `axis` that every output block needs from it, grouped by block (piece j is
     `positions[bounds[j]:bounds[j + 1]]`), or element offsets into the raveled chunk when `flat`.
+    `block` is the read task's number, which picks its device (`device_for`).
     """
 
     part: Part
@@ -237,6 +245,7 @@ class Reader:
     bounds: tuple[int, ...]
     axis: int
     flat: bool
+    block: int = 0
 
     def chain(self) -> Chain:
         """One IndexSelect of the chunk (raveled when `flat`) at `positions`."""
@@ -254,25 +263,34 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
     inputs = [data, reader.positions]
     program = runtime.planner().plan(reader.chain(), [DType.from_numpy(a.dtype) for a in inputs],
                                      [Layout.of(a) for a in inputs])
-    (out,) = executor(program.backend).run(program, inputs)
+    (out,) = executor(program.backend, device_for(reader.block, program.backend)).run(program, inputs)
     lead = (slice(None),) * (0 if reader.flat else reader.axis)
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
 
 
 @dataclass(frozen=True, eq=False)
 class BlockRecipe:
-    """How one output block is computed: inputs, the chain to plan (None: views only), post views."""
+    """How one output block is computed: inputs, the chain to plan (None: views only), post views,
+    and the block's number (row-major in its group), which picks its device (`device_for`)."""
 
     inputs: tuple[InputSpec, ...]
     chain: Chain | None
     post: tuple[ViewOp, ...]
     shape: tuple[int, ...]
     dtype: np.dtype
+    block: int = 0
 
     def signature(self, metas: Sequence[ArgMeta]) -> tuple[list[DType], list[Layout]]:
         """Program input dtypes and layouts, assuming every argument chunk is contiguous."""
         sigs = [s for spec in self.inputs for s in spec.signature(metas)]
         return [d for d, _ in sigs], [lay for _, lay in sigs]
+
+
+def device_for(block: int, backend: Backend) -> int | None:
+    """The device number block `block` runs on: `block` modulo the number of devices `backend`
+    spreads over; None for a backend with one device."""
+    count = len(devices(backend))
+    return block % count if count else None
 
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
@@ -285,7 +303,7 @@ def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     else:
         program = runtime.planner().plan(recipe.chain, [DType.from_numpy(a.dtype) for a in inputs],
                                          [Layout.of(a) for a in inputs])
-        (out,) = executor(program.backend).run(program, inputs)
+        (out,) = executor(program.backend, device_for(recipe.block, program.backend)).run(program, inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

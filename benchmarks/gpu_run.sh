@@ -5,7 +5,7 @@
 # Prepare here once (see benchmarks/BENCHMARKS.md "GPU runs"): `.gl/` holds the Vulkan loader
 # .debs, `.whl/` the wheels the GPU image lacks (vulkan, cffi, pycparser, dask, partd, locket).
 # Usage (as the device command, carrying .gl and .whl):  bash benchmarks/gpu_run.sh [STAGE...]
-# Stages: check tests audit kernels pipeline (default: all).
+# Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -27,6 +27,7 @@ for stage in $stages; do
     tests)    python3 -m pytest -q -x -p no:cacheprovider tests/backends/vulkan 2>&1 | tail -n 25 | tee "$OUT/tests.txt" ;;
     audit)    LAZYFUEL_BACKEND=vulkan python3 -m lazyfuel audit --backend vulkan 2>&1 | tail -n 5 | tee "$OUT/audit.txt" ;;
     kernels)  python3 benchmarks/kernels.py ${KERNELS_ARGS:-} 2>&1 | tee "$OUT/kernels.txt" ;;
+    kernels_gpu) python3 benchmarks/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     *)        echo "unknown stage $stage" ;;
   esac

@@ -6,6 +6,7 @@
 # .debs, `.whl/` the wheels the GPU image lacks (vulkan, cffi, pycparser, dask, partd, locket).
 # Usage (as the device command, carrying .gl and .whl):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
+# multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -29,6 +30,7 @@ for stage in $stages; do
     kernels)  python3 benchmarks/kernels.py ${KERNELS_ARGS:-} 2>&1 | tee "$OUT/kernels.txt" ;;
     kernels_gpu) python3 benchmarks/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
+    multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
     *)        echo "unknown stage $stage" ;;
   esac
 done

@@ -1,0 +1,207 @@
+"""The same device-resident pipeline on one GPU and on two: throughput, the 2/1 ratio, bit-equality.
+
+The pipeline of every block: `masked_fill(index_select(x, 0, idx), mask, -1.0)` on an (R, 1024)
+float32 block, planned once by the planner (one program: IndexSelect then MaskedFill, the
+intermediate kept on the device). Device-resident: each block's inputs are uploaded once
+(`backends.vulkan.resident`), then a command buffer holding `--reps` runs of all the blocks of a
+device is recorded once and submitted again and again, one Python thread per device (the threads
+wait on fences with the GIL released). Blocks are placed as the graph layer places them: block b
+on device b mod n. One GPU holds all the blocks; two GPUs hold half each (their own copies), so
+both configurations do the same work. Each round warms every GPU used for `--warm` seconds (an
+H200 needs 0.2-0.45 s of load to leave 345 MHz), then times about `--seconds`; the rounds
+alternate one GPU / two GPUs and the median of each is reported. At the end every block's output
+from both configurations is downloaded and compared byte for byte with each other and with numpy.
+
+Bytes counted per block: index_select reads and writes R x 1024 x 4 and reads 4R of indices;
+masked_fill reads R x 1024 x 4 of data and R x 1024 of mask and writes R x 1024 x 4.
+
+`--graph` adds the lazy API on host data (`lf.from_array(...).index_select(...).masked_fill(...)`
+computed with dask threads, `LAZYFUEL_DEVICES` set to one device, then two): every task uploads
+its chunk and downloads its block, so this line measures the host side, not the GPUs.
+
+    python benchmarks/multi_gpu.py                                  # 8 blocks of 256 MiB
+    LAZYFUEL_DEVICES=0,0 python benchmarks/multi_gpu.py --quick     # two pools on one device
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import lazyfuel as lf
+from lazyfuel.api import DefaultRuntime
+from lazyfuel.backends.vulkan import get_pool
+from lazyfuel.backends.vulkan.pool import DevicePool, spread_slots
+from lazyfuel.backends.vulkan.resident import ResidentBatch, ResidentProgram
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout
+from lazyfuel.planner import Chain, OpNode
+from lazyfuel.planner.program import Program
+
+COLS = 1024
+FILL = -1.0
+CHAIN = Chain(3, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),
+                  OpNode("MaskedFill", (3, 2), (("value", FILL),))), (4,))
+
+
+def make_block(b: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Block b's source (distinct bit patterns, no NaNs), indices (a random row order) and mask."""
+    rng = np.random.default_rng(b)
+    start = b * rows * COLS
+    x = np.arange(start, start + rows * COLS, dtype=np.uint32).view(np.float32).reshape(rows, COLS)
+    idx = rng.permutation(rows).astype(np.uint32)
+    mask = rng.integers(0, 2, (rows, COLS), dtype=np.uint8).view(bool)
+    return x, idx, mask
+
+
+def bytes_per_block(rows: int) -> int:
+    return rows * COLS * 4 * 2 + rows * 4 + rows * COLS * (4 + 1 + 4)
+
+
+class Config:
+    """n devices holding the blocks b with b mod n == d on device d, each with a recorded batch."""
+
+    def __init__(self, pools: list[DevicePool], program: Program, blocks: list, reps: int) -> None:
+        self.pools = pools
+        self.programs = [ResidentProgram(pools[b % len(pools)], program, data)
+                         for b, data in enumerate(blocks)]
+        self.batches = [ResidentBatch(pool, [p for p in self.programs if p.pool is pool], reps)
+                        for pool in pools]
+
+    def run(self, calls: int) -> float:
+        """Every device submits its batch `calls` times, all devices at once; the wall seconds."""
+        start = threading.Barrier(len(self.batches) + 1)
+        errors: list[BaseException] = []
+
+        def work(run: ResidentBatch) -> None:
+            start.wait()
+            try:
+                for _ in range(calls):
+                    run()
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=work, args=(b,)) for b in self.batches]
+        for t in threads:
+            t.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return time.perf_counter() - t0
+
+    def results(self) -> list[np.ndarray]:
+        return [p.results()[0] for p in self.programs]
+
+    def close(self) -> None:
+        for b in self.batches:
+            b.close()
+        for p in self.programs:
+            p.free()
+
+
+def timed_round(config: Config, warm: float, seconds: float, reps: int, n_blocks: int, rows: int) -> float:
+    """Warm for `warm` seconds, then run about `seconds`; GB/s of pipeline traffic."""
+    calls, spent = 0, 0.0
+    while spent < warm:
+        spent += config.run(1)
+        calls += 1
+    calls = max(1, round(seconds / (spent / calls)))
+    wall = config.run(calls)
+    return calls * reps * n_blocks * bytes_per_block(rows) / wall / 1e9
+
+
+def graph_line(slots_env: list[str], blocks: list, rows: int, rounds: int) -> list[float]:
+    """GB/s of the lazy API on host data with LAZYFUEL_DEVICES = the first item, then all items."""
+    x = np.concatenate([d[0] for d in blocks])
+    mask = np.concatenate([d[2] for d in blocks])
+    idx = np.concatenate([d[1].astype(np.int64) + b * rows for b, d in enumerate(blocks)])
+    found = []
+    for env in (slots_env[:1], slots_env):
+        os.environ["LAZYFUEL_DEVICES"] = ",".join(env)
+        y = lf.from_array(x, chunks=(rows, COLS)).index_select(0, idx).masked_fill(mask, FILL)
+        y.compute(scheduler="threads", num_workers=4 * len(env))
+        times = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            y.compute(scheduler="threads", num_workers=4 * len(env))
+            times.append(time.perf_counter() - t)
+        found.append(len(blocks) * bytes_per_block(rows) / statistics.median(times) / 1e9)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--block-mib", type=int, default=256, help="source MiB per block")
+    parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--reps", type=int, default=8, help="runs of every block per submit")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm", type=float, default=1.0)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--graph", action="store_true", help="also the lazy API on host data")
+    parser.add_argument("--quick", action="store_true", help="4 blocks of 4 MiB, short rounds")
+    args = parser.parse_args()
+    if args.quick:
+        args.block_mib, args.blocks, args.warm, args.seconds, args.rounds = 4, 4, 0.2, 0.3, 2
+    slots = spread_slots()
+    if len(slots) < 2:
+        sys.exit(f"blocks are spread over {len(slots)} device(s) {slots}; set LAZYFUEL_DEVICES to two "
+                 "(LAZYFUEL_DEVICES=0,0 gives two pools on one device)")
+    pools = [get_pool(*slot) for slot in slots[:2]]
+    rows = args.block_mib * 2**20 // (COLS * 4)
+    print(f"devices: {' | '.join(p.label + ' (' + p.info.kind + ')' for p in pools)}")
+    print(f"pipeline: masked_fill(index_select(x[{rows}, {COLS}] f32, 0, {rows} rows), mask, {FILL}) "
+          f"x {args.blocks} blocks; {args.reps} runs of every block per submit; "
+          f"{bytes_per_block(rows) / 1e9:.3f} GB of traffic per block run")
+    t = time.perf_counter()
+    blocks = [make_block(b, rows) for b in range(args.blocks)]
+    first = blocks[0]
+    program = DefaultRuntime("vulkan").planner().plan(
+        CHAIN, [DType.from_numpy(a.dtype) for a in first], [Layout.of(a) for a in first])
+    configs = {1: Config(pools[:1], program, blocks, args.reps), 2: Config(pools, program, blocks, args.reps)}
+    print(f"data made and uploaded in {time.perf_counter() - t:.1f} s "
+          f"({sum(p.bytes_resident for c in configs.values() for p in c.programs) / 2**30:.1f} GiB resident)")
+    found: dict[int, list[float]] = {1: [], 2: []}
+    for r in range(args.rounds):
+        for n, config in configs.items():
+            found[n].append(timed_round(config, args.warm, args.seconds, args.reps, args.blocks, rows))
+        print(f"round {r + 1}: 1 GPU {found[1][-1]:.1f} GB/s, 2 GPUs {found[2][-1]:.1f} GB/s")
+    one, two = statistics.median(found[1]), statistics.median(found[2])
+    t = time.perf_counter()
+    outs = {n: c.results() for n, c in configs.items()}
+    equal = all(a.tobytes() == b.tobytes() for a, b in zip(outs[1], outs[2]))
+    reference = all(o.tobytes() == np.where(m, np.float32(FILL), x[i]).tobytes()
+                    for o, (x, i, m) in zip(outs[1], blocks))
+    print(f"checked in {time.perf_counter() - t:.1f} s")
+    for config in configs.values():
+        config.close()
+    print(f"RESULT device-resident: 1 GPU {one:.1f} GB/s, 2 GPUs {two:.1f} GB/s, ratio {two / one:.2f}x; "
+          f"2-GPU result bit-equal to 1-GPU: {equal}; to numpy: {reference}")
+    if args.graph:
+        env = [s for s in os.environ.get("LAZYFUEL_DEVICES", "").split(",") if s.strip()]
+        g1, g2 = graph_line(env or [str(i) for i, _ in slots[:2]], blocks, rows, args.rounds)
+        print(f"RESULT lazy API on host data: 1 GPU {g1:.1f} GB/s, 2 GPUs {g2:.1f} GB/s, "
+              f"ratio {g2 / g1:.2f}x")
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,clocks.sm,clocks.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        print("clocks after:", smi.stdout.strip().replace("\n", " | "))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if not (equal and reference):
+        sys.exit("results differ")
+
+
+if __name__ == "__main__":
+    main()

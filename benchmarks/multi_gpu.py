@@ -122,23 +122,24 @@ def timed_round(config: Config, warm: float, seconds: float, reps: int, n_blocks
     return calls * reps * n_blocks * bytes_per_block(rows) / wall / 1e9
 
 
-def graph_line(slots_env: list[str], blocks: list, rows: int, rounds: int) -> list[float]:
-    """GB/s of the lazy API on host data with LAZYFUEL_DEVICES = the first item, then all items."""
+def graph_line(slots_env: list[str], blocks: list, rows: int, rounds: int) -> tuple[list[float], bool]:
+    """GB/s of the lazy API on host data with LAZYFUEL_DEVICES = the first item, then all items,
+    and whether both gave the same bytes."""
     x = np.concatenate([d[0] for d in blocks])
     mask = np.concatenate([d[2] for d in blocks])
     idx = np.concatenate([d[1].astype(np.int64) + b * rows for b, d in enumerate(blocks)])
-    found = []
+    found, outs = [], []
     for env in (slots_env[:1], slots_env):
         os.environ["LAZYFUEL_DEVICES"] = ",".join(env)
         y = lf.from_array(x, chunks=(rows, COLS)).index_select(0, idx).masked_fill(mask, FILL)
-        y.compute(scheduler="threads", num_workers=4 * len(env))
+        outs.append(y.compute(scheduler="threads", num_workers=4 * len(env)))
         times = []
         for _ in range(rounds):
             t = time.perf_counter()
             y.compute(scheduler="threads", num_workers=4 * len(env))
             times.append(time.perf_counter() - t)
         found.append(len(blocks) * bytes_per_block(rows) / statistics.median(times) / 1e9)
-    return found
+    return found, outs[0].tobytes() == outs[1].tobytes()
 
 
 def main() -> None:
@@ -188,18 +189,19 @@ def main() -> None:
         config.close()
     print(f"RESULT device-resident: 1 GPU {one:.1f} GB/s, 2 GPUs {two:.1f} GB/s, ratio {two / one:.2f}x; "
           f"2-GPU result bit-equal to 1-GPU: {equal}; to numpy: {reference}")
+    same = True
     if args.graph:
         env = [s for s in os.environ.get("LAZYFUEL_DEVICES", "").split(",") if s.strip()]
-        g1, g2 = graph_line(env or [str(i) for i, _ in slots[:2]], blocks, rows, args.rounds)
+        (g1, g2), same = graph_line(env or [str(i) for i, _ in slots[:2]], blocks, rows, args.rounds)
         print(f"RESULT lazy API on host data: 1 GPU {g1:.1f} GB/s, 2 GPUs {g2:.1f} GB/s, "
-              f"ratio {g2 / g1:.2f}x")
+              f"ratio {g2 / g1:.2f}x; bit-equal: {same}")
     try:
         smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,clocks.sm,clocks.mem",
                               "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
         print("clocks after:", smi.stdout.strip().replace("\n", " | "))
     except (OSError, subprocess.SubprocessError):
         pass
-    if not (equal and reference):
+    if not (equal and reference and same):
         sys.exit("results differ")
 
 

@@ -168,11 +168,11 @@ class OpenCLExecutor:
         return dst
 
     def _app(self, transform: Transform, batch: int, length: int, dtype: np.dtype, norm: Any) -> Any:
-        key = (transform.r2c, batch, length, dtype, norm)
+        key = (transform.r2c, batch, length, dtype, norm, transform.app_options)
         app = self._apps.get(key)
         if app is None:
             app = self.vkfft.VkFFTApp((batch, length), dtype, self.device.queue, ndim=1, inplace=False,
-                                      norm=norm, r2c=transform.r2c)
+                                      norm=norm, r2c=transform.r2c, **dict(transform.app_options))
             self._apps[key] = app
             if len(self._apps) > APP_CACHE_SIZE:
                 self._apps.popitem(last=False)

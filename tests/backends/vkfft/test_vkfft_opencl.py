@@ -68,8 +68,9 @@ def test_awkward_views_are_staged(opencl, view: str) -> None:
     check(run(program, x), reference(OpKind.Rfft, x, axis=axis), program.steps[0].binding, axis=axis)
 
 
-@pytest.mark.parametrize(("kind", "dtype", "length"), [(OpKind.Rfft, DType.F32, 16), (OpKind.Irfft, DType.C64, 17),
-                                                       (OpKind.Rfft, DType.F64, 17), (OpKind.Irfft, DType.C128, 16)])
+@pytest.mark.parametrize(("kind", "dtype", "length"), [
+    (OpKind.Rfft, DType.F32, 16), (OpKind.Irfft, DType.C64, 17), (OpKind.Rfft, DType.F64, 17),
+    (OpKind.Irfft, DType.C128, 16)])
 def test_a_quiet_row_beside_a_loud_one_keeps_its_own_precision(opencl, kind: OpKind, dtype: DType,
                                                                length: int) -> None:
     # VkFFT's default real transforms merge two rows into one complex transform: the quiet row then

@@ -1,19 +1,27 @@
 """The audit: every binding against the CPU reference, within the precision its contract declares.
 
-For each binding of a registry, on fresh random data (NaN payloads, -0.0, subnormals, infinities in
-float inputs; see `lazyfuel.judge.workloads`), `audit()` runs one-step Programs through the
-binding's backend executor over a table of cases (ranks 1-3, odd extents, every dim, and, where the
-binding's caps accept them, transposed, reversed, offset and broadcast sources), and compares each
-result with the full-semantics reference functions of `lazyfuel.backends.cpu.kernels`:
+For each binding of a registry, on fresh random data (see `lazyfuel.judge.workloads`: NaN payloads,
+-0.0, subnormals and infinities in the select family's float inputs; finite data for the FFTs,
+which mix every element of a row), `audit()` runs one-step Programs through the binding's backend
+executor over its op kind's row of `CASES` (select family: ranks 1-3, odd extents, every dim;
+FFTs: power-of-two, composite and prime lengths, 1-D and batched along the last axis and axis 0,
+norms backward / ortho / forward, cropped and zero-padded `n`; both: transposed, reversed, offset
+and broadcast sources where the binding's caps accept them), and compares each result with the
+full-semantics reference functions of `lazyfuel.backends.cpu.kernels` and `.fft` (the latter in
+double precision) by the op kind's row of `COMPARE`:
 
-- precision: `max_ulp`, `max_relative`, `max_absolute` (all 0: the bits must be equal);
+- select family and Contiguize, element by element: `max_ulp`, `max_relative`, `max_absolute` (all
+  0: the bits must be equal);
+- FFTs, normwise per transformed row (decision 8): `max|got - want| <= max_relative * max|want|`
+  over each row along the axis;
 - determinism `bitwise`: the same bits when run again, and when the work is split into pieces
-  (fewer indices, fewer rows) and the pieces are put back together; `run_to_run`: the same bits
-  when run again; `none`: not checked.
+  (fewer indices, fewer rows, smaller batches) and the pieces are put back together;
+  `run_to_run`: the same bits when run again; `none`: not checked.
 
 A binding fails on its first broken promise; the report names the binding, the case, the check, the
-first offending element (index) and both values with their bits. Nothing is mocked: kernels run on
-the real devices. `lazyfuel audit` prints `AuditReport.table()` and exits 1 on any failure.
+offending element (the first one; for an FFT, the worst element of the worst row) and both values
+with their bits. Nothing is mocked: kernels run on the real devices. `lazyfuel audit` prints
+`AuditReport.table()` and exits 1 on any failure.
 """
 
 from __future__ import annotations
@@ -27,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.backends.base import executor
+from lazyfuel.backends.cpu import fft as fft_reference
 from lazyfuel.backends.cpu import kernels as reference
 from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, Determinism, OpKind
-from lazyfuel.dtypes import DType
-from lazyfuel.judge.workloads import make_inputs, program_for, random_array, supported
-from lazyfuel.layout import Layout
-from lazyfuel.precision import Mismatch, first_bit_difference, first_mismatch
+from lazyfuel.judge.workloads import FFT_POINTS_IN, make_inputs, program_for, supported
+from lazyfuel.layout import Layout, normalize_dim
+from lazyfuel.precision import Mismatch, first_bit_difference, first_mismatch, worst_row_mismatch
 from lazyfuel.providers import available_backends, default_registry
 from lazyfuel.registry import Binding, Registry
 
@@ -42,35 +50,74 @@ Attrs = dict[str, Any]
 
 @dataclass(frozen=True)
 class Case:
-    """Data of `shape`, selecting along `dim` with `n_indices` indices, source seen through `view`."""
+    """Data of `shape`, selecting (or transforming) along `dim` with `n_indices` indices and the op
+    attributes `attrs` (an FFT's `norm`, `n`), the source seen through `view`."""
 
     shape: tuple[int, ...]
     dim: int = 0
     n_indices: int | None = None
     view: str = "contiguous"
+    attrs: tuple[tuple[str, Any], ...] = ()
 
     def __str__(self) -> str:
         idx = "" if self.n_indices is None else f", {self.n_indices} indices"
-        return f"shape {self.shape}, dim {self.dim}{idx}, {self.view} source"
+        extra = "".join(f", {k} {v}" for k, v in self.attrs)
+        return f"shape {self.shape}, dim {self.dim}{idx}{extra}, {self.view} source"
 
 
-CASES = (Case((97,), 0, 41), Case((37, 13), 0, 50), Case((37, 13), 1, 7), Case((5, 6, 7), 1, 9),
-         Case((5, 6, 7), 2, 3), Case((3, 4, 5), 0, 1), Case((64, 33), 1, 64), Case((1,), 0, 3))
-VIEW_CASES = (Case((12, 9), 1, 5, "transposed"), Case((11, 7), 0, 6, "reversed"),
-              Case((10, 6), 0, 4, "offset-strided"), Case((8, 5), 1, 3, "broadcast"))
+SELECT_CASES = (Case((97,), 0, 41), Case((37, 13), 0, 50), Case((37, 13), 1, 7), Case((5, 6, 7), 1, 9),
+                Case((5, 6, 7), 2, 3), Case((3, 4, 5), 0, 1), Case((64, 33), 1, 64), Case((1,), 0, 3))
+SELECT_VIEW_CASES = (Case((12, 9), 1, 5, "transposed"), Case((11, 7), 0, 6, "reversed"),
+                     Case((10, 6), 0, 4, "offset-strided"), Case((8, 5), 1, 3, "broadcast"))
 
 
-def _view(name: str, rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
-    """Fresh data of `shape` seen through an awkward view (no copy)."""
+def _fft_case(shape: tuple[int, ...], dim: int, norm: str, view: str = "contiguous",
+              n: int | None = None) -> Case:
+    """An FFT case: `shape[dim]` is the signal length (see `make_inputs`), `n` crops or pads it."""
+    return Case(shape, dim, None, view, (("norm", norm), *((("n", n),) if n is not None else ())))
+
+
+# Lengths: a power of two, composite non-powers of two, primes VkFFT runs through Bluestein's
+# algorithm (factors above 13); 1-D, batched along the last axis and along axis 0; every norm.
+# Each VkFFT plan (batch, length, precision, norm) compiles once, seconds on PoCL the first time:
+# the `n` and view cases reuse the plans of the plain ones.
+FFT_CASES = (_fft_case((16,), 0, "backward"), _fft_case((3, 12), 1, "ortho"),
+             _fft_case((17, 2), 0, "forward"), _fft_case((97,), 0, "ortho"),
+             _fft_case((2, 1000), 1, "forward"), _fft_case((1009, 2), 0, "backward"),
+             _fft_case((3, 10), 1, "ortho", n=12), _fft_case((20,), 0, "backward", n=16))
+FFT_VIEW_CASES = (_fft_case((3, 12), 1, "ortho", "transposed"), _fft_case((16,), 0, "backward", "reversed"),
+                  _fft_case((17, 2), 0, "forward", "offset-strided"),
+                  _fft_case((2, 1000), 1, "forward", "broadcast"))
+
+# op kind -> (cases every binding runs, view cases run where the binding's caps accept the view)
+CASES: dict[OpKind, tuple[tuple[Case, ...], tuple[Case, ...]]] = {
+    OpKind.IndexSelect: (SELECT_CASES, SELECT_VIEW_CASES),
+    OpKind.Gather: (SELECT_CASES, SELECT_VIEW_CASES),
+    OpKind.MaskedFill: (SELECT_CASES, SELECT_VIEW_CASES),
+    OpKind.Contiguize: (SELECT_CASES, SELECT_VIEW_CASES),
+    **{kind: (FFT_CASES, FFT_VIEW_CASES) for kind in FFT_POINTS_IN},
+}
+
+
+def _view(name: str, a: np.ndarray) -> np.ndarray:
+    """`a`'s values seen through an awkward view (a fresh buffer laid out for it)."""
+    every = tuple(slice(None, None, -1) for _ in a.shape)
     if name == "transposed":
-        return random_array(rng, dtype, shape[::-1]).T
+        return np.ascontiguousarray(a.T).T
     if name == "reversed":
-        return random_array(rng, dtype, shape)[tuple(slice(None, None, -1) for _ in shape)]
-    if name == "offset-strided":
-        return random_array(rng, dtype, (2 * shape[0] + 1, *shape[1:]))[1::2]
+        return np.ascontiguousarray(a[every])[every]
+    if name == "offset-strided":  # every other row; the rows between are all-ones bits (NaN for floats)
+        buf = np.empty((2 * a.shape[0] + 1, *a.shape[1:]), a.dtype)
+        buf.reshape(-1).view(np.uint8)[:] = 0xFF
+        buf[1::2] = a
+        return buf[1::2]
     if name == "broadcast":
-        return np.broadcast_to(random_array(rng, dtype, (1, *shape[1:])), shape)
-    return random_array(rng, dtype, shape)
+        return np.broadcast_to(a[:1], a.shape)
+    return a
+
+
+def _fft_reference(fn: Callable[..., np.ndarray]) -> Callable[[Inputs, Attrs], np.ndarray]:
+    return lambda a, at: fn(a[0], n=at.get("n"), axis=at.get("axis", -1), norm=at.get("norm"))
 
 
 REFERENCE: dict[OpKind, Callable[[Inputs, Attrs], np.ndarray]] = {
@@ -78,6 +125,29 @@ REFERENCE: dict[OpKind, Callable[[Inputs, Attrs], np.ndarray]] = {
     OpKind.Gather: lambda a, at: reference.gather(a[0], at["dim"], a[1]),
     OpKind.MaskedFill: lambda a, at: reference.masked_fill(a[0], a[1], at["value"]),
     OpKind.Contiguize: lambda a, at: reference.contiguize(a[0]),
+    OpKind.Fft: _fft_reference(fft_reference.fft),
+    OpKind.Ifft: _fft_reference(fft_reference.ifft),
+    OpKind.Rfft: _fft_reference(fft_reference.rfft),
+    OpKind.Irfft: _fft_reference(fft_reference.irfft),
+}
+
+
+def _elementwise(got: np.ndarray, want: np.ndarray, binding: Binding, attrs: Attrs) -> Mismatch | None:
+    return first_mismatch(got, want, binding.dtypes[-1], binding.contract.precision)
+
+
+def _per_row(got: np.ndarray, want: np.ndarray, binding: Binding, attrs: Attrs) -> Mismatch | None:
+    axis = normalize_dim(attrs.get("axis", -1), want.ndim)
+    return worst_row_mismatch(got, want, axis, binding.contract.precision)
+
+
+# op kind -> how a result is held to the contract's precision (see the module docstring)
+COMPARE: dict[OpKind, Callable[[np.ndarray, np.ndarray, Binding, Attrs], Mismatch | None]] = {
+    OpKind.IndexSelect: _elementwise,
+    OpKind.Gather: _elementwise,
+    OpKind.MaskedFill: _elementwise,
+    OpKind.Contiguize: _elementwise,
+    **{kind: _per_row for kind in FFT_POINTS_IN},
 }
 
 
@@ -102,11 +172,24 @@ def _by_rows(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inpu
     return parts, 0
 
 
+def _by_batch(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
+    """Fewer transforms per piece: the input split along the first axis that is not transformed
+    (a 1-D input is one piece); the results join along that axis."""
+    x = inputs[0]
+    axis = normalize_dim(attrs.get("axis", -1), x.ndim)
+    other = next((i for i in range(x.ndim) if i != axis), None)
+    if other is None:
+        return [(inputs, attrs)], 0
+    parts = [([x[(slice(None),) * other + (s,)]], attrs) for s in _split(x.shape[other], pieces)]
+    return parts, other
+
+
 CHUNKINGS: dict[OpKind, Callable[[Inputs, Attrs, int], tuple[list[tuple[Inputs, Attrs]], int]]] = {
     OpKind.IndexSelect: _by_indices,
     OpKind.Gather: _by_indices,
     OpKind.MaskedFill: _by_rows,
     OpKind.Contiguize: _by_rows,
+    **{kind: _by_batch for kind in FFT_POINTS_IN},
 }
 
 
@@ -185,13 +268,11 @@ class _Auditor:
     def cases(self) -> list[Case]:
         b = self.binding
         native = b.contract.caps.awkward_layout_strategy is AwkwardLayoutStrategy.native_strided
-        found = list(CASES)
-        if native:
-            found += [c for c in VIEW_CASES if self._accepts(c)]
-        return found
+        plain, views = CASES[b.op_kind]
+        return list(plain) + ([c for c in views if self._accepts(c)] if native else [])
 
     def _accepts(self, case: Case) -> bool:
-        probe = _view(case.view, np.random.default_rng(0), DType.U8, case.shape)
+        probe = _view(case.view, np.zeros(case.shape, np.uint8))
         return self.binding.contract.inputs[0].layout.violation(Layout.of(probe)) is None
 
     def run(self, inputs: Inputs, attrs: Attrs) -> np.ndarray:
@@ -201,13 +282,12 @@ class _Auditor:
 
     def check(self, case: Case) -> Failure | None:
         b = self.binding
-        inputs, attrs = make_inputs(b, case.shape, case.dim, self.rng, case.n_indices)
-        if case.view != "contiguous":
-            inputs[0] = _view(case.view, self.rng, b.dtypes[0], case.shape)
+        inputs, attrs = make_inputs(b, case.shape, case.dim, self.rng, case.n_indices, dict(case.attrs))
+        inputs[0] = _view(case.view, inputs[0])
         expected = REFERENCE[b.op_kind](inputs, attrs)
         try:
             got = self.run(inputs, attrs)
-            bad = first_mismatch(got, expected, b.dtypes[-1], b.contract.precision)
+            bad = COMPARE[b.op_kind](got, expected, b, attrs)
         except Exception as err:  # any error breaks the contract; the report says which
             return Failure("runs", str(case), error=f"{type(err).__name__}: {err}")
         if bad is not None:
@@ -234,7 +314,7 @@ class _Auditor:
 
 def audit_binding(binding: Binding, runner: Any, rng: np.random.Generator, pieces: int = 3) -> BindingAudit:
     """Audit one binding through `runner` (its backend's executor); see the module docstring."""
-    if not supported(binding):
+    if not (supported(binding) and all(binding.op_kind in t for t in (CASES, REFERENCE, COMPARE))):
         return BindingAudit(binding, 0, skipped=f"no audit cases for op kind {binding.op_kind}")
     auditor = _Auditor(binding, runner, rng, pieces)
     cases = auditor.cases()

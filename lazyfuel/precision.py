@@ -6,6 +6,11 @@ contract, or None. With `max_ulp`, `max_relative` and `max_absolute` all 0 the b
 equal, or both are NaN, or the difference is within any one of the three tolerances (ULPs counted
 on the dtype's own grid; complex numbers component by component). Integers and bools are always
 compared bit for bit. `first_bit_difference` is the determinism check: equal bits, nothing else.
+
+`worst_row_mismatch(got, expected, axis, precision)` is the normwise check of transforms (decision
+8: an FFT's error near a zero bin is not bounded element by element): over each row along `axis`,
+`max|got - expected| <= max_relative * max|expected|` (or `<= max_absolute`), computed in double
+precision; it reports the worst offending row and its worst element.
 """
 
 from __future__ import annotations
@@ -113,3 +118,45 @@ def first_mismatch(got: np.ndarray, expected: np.ndarray, dtype: DType,
     why = (f"outside max_ulp {precision.max_ulp:g}, max_relative {precision.max_relative:g}, "
            f"max_absolute {precision.max_absolute:g}")
     return describe(got, expected, int(bad[0]), why)
+
+
+def _row_label(index: tuple[int, ...], axis: int) -> str:
+    """`(3, :)`: the row along `axis` through element `index`."""
+    parts = [":" if i == axis else str(v) for i, v in enumerate(index)]
+    return "(" + ", ".join(parts) + (",)" if len(parts) == 1 else ")")
+
+
+def worst_row_mismatch(got: np.ndarray, expected: np.ndarray, axis: int,
+                       precision: Precision) -> Mismatch | None:
+    """The worst element of the worst row along `axis` that breaks the normwise bound, or None.
+
+    A row passes when `max|got - expected| <= max_relative * max|expected|` over it, or
+    `<= max_absolute`; differences are taken in double precision (complex: the modulus), and a NaN
+    or infinity in `got` where `expected` is finite always fails. Raises ValueError if the shapes
+    or dtypes differ (the result is wrong as a whole).
+    """
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        raise ValueError(f"result is {got.dtype} {got.shape}, expected {expected.dtype} {expected.shape}")
+    if got.size == 0:
+        return None
+    wide = np.complex128 if got.dtype.kind == "c" else np.float64
+    g, e = got.astype(wide), expected.astype(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(g - e)
+        diff = np.where(np.isnan(diff), np.inf, diff)  # a NaN is as wrong as it gets
+        row_diff = diff.max(axis=axis, keepdims=True)
+        row_scale = np.abs(e).max(axis=axis, keepdims=True)
+        ok = (row_diff <= precision.max_relative * row_scale) | (row_diff <= precision.max_absolute)
+        ratio = np.where(row_scale > 0, row_diff / np.where(row_scale > 0, row_scale, 1.0), np.inf)
+    if ok.all():
+        return None
+    row = np.unravel_index(int(np.argmax(np.where(ok, -1.0, ratio))), ratio.shape)
+    along = tuple(slice(None) if i == axis else slice(r, r + 1) for i, r in enumerate(row))
+    index = tuple(int(np.argmax(diff[along])) if i == axis else int(r) for i, r in enumerate(row))
+    flat = int(np.ravel_multi_index(index, got.shape))
+    d, scale = float(row_diff[row]), float(row_scale[row])
+    why = (f"row {_row_label(index, axis)} along axis {axis}: max|got - expected| = {d:.3g} is "
+           f"{d / scale if scale > 0 else float('inf'):.3g} x max|expected| ({scale:.3g}), beyond "
+           f"max_relative {precision.max_relative:g} (normwise per row) and max_absolute "
+           f"{precision.max_absolute:g}")
+    return describe(got, expected, flat, why)

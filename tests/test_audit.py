@@ -1,6 +1,7 @@
-"""The audit: the default registry keeps its contracts on this machine's devices, and broken real
-kernels (a flipped bit, a wrong index, a result that changes between runs or with the chunking, a
-Vulkan binding dispatching its shader with the wrong fill) fail it with a precise report."""
+"""The audit: the default registry keeps its contracts on this machine's devices (the FFT bindings
+of the Cpu and OpenCL providers included), and broken real kernels (a flipped bit, a wrong index, a
+result that changes between runs or with the chunking, a Vulkan binding dispatching its shader with
+the wrong fill, an FFT that conjugates its result or drops the norm) fail it with a precise report."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ import pytest
 
 from lazyfuel import audit as audit_module
 from lazyfuel.audit import audit
-from lazyfuel.backends.cpu import kernels
+from lazyfuel.backends.cpu import fft, kernels
 from lazyfuel.cli import main
-from lazyfuel.contracts.model import Backend
+from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
 from lazyfuel.registry import KernelRef, Registry, register_link_registry
 
 HAS_VULKAN = Backend.Vulkan in available_backends()
+HAS_OPENCL = Backend.OpenCL in available_backends()
+FFT_KINDS = {OpKind.Fft, OpKind.Ifft, OpKind.Rfft, OpKind.Irfft}
 
 
 def _document(source: Path, kernel: str, links: str, *, max_ulp: int = 0,
@@ -36,10 +39,12 @@ def _document(source: Path, kernel: str, links: str, *, max_ulp: int = 0,
     return front.replace(old_links, links) + f"\n# test kernels\n\n```fkc\n{block}```\n"
 
 
-def _cpu_registry(name: str, kernel: str, impl, **doc) -> Registry:
-    """A registry holding one F32 Cpu binding of `kernel` that runs `impl`."""
-    ref = KernelRef(f"{name}::{kernel}", Backend.Cpu, impl, code=lambda: name.encode())
-    register_link_registry(name, lambda: {f"{name}::{kernel}_f32": ref})
+def _cpu_registry(name: str, kernel: str, impl, entry: str | None = None, **doc) -> Registry:
+    """A registry holding one F32 Cpu binding of `kernel` (base entry point `entry`, default the
+    kernel's name) that runs `impl`."""
+    entry = entry or kernel
+    ref = KernelRef(f"{name}::{entry}", Backend.Cpu, impl, code=lambda: name.encode())
+    register_link_registry(name, lambda: {f"{name}::{entry}_f32": ref})
     registry = Registry()
     registry.load(_document(CONTRACTS_DIR / "cpu.md", kernel, name, **doc))
     return registry
@@ -83,6 +88,22 @@ def depends_on_size(source, indices, **params):
     return _finite_flip(out) if params["n_indices"] > 20 else out
 
 
+def conjugated(source, **params):
+    """fft, conjugated: right magnitudes, mirrored phases."""
+    return np.conj(fft.fft_step(source, **params))
+
+
+def without_norm(source, **params):
+    """fft that ignores `norm` (always "backward")."""
+    return fft.fft_step(source, **{**params, "norm": "backward"})
+
+
+def depends_on_batch(source, **params):
+    """fft, one ULP off in its first element when it transforms more than one row at once."""
+    out = fft.fft_step(source, **params)
+    return _finite_flip(out) if source.size > params["length"] else out
+
+
 def test_every_binding_of_the_default_registry_keeps_its_contract() -> None:
     report = audit(default_registry())
     assert report.ok, report.table()
@@ -90,6 +111,8 @@ def test_every_binding_of_the_default_registry_keeps_its_contract() -> None:
     assert len(report.results) == len(default_registry().bindings())
     assert {Backend.Cpu, *([Backend.Vulkan] if HAS_VULKAN else [])} <= {r.binding.backend for r in audited}
     assert all(r.cases >= 8 for r in audited)
+    ffts = [r for r in audited if r.binding.op_kind in FFT_KINDS]
+    assert len(ffts) == 12 * (2 if HAS_OPENCL else 1) and all(r.cases == 12 for r in ffts)
     assert f"{len(audited)} of {len(audited)} binding(s) keep their contract" in report.table()
 
 
@@ -135,6 +158,45 @@ def test_a_result_that_depends_on_the_chunking_fails_bitwise_determinism() -> No
     relaxed = _cpu_registry("test::audit::sized-relaxed", "index_select", depends_on_size, max_ulp=1,
                             determinism="run_to_run")
     assert audit(relaxed, [Backend.Cpu], seed=10).ok  # it only promised run-to-run stability
+
+
+def test_a_conjugating_fft_fails_with_the_worst_element_of_its_row() -> None:
+    registry = _cpu_registry("test::audit::conj", "fft_single", conjugated, "fft")
+    report = audit(registry, [Backend.Cpu], seed=12)
+    (result,) = report.failures
+    failure = result.failure
+    assert (failure.check, result.cases) == ("precision", 1)
+    assert failure.case == "shape (16,), dim 0, norm backward, contiguous source"
+    m = failure.mismatch
+    (k,) = m.index
+    assert complex(m.got) == complex(m.expected).conjugate() and complex(m.expected).imag != 0
+    assert "row (:,) along axis 0: max|got - expected| = " in m.why
+    assert "beyond max_relative 1e-05 (normwise per row)" in m.why
+    assert "FAIL (Fft,[F32,C64],Cpu) numpy -> test::audit::conj::fft_f32" in report.table()
+    assert f"element ({k},): got {m.got} ({m.got_bits}), expected {m.expected}" in report.table()
+
+
+def test_an_fft_dropping_its_norm_fails_at_the_first_ortho_case() -> None:
+    registry = _cpu_registry("test::audit::norm", "fft_single", without_norm, "fft")
+    report = audit(registry, [Backend.Cpu], seed=13)
+    (result,) = report.failures
+    assert result.cases == 2 and result.failure.check == "precision"
+    assert result.failure.case == "shape (3, 12), dim 1, norm ortho, contiguous source"
+    m = result.failure.mismatch
+    assert complex(m.got) / complex(m.expected) == pytest.approx(np.sqrt(12), rel=1e-5)
+    assert re.search(r"row \(\d, :\) along axis 1: .* is 2\.46 x max\|expected\|", m.why)
+    assert m.index[0] == int(m.why[5]) and len(m.index) == 2
+
+
+def test_an_fft_declared_bitwise_is_run_in_smaller_batches() -> None:
+    registry = _cpu_registry("test::audit::batch", "fft_single", depends_on_batch, "fft")
+    (result,) = audit(registry, [Backend.Cpu], seed=14).failures
+    assert result.cases == 2 and result.failure.check == "determinism bitwise: chunking"
+    assert "run in 3 pieces joined along axis 0" in str(result.failure)
+    relaxed = _cpu_registry("test::audit::batch-relaxed", "fft_single", depends_on_batch, "fft",
+                            determinism="run_to_run")
+    report = audit(relaxed, [Backend.Cpu], seed=14)
+    assert report.ok and report.results[0].cases == 12  # run_to_run: repeats only, never split
 
 
 @pytest.mark.skipif(not HAS_VULKAN, reason="no Vulkan device here")

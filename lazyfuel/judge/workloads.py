@@ -3,15 +3,18 @@
 `make_inputs(binding, shape, dim, rng)` draws fresh inputs for a binding's op kind (a table, one
 row per op kind): random bits with NaN payloads (quiet and signalling), -0.0, subnormals, infinities
 and the largest finite values sprinkled into float data, in-range U32 indices, bool masks, and the
-attributes of the op (`dim`, the fill `value`). `program_for(binding, inputs, attrs, steps)` builds
-the Program that runs the binding `steps` times in a row (each step reads the previous result), with
-the same op params the planner computes, so a timed or audited program is what a plan would run.
+attributes of the op (`dim`, the fill `value`). FFT inputs are finite (an FFT mixes every element
+of a row, so one NaN or infinity spoils the whole row). `program_for(binding, inputs, attrs, steps)`
+builds the Program that runs the binding `steps` times in a row (each step reads the previous
+result, or the inputs again with `reread`), with the same op params the planner computes, so a
+timed or audited program is what a plan would run. `ladder_workload(binding, n, rng)` is the
+judge's workload of about `n` elements, built by the op kind's row of `LADDERS`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +23,7 @@ import numpy as np
 from lazyfuel.contracts.model import OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
-from lazyfuel.planner.plan import PARAMS, cost_env
+from lazyfuel.planner.plan import FFT_LENGTHS, PARAMS, cost_env
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry.model import Binding
 
@@ -96,6 +99,30 @@ def _contiguize(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: i
     return [random_array(rng, binding.dtypes[0], shape)], {}
 
 
+# The input points along the transformed axis for a signal of `length` points (numpy's `n`):
+# irfft reads the length // 2 + 1 non-negative frequencies of it.
+FFT_POINTS_IN: dict[OpKind, Callable[[int], int]] = {
+    OpKind.Fft: lambda length: length,
+    OpKind.Ifft: lambda length: length,
+    OpKind.Rfft: lambda length: length,
+    OpKind.Irfft: lambda length: length // 2 + 1,
+}
+
+
+def _fft(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
+         rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Finite data for a transform of `shape[dim]` points along `dim`: the input axis holds the points
+    the op kind reads for that signal length, and `n` is given where numpy's default would differ
+    (an odd-length irfft)."""
+    length = shape[dim]
+    points = FFT_POINTS_IN[binding.op_kind](length)
+    data = random_array(rng, binding.dtypes[0], (*shape[:dim], points, *shape[dim + 1:]), specials=False)
+    attrs: dict[str, Any] = {"axis": dim}
+    if FFT_LENGTHS[binding.op_kind][0](points) != length:
+        attrs["n"] = length
+    return [data], attrs
+
+
 InputMaker = Callable[[Binding, tuple[int, ...], int, int, np.random.Generator],
                       tuple[list[np.ndarray], dict[str, Any]]]
 INPUTS: dict[OpKind, InputMaker] = {
@@ -103,20 +130,25 @@ INPUTS: dict[OpKind, InputMaker] = {
     OpKind.Gather: _gather,
     OpKind.MaskedFill: _masked_fill,
     OpKind.Contiguize: _contiguize,
+    **{kind: _fft for kind in FFT_POINTS_IN},
 }
 
 
 def supported(binding: Binding) -> bool:
-    """Whether the judge and the audit know how to build inputs for `binding`'s op kind."""
-    return binding.op_kind in INPUTS
+    """Whether the judge and the audit know how to build inputs and workloads for `binding`'s op kind."""
+    return binding.op_kind in INPUTS and binding.op_kind in LADDERS
 
 
 def make_inputs(binding: Binding, shape: Sequence[int], dim: int, rng: np.random.Generator,
-                n_indices: int | None = None) -> tuple[list[np.ndarray], dict[str, Any]]:
+                n_indices: int | None = None,
+                attrs: Mapping[str, Any] | None = None) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Fresh inputs (contiguous) and op attributes for `binding` on data of `shape`.
 
-    `dim` is the selected axis (IndexSelect, Gather); `n_indices` the length of the index axis
-    (default: `shape[dim]`). Raises KeyError naming the op kinds known if `binding`'s is not.
+    `dim` is the selected or transformed axis; `n_indices` the length of the index axis (default:
+    `shape[dim]`). For the FFT kinds `shape[dim]` is the signal length (irfft reads
+    `shape[dim] // 2 + 1` points of it). `attrs` (e.g. an FFT's `norm` and `n`) are added to the
+    attributes the op kind's maker chose, replacing its own. Raises KeyError naming the op kinds
+    known if `binding`'s is not.
     """
     shape = tuple(int(s) for s in shape)
     maker = INPUTS.get(binding.op_kind)
@@ -124,7 +156,8 @@ def make_inputs(binding: Binding, shape: Sequence[int], dim: int, rng: np.random
         known = " ".join(k.name for k in INPUTS)
         raise KeyError(f"no workload for op kind {binding.op_kind}; known: {known}")
     count = shape[dim] if n_indices is None and shape else (n_indices or 1)
-    return maker(binding, shape, dim, count, rng)
+    inputs, made = maker(binding, shape, dim, count, rng)
+    return inputs, {**made, **(attrs or {})}
 
 
 @dataclass(frozen=True)
@@ -151,12 +184,14 @@ def _step(binding: Binding, args: tuple[int, ...], layouts: Sequence[Layout],
 
 
 def program_for(binding: Binding, inputs: Sequence[np.ndarray], attrs: dict[str, Any],
-                steps: int = 1) -> Workload:
+                steps: int = 1, reread: bool = False) -> Workload:
     """Run `binding` `steps` times: step 0 on `inputs`, each later step on the previous result.
 
     Later steps read the previous output in place of input 0 (the other inputs stay), so the op
-    must keep its first input's shape for `steps > 1` (index_select with as many indices as rows,
-    gather with same-shape indices, masked_fill, contiguize).
+    must keep its first input's shape and dtype for `steps > 1` (index_select with as many indices
+    as rows, gather with same-shape indices, masked_fill, contiguize). With `reread` every step
+    reads `inputs` again instead (an op whose output cannot feed it, e.g. rfft); the program
+    returns the last step's result.
     """
     arrays = tuple(np.asarray(a) for a in inputs)
     layouts = [Layout.of(a) for a in arrays]
@@ -165,6 +200,9 @@ def program_for(binding: Binding, inputs: Sequence[np.ndarray], attrs: dict[str,
     first = _step(binding, tuple(range(n_in)), layouts, attrs)
     chain = [first]
     for i in range(1, steps):
+        if reread:
+            chain.append(first)
+            continue
         prev = Layout.contiguous(chain[-1].out_shape)
         chain.append(_step(binding, (n_in + i - 1, *range(1, n_in)), [prev, *layouts[1:]], attrs))
     program = Program(dtypes, tuple(layouts), tuple(chain), (n_in + steps - 1,))
@@ -173,8 +211,8 @@ def program_for(binding: Binding, inputs: Sequence[np.ndarray], attrs: dict[str,
                     math.prod(first.out_shape))
 
 
-def ladder_workload(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
-    """The judge's workload of about `n` output elements: rows of 64 elements.
+def _select_ladder(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+    """About `n` output elements in rows of 64 elements.
 
     IndexSelect picks as many rows as the source has (dim 0), Gather picks along the rows (dim 1),
     MaskedFill fills half, Contiguize copies a transposed view (the case the planner inserts it
@@ -191,3 +229,36 @@ def ladder_workload(binding: Binding, n: int, rng: np.random.Generator, steps: i
     else:
         inputs, attrs = make_inputs(binding, (rows, cols), dim, rng)
     return program_for(binding, inputs, attrs, steps)
+
+
+FFT_LADDER_LENGTH = 4096
+
+
+def _fft_ladder(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+    """Rows of `min(n, FFT_LADDER_LENGTH)`-point signals, about `n` points in all, transformed along
+    the last axis (as a chunk whose other axes are chunked); `steps` transforms each read the input
+    again (rfft and irfft change the dtype, so their output cannot feed them)."""
+    length = min(max(n, 2), FFT_LADDER_LENGTH)
+    inputs, attrs = make_inputs(binding, (max(n // length, 1), length), 1, rng)
+    return program_for(binding, inputs, attrs, steps, reread=True)
+
+
+Ladder = Callable[[Binding, int, np.random.Generator, int], Workload]
+LADDERS: dict[OpKind, Ladder] = {
+    OpKind.IndexSelect: _select_ladder,
+    OpKind.Gather: _select_ladder,
+    OpKind.MaskedFill: _select_ladder,
+    OpKind.Contiguize: _select_ladder,
+    **{kind: _fft_ladder for kind in FFT_POINTS_IN},
+}
+
+
+def ladder_workload(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+    """The judge's workload of about `n` elements for `binding`, built by its op kind's row of
+    `LADDERS`; `steps` > 1 runs the binding that many times in one program (the per-dispatch cost).
+    Raises KeyError naming the op kinds known if `binding`'s has no ladder."""
+    ladder = LADDERS.get(binding.op_kind)
+    if ladder is None:
+        known = " ".join(k.name for k in LADDERS)
+        raise KeyError(f"no judge workload for op kind {binding.op_kind}; known: {known}")
+    return ladder(binding, n, rng, steps)

@@ -73,7 +73,8 @@ def test_ladder_workloads_follow_the_contract_bytes_and_chain() -> None:
         if b.backend is not Backend.Cpu or b.dtypes[0].name != "F32" or not supported(b):
             continue
         one, four = ladder_workload(b, 4096, rng), ladder_workload(b, 4096, rng, steps=4)
-        assert one.n == 4096 and len(one.program.steps) == 1 and len(four.program.steps) == 4
+        assert 4096 in (one.n, one.inputs[0].size)  # FFTs: a 4096-point signal, in or out
+        assert len(one.program.steps) == 1 and len(four.program.steps) == 4
         assert one.bytes_moved >= 2 * 4096 * 4
         (out,) = executor(Backend.Cpu).run(four.program, list(four.inputs))
         assert out.shape == four.program.steps[-1].out_shape

@@ -20,7 +20,7 @@ import numpy as np
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, Verdict
-from lazyfuel.providers import available_backends, default_registry
+from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
 
 
@@ -60,9 +60,24 @@ def vulkan_fingerprint() -> str:
     return " | ".join(parts)
 
 
+def opencl_fingerprint() -> str:
+    """The vkfft provider's OpenCL device: name, kind, driver, OpenCL and platform versions and
+    compute units (`OpenCLDevice.fingerprint`); a CPU device (PoCL) also names the host CPU."""
+    from lazyfuel.backends.vkfft.executor import OpenCLExecutor
+
+    register_builtin_providers()
+    runner = executor(Backend.OpenCL)
+    if not isinstance(runner, OpenCLExecutor):
+        raise LookupError(f"the OpenCL executor is a {type(runner).__name__}, not the vkfft provider's")
+    device = runner.device
+    host = f" | host {host_cpu()}" if device.kind == "CPU" else ""
+    return f"OpenCL | {device.fingerprint}{host}"
+
+
 FINGERPRINTS: dict[Backend, Callable[[], str]] = {
     Backend.Cpu: cpu_fingerprint,
     Backend.Vulkan: vulkan_fingerprint,
+    Backend.OpenCL: opencl_fingerprint,
 }
 
 

@@ -22,3 +22,10 @@ def test_judge_cli_measures_then_reads_the_cache(cache: JudgeCache, capsys) -> N
     costs = measured_costs(backends=[Backend.Cpu])
     (judged,) = [b for b in default_registry().bindings() if costs.judgement(b) is not None]
     assert judged.op_kind is OpKind.IndexSelect and judged.dtypes[0] is DType.F32
+
+
+def test_judge_cli_measures_fft_bindings(cache: JudgeCache, capsys) -> None:
+    assert main(["judge", "--quick", "--backend", "cpu", "--op", "Rfft", "--op", "Irfft"]) == 0
+    out = capsys.readouterr().out
+    assert "4 measured, 0 cached" in out
+    assert "lazyfuel::cpu::rfft_f32" in out and "lazyfuel::cpu::irfft_c128" in out

@@ -1,6 +1,9 @@
-"""Measuring: the fit, the ladder on real executors, and re-measuring a patched kernel or driver."""
+"""Measuring: the fit, the ladder on real executors (the FFT bindings of both providers included),
+and re-measuring a patched kernel or driver."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -8,9 +11,12 @@ import pytest
 from lazyfuel.backends.base import executor
 from lazyfuel.backends.cpu.links import entry_points as cpu_entry_points
 from lazyfuel.contracts.model import Backend
-from lazyfuel.judge import Judge, JudgeCache, Point, Progress, fit_line
+from lazyfuel.dtypes import DType
+from lazyfuel.judge import Judge, JudgeCache, Point, Progress, UnmeasuredCostWarning, fit_line
 from lazyfuel.judge.workloads import ladder_workload, supported
-from lazyfuel.measured import cpu_fingerprint, device_fingerprint
+from lazyfuel.layout import Layout
+from lazyfuel.measured import cpu_fingerprint, device_fingerprint, measured_costs
+from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
 from lazyfuel.registry import KernelRef, Registry, register_link_registry
 
@@ -149,3 +155,42 @@ def test_judge_measures_a_vulkan_binding_on_the_device(cache: JudgeCache, tiny) 
     assert "driver" in fingerprint and "pipeline cache" in fingerprint
     (v,) = Judge(executor(Backend.Vulkan), fingerprint, cache, budget=tiny).judge([b])
     assert v.measured and v.judgement.latency_s > 0 and v.judgement.device_fingerprint == fingerprint
+
+
+def test_fft_ladders_transform_rows_and_reread_their_input() -> None:
+    b = _pick(default_registry(), op="Irfft", dtype="C64")
+    one = ladder_workload(b, 1 << 14, np.random.default_rng(0))
+    (source,) = one.inputs
+    assert source.shape == (4, 2049) and np.isfinite(source).all()
+    assert one.program.steps[0].out_shape == (4, 4096) and one.n == 1 << 14
+    four = ladder_workload(b, 256, np.random.default_rng(0), steps=4)
+    assert [s.args for s in four.program.steps] == [(0,)] * 4  # irfft's output cannot feed irfft
+    (out,) = executor(Backend.Cpu).run(four.program, list(four.inputs))
+    assert out.dtype == np.float32 and out.shape == (1, 256)
+
+
+def test_judge_measures_a_cpu_fft_binding(cache: JudgeCache, tiny) -> None:
+    b = _pick(default_registry(), op="Rfft", dtype="F64")
+    (v,) = Judge(executor(Backend.Cpu), cpu_fingerprint(), cache, budget=tiny).judge([b])
+    assert v.measured and v.judgement.symbol == "lazyfuel::cpu::rfft_f64"
+    assert [p.n for p in v.judgement.points] == [129, 2049]  # one 256- and one 4096-point signal
+    assert [j.symbol for j in cache.load().values()] == [b.symbol]
+
+
+@pytest.mark.skipif(Backend.OpenCL not in available_backends(), reason="no OpenCL device here")
+def test_judge_measures_an_opencl_fft_and_the_planner_uses_it(cache: JudgeCache, tiny) -> None:
+    b = _pick(default_registry(), op="Rfft", dtype="F32", backend="OpenCL")
+    fingerprint = device_fingerprint(Backend.OpenCL)
+    assert fingerprint.startswith("OpenCL | ") and "driver" in fingerprint
+    (v,) = Judge(executor(Backend.OpenCL), fingerprint, cache, budget=tiny).judge([b])
+    assert v.measured and v.judgement.latency_s > 0 and v.judgement.device_fingerprint == fingerprint
+    costs = measured_costs(backends=[Backend.OpenCL])
+    assert costs.judgement(b) == v.judgement
+    node = OpNode("Rfft", (0,), (("axis", -1), ("n", None), ("norm", None)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnmeasuredCostWarning)  # measured: no fallback to the priors
+        program = Planner(default_registry(), [Backend.OpenCL], costs=costs).plan(
+            Chain(1, (node,), (1,)), [DType.F32], [Layout.contiguous((64, 4096))])
+    (step,) = program.steps
+    assert step.binding == b
+    assert step.cost == pytest.approx(costs.cost_fn(b)(dict(step.params, dtype_bytes=4, n=64 * 2049)))

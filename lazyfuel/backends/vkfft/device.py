@@ -149,6 +149,14 @@ class OpenCLDevice:
         return self.kind == "CPU" or bool(getattr(self.device, "host_unified_memory", False))
 
     @property
+    def fingerprint(self) -> str:
+        """What the speed of a kernel here depends on: the device's name, kind, driver and OpenCL
+        versions and compute units (PoCL: its worker threads)."""
+        d = self.device
+        return (f"{self.name} ({self.kind}) | driver {d.driver_version.strip()} | {d.version.strip()} | "
+                f"platform {d.platform.version.strip()} | {d.max_compute_units} compute units")
+
+    @property
     def has_double(self) -> bool:
         """Whether the device computes in double precision (C128 / F64 transforms)."""
         return bool(self.device.double_fp_config)

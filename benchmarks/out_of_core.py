@@ -10,11 +10,11 @@ process (so that each peak RSS is its own, read from `os.wait4`), with dask limi
 2. lazyfuel: `lf.index_select(lf.from_zarr(store), 0, idx).to_zarr(out)`;
 3. dask.array: `da.from_zarr(store)[idx]`, rechunked to regular chunks, `.to_zarr(out)`.
 
-Each prints its wall time (from opening the store to the result written), its peak RSS and a
-check of the result (a sample of rows against the store). The three run `--rounds` times in turn:
-the first round may read the store from disk, later ones mostly from the page cache, so compare
-within a round. The store stays in `--dir` for the
-next run unless `--clean` is given.
+Outputs are written uncompressed, like the source. Each prints its wall time (from opening the
+store to the result written), its peak RSS and a check of the result (a sample of rows against
+the store). The three run `--rounds` times in turn: the first round may read the store from disk,
+later ones mostly from the page cache, so compare within a round. The store stays in `--dir` for
+the next run unless `--clean` is given.
 
     python benchmarks/out_of_core.py                          # 8.5 GB under /tmp
     python benchmarks/out_of_core.py --gb 0.2 --rows-out 4096 --clean   # a quick look
@@ -90,12 +90,12 @@ def child(kind: str, store: str, idx_path: str, out: str, threads: int) -> dict[
     elif kind == "lazyfuel":
         y = lf.index_select(lf.from_zarr(store), 0, idx)
         info["plan"] = [line.strip() for line in lf.explain(y).splitlines() if "program on" in line]
-        y.to_zarr(out, overwrite=True)
+        y.to_zarr(out, overwrite=True, compressors=None)
     else:
         y = da.from_zarr(store)[idx]
         if len(set(y.chunks[0][:-1])) > 1 or y.chunks[0][-1] > y.chunks[0][0]:
             y = y.rechunk({0: max(y.chunks[0])})  # zarr takes regular chunks only
-        y.to_zarr(out, overwrite=True)
+        y.to_zarr(out, overwrite=True, compressors=None)
     info["wall_s"] = time.perf_counter() - start
     if kind != "sum":
         got, source = zarr.open_array(out, mode="r"), zarr.open_array(store, mode="r")

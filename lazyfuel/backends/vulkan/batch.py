@@ -61,6 +61,7 @@ class Context:
             "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
             "pCommandBuffers": self.cmd_ptr})
         self.recorder = Recorder(self.cmd_ptr[0], pipelines.layout, pipelines.ssbo_layout, push_descriptor_fn)
+        self.queue_slot = 0  # which of the pool's queues this context submits to (queues.py)
 
     def reset(self) -> None:
         """Ready for a new recording: reset the command pool and the fence."""
@@ -107,8 +108,13 @@ class Batch:
         self._owned.append(allocation)
         return allocation
 
-    def _staging(self, nbytes: int) -> Allocation:
-        allocation = self.pool.allocator.alloc(nbytes, staging=True)
+    def own(self, allocation: Allocation) -> Allocation:
+        """Free `allocation` (e.g. an imported host array) with the batch's own; returns it."""
+        self._owned.append(allocation)
+        return allocation
+
+    def _staging(self, nbytes: int, download: bool = False) -> Allocation:
+        allocation = self.pool.allocator.alloc(nbytes, staging=True, download=download)
         self._owned.append(allocation)
         return allocation
 
@@ -146,7 +152,7 @@ class Batch:
         if src.host is not None:
             self._downloads.append((src, flat))
             return
-        stage = self._staging(out.nbytes)
+        stage = self._staging(out.nbytes, download=True)  # host-cached: the CPU reads it
         self.recorder.copy(src.buffer, src.offset, stage.buffer, stage.offset, out.nbytes)
         self._downloads.append((stage, flat))
 

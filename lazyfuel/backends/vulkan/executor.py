@@ -124,7 +124,8 @@ class VulkanExecutor:
                     batch.barrier()
                     unfenced.clear()
                 layout = Layout.contiguous(step.out_shape)
-                out, result = transfer.output(batch, layout.shape, step.out_dtype, len(values) in results_wanted)
+                wanted = len(values) in results_wanted
+                out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted)
                 if result is not None:
                     landed[len(values)] = result
                 kernel.record(batch, step, args, out, StatusSlot(status, i))

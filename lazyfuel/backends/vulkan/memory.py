@@ -8,10 +8,14 @@ of 16 and of minStorageBufferOffsetAlignment), so every offset is aligned for a 
 allocations go to a free list per class and are handed out again; allocations over a quarter of
 a block get a block of their own, kept for reuse up to `cache_limit` bytes.
 
-Where device-local memory is host-visible (lavapipe, integrated GPUs, ReBAR) device allocations
-are mapped and `Allocation.host` is a numpy view of them: uploads and downloads are plain memory
-copies. Elsewhere device allocations have `host = None` and the batch stages through
-`alloc(…, staging=True)` allocations from a host-visible type.
+Where device memory is the host's own cached memory (lavapipe, integrated GPUs) device
+allocations are mapped and `Allocation.host` is a numpy view of them: uploads and downloads are
+plain memory copies. Elsewhere (a discrete GPU, even one whose BAR makes device memory
+host-visible: the CPU reads that uncached) device allocations have `host = None` and the batch
+stages through `alloc(…, staging=True)` (upload) and `alloc(…, download=True)` allocations, each
+from the memory type `memtypes` picks for that direction. `mode` (`memtypes.Mode`) says how
+host arrays reach the device; `import_host` wraps a host array's own pages as an allocation
+(VK_EXT_external_memory_host) that `free` releases.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import VulkanMemoryError, check
 from lazyfuel.backends.vulkan.devices import DeviceInfo
+from lazyfuel.backends.vulkan.hostmem import HostImports, Imported
+from lazyfuel.backends.vulkan.memtypes import Mode, Use, choose_mode, maps_device_memory, memory_type
 
 # Vulkan 1.2 names whose values the `vulkan` package leaves as None.
 BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
@@ -34,9 +40,7 @@ _STYPE_BUFFER_DEVICE_ADDRESS_INFO = 1000244001
 
 BUFFER_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT | BUFFER_USAGE_SHADER_DEVICE_ADDRESS)
-_LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-_CACHED = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+IMPORT_MIN = 256 << 10  # smaller host arrays are copied: importing costs more than copying them
 
 MIN_CLASS = 256
 ALIGN = 16
@@ -63,9 +67,17 @@ class Block:
     address: int
     size: int
     host: np.ndarray | None  # mapped bytes, when host-visible
-    staging: bool
+    use: Use
     dedicated: bool
     used: int = 0  # bump pointer for sub-allocation
+    imported: Imported | None = None  # host pages imported as this block
+    keep: Any = None  # the host array an imported block maps, kept alive until it is freed
+    memory_type: int = -1  # the memory type index it was allocated from (-1: imported)
+
+    @property
+    def staging(self) -> bool:
+        """Host-side staging memory (not the kernels' device memory)."""
+        return self.use is not Use.DEVICE
 
 
 @dataclass(eq=False)
@@ -87,21 +99,29 @@ class Allocation:
 class VulkanAllocator:
     """Sub-allocates device (and staging) memory for one VkDevice; thread-safe."""
 
-    def __init__(self, device: Any, physical: Any, info: DeviceInfo,
-                 block_size: int = 64 << 20, cache_limit: int = 512 << 20) -> None:
+    def __init__(self, device: Any, physical: Any, info: DeviceInfo, block_size: int = 64 << 20,
+                 cache_limit: int = 512 << 20, mode: Mode | str | None = None) -> None:
+        """Sub-allocate on `device`; `mode` (a `Mode` or its name; default `LAZYFUEL_VULKAN_TRANSFER`,
+        else the device's default) says how host arrays move (ValueError where it cannot)."""
         self.device, self.info = device, info
         self.block_size = min(block_size, info.max_memory_allocation_size)
         self.cache_limit = cache_limit
         mem = vk.ffi.new("VkPhysicalDeviceMemoryProperties*")
         vk.lib.vkGetPhysicalDeviceMemoryProperties(physical, mem)
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
-        self.direct = info.host_visible_device_memory
+        self.imports = HostImports.open(device, physical)
+        if not isinstance(mode, Mode):
+            mode = choose_mode(self._type_flags, info.kind, self.imports is not None, mode)
+        self.mode = mode
+        # device blocks are mapped (no staging); tests clear it to exercise the staging path
+        self.direct = maps_device_memory(mode, self._type_flags, info.kind)
+        self.import_min = IMPORT_MIN  # tests lower it to import small arrays
         # storage-buffer bindings need offsets aligned to minStorageBufferOffsetAlignment
         self.align = max(ALIGN, info.min_storage_buffer_offset_alignment)
         self._lock = threading.Lock()
         self._blocks: list[Block] = []
-        self._current: dict[bool, Block | None] = {False: None, True: None}
-        self._free: dict[tuple[bool, int], list[Allocation]] = {}
+        self._current: dict[Use, Block | None] = dict.fromkeys(Use)
+        self._free: dict[tuple[Use, int], list[Allocation]] = {}
         self._cached_dedicated = 0
         self.in_use = 0
         # Debugging aid for tests: when set, every host-visible allocation is filled with this byte
@@ -112,31 +132,56 @@ class VulkanAllocator:
             "sType": _STYPE_MEMORY_ALLOCATE_FLAGS_INFO, "flags": MEMORY_ALLOCATE_DEVICE_ADDRESS})
 
     # -- public ---------------------------------------------------------------------------------
-    def alloc(self, nbytes: int, staging: bool = False) -> Allocation:
+    def alloc(self, nbytes: int, staging: bool = False, download: bool = False) -> Allocation:
         """At least `nbytes` (rounded to a size class) of device memory, or of host-visible staging
-        memory with `staging`. Raises VulkanMemoryError saying what was asked and what is in use."""
+        memory: for uploads with `staging`, for downloads (host-cached where the device has it) with
+        `download`; device memory where that is mapped. Raises VulkanMemoryError saying what was
+        asked and what is in use."""
         size = size_class(max(int(nbytes), 1), self.align)
-        staging = staging and not self.direct
+        use = Use.DOWNLOAD if download else Use.UPLOAD if staging else Use.DEVICE
+        if self.direct:
+            use = Use.DEVICE
         if size > self.info.max_memory_allocation_size:
             raise VulkanMemoryError("vkAllocateMemory", -2, f"asked for {nbytes} bytes in one buffer; the "
                                     f"device allows at most {self.info.max_memory_allocation_size}")
         with self._lock:
-            free = self._free.get((staging, size))
+            free = self._free.get((use, size))
             if free:
                 found = free.pop()
                 if found.block.dedicated:
                     self._cached_dedicated -= size
             elif size > self.block_size // 4:
-                found = self._whole(self._new_block(size, staging, dedicated=True))
+                found = self._whole(self._new_block(size, use, dedicated=True))
             else:
-                found = self._bump(size, staging)
+                found = self._bump(size, use)
             self.in_use += size
         if self.poison is not None and found.host is not None:
             found.host[:] = self.poison
         return found
 
+    def import_host(self, data: np.ndarray) -> Allocation | None:
+        """`data` (1-d uint8, e.g. `memory_span(a)`) as an allocation over its own pages, or None
+        where it is under `import_min` bytes or cannot be imported (then copy it). The allocation
+        keeps `data` alive until `free`, which must come after the work using it finished; its
+        `host` is None (the bytes are `data`'s) and its offset has `data`'s alignment in a page."""
+        if self.imports is None or data.nbytes < max(self.import_min, 1):
+            return None
+        address = int(data.__array_interface__["data"][0])
+        found = self.imports.import_range(address, data.nbytes, BUFFER_USAGE)
+        if found is None:
+            return None
+        block = Block(found.memory, found.buffer, found.address, found.size, None, Use.DEVICE, True,
+                      found.size, found, data)
+        return Allocation(block, found.offset, found.size - found.offset, found.address + found.offset, None)
+
     def free(self, allocation: Allocation) -> None:
         """Return `allocation` for reuse (the caller's work using it must have finished)."""
+        block = allocation.block
+        if block.imported is not None:  # unpin the host pages; they were never counted in use
+            if self.imports is not None:
+                self.imports.release(block.imported)
+            block.imported = block.keep = None
+            return
         with self._lock:
             self.in_use -= allocation.size
             block = allocation.block
@@ -145,7 +190,7 @@ class VulkanAllocator:
                     self._destroy_block(block)
                     return
                 self._cached_dedicated += allocation.size
-            self._free.setdefault((block.staging, allocation.size), []).append(allocation)
+            self._free.setdefault((block.use, allocation.size), []).append(allocation)
 
     def trim(self) -> int:
         """Destroy cached free dedicated blocks; return the bytes released."""
@@ -163,43 +208,40 @@ class VulkanAllocator:
             for block in list(self._blocks):
                 self._destroy_block(block)
             self._free.clear()
-            self._current = {False: None, True: None}
+            self._current = dict.fromkeys(Use)
 
     # -- blocks ---------------------------------------------------------------------------------
     def _whole(self, block: Block) -> Allocation:
         block.used = block.size
         return Allocation(block, 0, block.size, block.address, block.host)
 
-    def _bump(self, size: int, staging: bool) -> Allocation:
-        block = self._current[staging]
+    def _bump(self, size: int, use: Use) -> Allocation:
+        block = self._current[use]
         if block is None or block.used + size > block.size:
-            block = self._current[staging] = self._new_block(self.block_size, staging, dedicated=False)
+            block = self._current[use] = self._new_block(self.block_size, use, dedicated=False)
         offset = block.used
         block.used += size
         host = None if block.host is None else block.host[offset:offset + size]
         return Allocation(block, offset, size, block.address + offset, host)
 
-    def _memory_type(self, allowed: int, staging: bool) -> int:
-        if staging:
-            prefs = [_VISIBLE | _CACHED, _VISIBLE]
-        else:
-            prefs = [_LOCAL | _VISIBLE, _LOCAL] if self.direct else [_LOCAL]
-        for want in prefs:
-            for i, flags in enumerate(self._type_flags):
-                if allowed & (1 << i) and flags & want == want:
-                    return i
-        raise RuntimeError(f"no memory type for {'staging' if staging else 'device'} buffers "
-                           f"(allowed types {allowed:#x})")
+    def type_for(self, use: Use) -> int:
+        """The memory type index blocks for `use` get (buffers of BUFFER_USAGE allow every type
+        on the devices seen so far; `_create_block` asks with the buffer's real type bits)."""
+        return memory_type(self._type_flags, (1 << len(self._type_flags)) - 1, use, self.direct)
 
-    def _new_block(self, size: int, staging: bool, dedicated: bool) -> Block:
+    def type_flags(self, index: int) -> int:
+        """The VkMemoryPropertyFlags of memory type `index`."""
+        return self._type_flags[index]
+
+    def _new_block(self, size: int, use: Use, dedicated: bool) -> Block:
         try:
-            return self._create_block(size, staging, dedicated)
+            return self._create_block(size, use, dedicated)
         except VulkanMemoryError:
             if not self._trim_locked():
                 raise
-            return self._create_block(size, staging, dedicated)
+            return self._create_block(size, use, dedicated)
 
-    def _create_block(self, size: int, staging: bool, dedicated: bool) -> Block:
+    def _create_block(self, size: int, use: Use, dedicated: bool) -> Block:
         ffi, lib, device = vk.ffi, vk.lib, self.device
         binfo = ffi.new("VkBufferCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size, "usage": BUFFER_USAGE,
@@ -208,9 +250,10 @@ class VulkanAllocator:
         check(lib.vkCreateBuffer(device, binfo, ffi.NULL, pbuf), "vkCreateBuffer")
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(device, pbuf[0], req)
+        type_index = memory_type(self._type_flags, req.memoryTypeBits, use, self.direct)
         ainfo = ffi.new("VkMemoryAllocateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": self._flags_info,
-            "allocationSize": req.size, "memoryTypeIndex": self._memory_type(req.memoryTypeBits, staging)})
+            "allocationSize": req.size, "memoryTypeIndex": type_index})
         pmem = ffi.new("VkDeviceMemory*")
         result = lib.vkAllocateMemory(device, ainfo, ffi.NULL, pmem)
         if result != 0:
@@ -220,14 +263,14 @@ class VulkanAllocator:
                   f"{self.reserved} reserved, device-local heap {heap}")
         check(lib.vkBindBufferMemory(device, pbuf[0], pmem[0], 0), "vkBindBufferMemory")
         host = None
-        if staging or self.direct:
+        if use is not Use.DEVICE or self.direct:
             pdata = ffi.new("void**")
             check(lib.vkMapMemory(device, pmem[0], 0, size, 0, pdata), "vkMapMemory")
             host = np.frombuffer(ffi.buffer(pdata[0], size), np.uint8)
         ainfo_addr = ffi.new("VkBufferDeviceAddressInfo*", {
             "sType": _STYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": pbuf[0]})
         address = int(lib.vkGetBufferDeviceAddress(device, ainfo_addr))
-        block = Block(pmem[0], pbuf[0], address, size, host, staging, dedicated)
+        block = Block(pmem[0], pbuf[0], address, size, host, use, dedicated, memory_type=type_index)
         self._blocks.append(block)
         return block
 
@@ -251,6 +294,6 @@ class VulkanAllocator:
         lib.vkDestroyBuffer(self.device, block.buffer, ffi.NULL)
         lib.vkFreeMemory(self.device, block.memory, ffi.NULL)  # unmaps implicitly
         self._blocks.remove(block)
-        for staging, current in self._current.items():
+        for use, current in self._current.items():
             if current is block:
-                self._current[staging] = None
+                self._current[use] = None

@@ -1,8 +1,10 @@
 """The staging path (device memory the host cannot map), exercised on the real device.
 
 lavapipe's memory is host-visible, so the pool normally copies straight into it. Here the pool
-gets an allocator that pretends otherwise: device blocks stay unmapped and every upload, download
-and status fill goes through staging buffers and transfer commands in the same command buffer.
+gets an allocator that pretends otherwise (a discrete GPU's transfer modes): device blocks stay
+unmapped and every upload, download and status fill goes through staging buffers (`staged`) or
+the host arrays' own imported pages (`import`, every array imported however small) and transfer
+commands in the same command buffer.
 """
 
 from __future__ import annotations
@@ -12,13 +14,18 @@ import pytest
 from vulkan_helpers import ProgramBuilder, random_array, raw, run_one, same_bits
 
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
+from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.dtypes import DType
 
 
-@pytest.fixture
-def staged(pool):
-    allocator = VulkanAllocator(pool.device, pool.physical, pool.info)
-    allocator.direct = False
+@pytest.fixture(params=[Mode.STAGED, Mode.IMPORT], ids=lambda mode: mode.value)
+def staged(pool, request):
+    if request.param.imports and pool.allocator.imports is None:
+        pytest.skip("the device cannot import host memory")
+    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=request.param)
+    assert not allocator.direct
+    allocator.import_min = 0
+    allocator.poison = pool.allocator.poison
     saved = pool.allocator
     pool.allocator = allocator
     try:

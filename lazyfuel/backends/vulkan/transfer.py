@@ -1,0 +1,113 @@
+"""A program's host inputs onto the device and its results back, the way the pool's mode says.
+
+The executor calls three functions inside one batch (one command buffer):
+
+    values = upload_all(batch, arrays, dtypes)        # DeviceValues over each input's memory span
+    out, landed = output(batch, shape, dtype, result) # a step's output; `landed`: its result array
+    download(batch, allocation, out_array)            # a result not landed in place
+
+What each does per `memtypes.Mode` (the allocator's `mode`):
+
+| mode | inputs | results |
+| --- | --- | --- |
+| direct | CPU copy into mapped device memory | CPU copy out of it after the fence |
+| staged | CPU copy into upload staging, copy in | copy into host-cached staging, CPU copy out |
+| import | the array's pages imported, copy in | copy into the imported result array |
+| zero-copy | the imported pages bound to the kernels | kernels write into the imported result |
+
+("copy" is a vkCmdCopyBuffer in the same command buffer.)
+
+Arrays under `allocator.import_min` bytes, arrays the driver will not import, and (zero-copy)
+ranges whose start is not aligned for a storage-buffer binding, or results whose size is not a
+multiple of 16 bytes (kernels write whole 16-byte words), take the copying way of the row above
+(`direct` where device memory is mapped, else `staged` or `import`). Imported arrays stay alive
+and pinned until the batch closes, after its fence. Byte counts for `lazyfuel.profile()` count
+the host bytes the device read or wrote, however they moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.kernels import DeviceValue
+from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.backends.vulkan.memtypes import Mode
+from lazyfuel.dtypes import DType
+from lazyfuel.layout import Layout, memory_span
+
+
+def _address(data: np.ndarray) -> int:
+    return int(data.__array_interface__["data"][0])
+
+
+def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DType]) -> list[DeviceValue]:
+    """Each array's memory span on the device as a DeviceValue (layout relative to the span),
+    the copies recorded before one barrier that later work waits on."""
+    allocator = batch.pool.allocator
+    mode = allocator.mode
+    values, copied = [], False
+    for a, dtype in zip(arrays, dtypes):
+        span = memory_span(a)
+        layout = Layout.of(a)
+        n = span.nbytes
+        imported = None
+        if mode.imports and n >= allocator.import_min:
+            bindable = _address(span) % allocator.align == 0
+            if mode is Mode.IMPORT or bindable or not allocator.direct:
+                imported = allocator.import_host(span)
+        if imported is not None:
+            batch.own(imported)
+            batch.bytes_uploaded += n
+            if mode is Mode.ZERO_COPY and imported.offset % allocator.align == 0:
+                values.append(DeviceValue(imported, dtype, layout))
+                continue
+            allocation = batch.alloc(n)
+            batch.copy(imported, 0, allocation, 0, n)
+            copied = True
+        else:
+            allocation = batch.alloc(max(n, 1))
+            batch.upload(allocation, span)  # records its own barrier when it copies on the device
+        values.append(DeviceValue(allocation, dtype, layout))
+    if copied:  # as `batch.upload` does after its copy: the steps' own barriers are the executor's
+        batch.recorder.barrier()
+    return values
+
+
+def output(batch: Batch, shape: tuple[int, ...], dtype: DType,
+           result: bool) -> tuple[Allocation, np.ndarray | None]:
+    """Device memory for a step's output of `shape`. In zero-copy mode, for a program `result`, a
+    fresh array the kernel writes in place (returned as `landed`; then `download` is not needed);
+    else (allocation, None)."""
+    allocator = batch.pool.allocator
+    nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
+    if result and allocator.mode is Mode.ZERO_COPY and nbytes % 16 == 0 and nbytes >= allocator.import_min:
+        landed = np.empty(shape, dtype.numpy)
+        flat = landed.reshape(-1).view(np.uint8)
+        if _address(flat) % allocator.align == 0:
+            if allocator.poison is not None:  # as for allocations: unwritten bytes show up
+                flat[:] = allocator.poison
+            imported = allocator.import_host(flat)
+            if imported is not None:
+                batch.own(imported)
+                batch.bytes_downloaded += nbytes
+                return imported, landed
+    return batch.alloc(nbytes), None
+
+
+def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
+    """After `batch.run()`, `out` (contiguous) holds the first `out.nbytes` bytes of `src`; record
+    after the last write to `src` and a barrier. In import mode (and zero-copy where device memory
+    is not mapped) the device copies straight into `out`'s pages."""
+    allocator = batch.pool.allocator
+    n = out.nbytes
+    if allocator.mode.imports and not allocator.direct and n >= allocator.import_min:
+        imported = allocator.import_host(out.reshape(-1).view(np.uint8))
+        if imported is not None:
+            batch.own(imported)
+            batch.bytes_downloaded += n
+            batch.copy(src, 0, imported, 0, n)
+            return
+    batch.download(src, out)

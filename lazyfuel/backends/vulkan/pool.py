@@ -5,8 +5,10 @@
 which is how `LAZYFUEL_DEVICES=0,0` tests spreading on a machine with one device; each is torn
 down at exit. `spread_slots()` lists the (device, replica) pools a graph's blocks are spread over
 (`devices.spread`), `spread_labels()` names them without opening any. Each pool owns its instance,
-logical device, one compute queue and the lock that serialises submissions to it (the `vulkan`
-wrappers release the GIL and take no locks), its memory allocator, its pipelines, and a free list
+logical device, its compute queues (`queues.py`: several where the device has them, each context
+submitting to one, each with the lock that serialises submissions to it: the `vulkan` wrappers
+release the GIL and take no locks), its memory allocator (host memory imported where the device
+has VK_EXT_external_memory_host: `transfer.py`), its pipelines, and a free list
 of recording contexts so that concurrent tasks each record their own command buffer. Pools share
 nothing, so work on one never waits for another.
 With `LAZYFUEL_VALIDATION=1` the Khronos validation layer is on and `validation_messages` lists
@@ -32,9 +34,11 @@ from lazyfuel.backends.vulkan.devices import (
     list_devices,
     spread,
 )
+from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pipelines import Pipelines
+from lazyfuel.backends.vulkan.queues import Queues, queue_count
 
 _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is still reported
 
@@ -51,14 +55,16 @@ class DevicePool:
             self.info: DeviceInfo = choose([info for _, info in found], device)
             self.physical = physical = found[self.info.index][0]
             self.queue_family = _compute_family(physical)
-            self.device = _create_device(physical, self.queue_family, self.info.push_descriptor)
+            n_queues = queue_count(physical, self.queue_family)
+            extra = tuple(e for e in (HOST_MEMORY,) if e in _device_extensions(physical))
+            self.device = _create_device(physical, self.queue_family, self.info.push_descriptor, n_queues,
+                                         extra)
         except BaseException:
             self.instance.destroy()
             raise
-        queue = vk.ffi.new("VkQueue*")
-        vk.lib.vkGetDeviceQueue(self.device, self.queue_family, 0, queue)
-        self.queue = queue[0]
-        self.queue_lock = threading.Lock()
+        self.queues = Queues(self.device, self.queue_family, n_queues)
+        self.queue, self.queue_lock = self.queues.handles[0], self.queues.locks[0]
+        self._count_lock = threading.Lock()
         self.allocator = VulkanAllocator(self.device, physical, self.info)
         self.pipelines = Pipelines(self.device, self.info.pipeline_cache_uuid, self.info.push_descriptor)
         # Storage buffers bound with push descriptors where the device has them (4x faster than
@@ -97,6 +103,7 @@ class DevicePool:
             context = self._contexts.pop() if self._contexts else None
         if context is None:
             context = Context(self.device, self.queue_family, self.pipelines, self.push_descriptor_fn)
+            context.queue_slot = self.queues.next_slot()
             with self._context_lock:
                 self._all_contexts.append(context)
         return Batch(self, context)
@@ -108,9 +115,8 @@ class DevicePool:
 
     def submit(self, context: Context) -> None:
         """Submit the context's command buffer, signalling its fence."""
-        with self.queue_lock:
-            check(vk.lib.vkQueueSubmit(self.queue, 1, context.submit_info, context.fence_ptr[0]),
-                  "vkQueueSubmit")
+        self.queues.submit(context.queue_slot, context.submit_info, context.fence_ptr[0])
+        with self._count_lock:
             self.submits += 1
             self.dispatches += context.recorder.dispatches
 
@@ -152,7 +158,12 @@ def _push_descriptor_fn(device: Any) -> Any:
     return vk.ffi.cast("PFN_vkCmdPushDescriptorSetKHR", pointer)
 
 
-def _create_device(physical: Any, family: int, push_descriptor: bool) -> Any:
+def _device_extensions(physical: Any) -> set[str]:
+    return {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical, None)}
+
+
+def _create_device(physical: Any, family: int, push_descriptor: bool, n_queues: int = 1,
+                   extra: tuple[str, ...] = ()) -> Any:
     ffi, lib = vk.ffi, vk.lib
     f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {
         "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "storageBuffer16BitAccess": 1})
@@ -162,11 +173,12 @@ def _create_device(physical: Any, family: int, push_descriptor: bool) -> Any:
     feats = ffi.new("VkPhysicalDeviceFeatures2*", {
         "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f12,
         "features": {"shaderInt64": 1, "shaderInt16": 1}})
-    priority = ffi.new("float*", 1.0)
+    priority = ffi.new("float[]", [1.0] * n_queues)
     queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
         "sType": vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": family,
-        "queueCount": 1, "pQueuePriorities": priority})
-    names = [ffi.new("char[]", PUSH_DESCRIPTOR.encode())] if push_descriptor else []
+        "queueCount": n_queues, "pQueuePriorities": priority})
+    wanted = ((PUSH_DESCRIPTOR,) if push_descriptor else ()) + extra
+    names = [ffi.new("char[]", name.encode()) for name in wanted]
     extensions = ffi.new("char*[]", names)
     info = ffi.new("VkDeviceCreateInfo*", {
         "sType": vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": feats,

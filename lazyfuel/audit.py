@@ -77,12 +77,13 @@ def _fft_case(shape: tuple[int, ...], dim: int, norm: str, view: str = "contiguo
     return Case(shape, dim, None, view, (("norm", norm), *((("n", n),) if n is not None else ())))
 
 
-# Lengths: a power of two, composite non-powers of two, primes VkFFT runs through Bluestein's
-# algorithm (factors above 13); 1-D, batched along the last axis and along axis 0; every norm.
-# Each VkFFT plan (batch, length, precision, norm) compiles once, seconds on PoCL the first time:
-# the `n` and view cases reuse the plans of the plain ones.
+# Lengths: each of VkFFT's paths: radix kernels (a power of two; composites 12 and 1000), Rader's
+# algorithm (primes p with a smooth p - 1: 17, 1009), Bluestein's (47: 46 = 2 * 23); 1-D, batched
+# along the last axis and along axis 0; every norm. Each VkFFT plan (batch, length, precision,
+# norm) compiles once per direction, seconds on PoCL the first time: the `n` and view cases reuse
+# the plans of the plain ones.
 FFT_CASES = (_fft_case((16,), 0, "backward"), _fft_case((3, 12), 1, "ortho"),
-             _fft_case((17, 2), 0, "forward"), _fft_case((97,), 0, "ortho"),
+             _fft_case((17, 2), 0, "forward"), _fft_case((47,), 0, "ortho"),
              _fft_case((2, 1000), 1, "forward"), _fft_case((1009, 2), 0, "backward"),
              _fft_case((3, 10), 1, "ortho", n=12), _fft_case((20,), 0, "backward", n=16))
 FFT_VIEW_CASES = (_fft_case((3, 12), 1, "ortho", "transposed"), _fft_case((16,), 0, "backward", "reversed"),

@@ -4,7 +4,10 @@ For every group (in the order they run) it names the ops fused into one task, th
 applied to source chunks, the number of tasks, and the program the planner chooses for the first
 non-empty block assuming contiguous source chunks: the binding of each step, the Contiguize steps
 it inserts and the cap that demanded each, the estimated cost, and the devices its tasks run on
-(spread round-robin by block number where the backend has several). It plans; it runs nothing.
+(spread round-robin by block number where the backend has several). Groups are cut where ops
+prefer different backends (`graph.family`); a group reading another group's result computed on
+another backend says so: the result crosses through host memory (a numpy chunk between the two
+tasks). It plans; it runs nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 
 from lazyfuel.backends.base import devices
 from lazyfuel.contracts.model import Backend
+from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
@@ -22,17 +26,38 @@ from lazyfuel.registry import NoBindingError
 
 def explain_node(root: Node, runtime: Runtime, planner: Planner) -> str:
     """The explanation text for the graph ending at `root`."""
-    partition = Partition.of(root)
+    partition = Partition.of(root, Families(planner))
     groups = _groups(root, partition)
     backends = ", ".join(b.name for b in planner.backends) or "none"
     lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
              f"backends [{backends}]"]
     if not groups:
         lines.append("  a source as it is: nothing to run")
+    ran: dict[str, tuple[int, Backend | None]] = {}  # group name -> (number, backend)
     for number, node in enumerate(groups, 1):
         lines.append("")
-        lines.extend(_group(number, node, partition, planner))
+        body, backend = _group(number, node, partition, planner)
+        lines.extend(body)
+        lines.extend(_crossings(node, backend, partition, ran))
+        ran[node.name] = (number, backend)
     return "\n".join(lines)
+
+
+def _crossings(node: Node, backend: Backend | None, partition: Partition,
+               ran: dict[str, tuple[int, Backend | None]]) -> list[str]:
+    """A line per earlier group whose result `node`'s group reads from another backend."""
+    lines = []
+    for leaf in partition.rooted_at(node).leaves(node):
+        via = ""
+        while isinstance(leaf, Rechunk):
+            leaf, via = leaf.input, " (rechunked on the host)"
+        number, source = ran.get(leaf.name, (None, None))
+        if number is not None and source is not None and backend is not None and source is not backend:
+            lines.append(f"  crossing: reads fused node {number}'s result{via}, computed on "
+                         f"{source.name}, through host memory: {source.name} hands it back as a "
+                         f"numpy chunk and {backend.name} takes it in (no copy beyond that where "
+                         f"both devices use host memory, as lavapipe and PoCL do)")
+    return lines
 
 
 def _groups(root: Node, partition: Partition) -> list[Node]:
@@ -55,13 +80,15 @@ def _groups(root: Node, partition: Partition) -> list[Node]:
     return order
 
 
-def _group(number: int, node: Node, partition: Partition, planner: Planner) -> list[str]:
+def _group(number: int, node: Node, partition: Partition,
+           planner: Planner) -> tuple[list[str], Backend | None]:
+    """The lines describing one group, and the backend its representative block plans on."""
     blocks = node.blocks()
     head = (f"fused node {number}: {node.label} -> shape {node.shape}, {len(blocks)} task(s), "
             f"chunks {node.chunks}")
     block = next((b for b in blocks if math.prod(recipe_shape(node, b)) > 0), None)
     if block is None:
-        return [head, "  every block is empty: nothing runs"]
+        return [head, "  every block is empty: nothing runs"], None
     task = recipe(partition, node, block)
     lines = [head]
     for plan in partition.pieces.values():
@@ -74,7 +101,7 @@ def _group(number: int, node: Node, partition: Partition, planner: Planner) -> l
     lines.extend(_inputs(task))
     if task.recipe.chain is None:
         lines.append("  views only: numpy views of the source chunks, no kernel runs")
-        return lines
+        return lines, None
     ops = " -> ".join(n.op for n in task.recipe.chain.nodes)
     lines.append(f"  chain (one task, one program): {ops}")
     dtypes, layouts = task.recipe.signature(task.metas)
@@ -82,7 +109,7 @@ def _group(number: int, node: Node, partition: Partition, planner: Planner) -> l
         program = planner.plan(task.recipe.chain, dtypes, layouts)
     except NoBindingError as err:
         lines.append(f"  no plan: {err}")
-        return lines
+        return lines, None
     lines.append(describe_program(program, indent="  "))
     lines.append(_devices(program.backend, len(blocks)))
     inserted = [s for s in program.steps if s.reason]
@@ -91,7 +118,7 @@ def _group(number: int, node: Node, partition: Partition, planner: Planner) -> l
         lines.extend(f"    - {s.reason}" for s in inserted)
     if task.recipe.post:
         lines.append(f"  then numpy views of the result: {', '.join(op for op, _ in task.recipe.post)}")
-    return lines
+    return lines, program.backend
 
 
 def _devices(backend: Backend, tasks: int) -> str:

@@ -9,6 +9,9 @@ task, one `Chain`, one program. A select whose source chunks are separate buffer
 that hits several of them, is read per source chunk (`graph.pieces`): its group takes the
 pieces that the select's read tasks cut for each block (`Assembled`), not the chunks themselves;
 such a gather is a group of its own, since its block is permuted as 1-d elements and reshaped.
+Given a `prefer` rule (`graph.family.Families`: the backend each op prefers), an op whose
+preferred backend differs from its consumer's is lowered on its own too: a chain never mixes
+families (select ops on Vulkan, an FFT on OpenCL), since one program runs on one backend.
 
 `recipe(partition, root, block)` walks from `root` down to the leaves for one output block: views
 of leaf chunks become numpy views (free; the planner sees their layouts), views of intermediates
@@ -19,12 +22,14 @@ views of the result.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.fft import Transform
 from lazyfuel.graph.ir import (
     Contiguize,
     Gather,
@@ -54,7 +59,9 @@ class Partition:
     pieces: dict[str, PiecePlan] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
-    def of(cls, root: Node) -> Partition:
+    def of(cls, root: Node, prefer: Callable[[Node], Any] | None = None) -> Partition:
+        """The partition of `root`'s graph; `prefer(op)` (if given) names the backend an op node
+        prefers, and an op is cut from a consumer that prefers another."""
         order = _topological(root)
         paths: Counter[str] = Counter({root.name: 1})
         for node in order:  # parents before children
@@ -70,6 +77,11 @@ class Partition:
                 if len(node.data.chunks[node.dim]) > 1:
                     base = _below_views(node.data)
                     if _is_op(base):
+                        separate.add(base.name)
+            if prefer is not None and _is_op(node):
+                for child in node.inputs:
+                    base = _below_views(child)
+                    if _is_op(base) and prefer(base) != prefer(node):
                         separate.add(base.name)
         pieces = {}
         for node in order:
@@ -196,6 +208,8 @@ class _Builder:
             return self.add_node("MaskedFill", (data, mask), (("value", node.value),))
         if isinstance(node, Select):
             return self.select(node, block)
+        if isinstance(node, Transform):  # the axis is one chunk: the same block of the input
+            return self.add_node(node.op_kind, (self.emit(node.input, block),), node.attrs())
         raise TypeError(f"cannot fuse a {type(node).__name__} node")
 
     def select(self, node: Select, block: tuple[int, ...]) -> tuple[str, int]:

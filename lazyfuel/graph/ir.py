@@ -6,7 +6,8 @@ parameters and its inputs' names), and nothing about how it will run. There are
 - leaves: `Source` (a dask array) and `Rechunk` (a dask rechunk of a lowered node);
 - views (`Transpose`, `Slice`, `Broadcast`): they move no data; each output block is a numpy view
   of exactly one block of the input, given by `input_block(block)`;
-- ops (`Contiguize`, `MaskedFill`, `IndexSelect`, `Gather`): what kernels run.
+- ops (`Contiguize`, `MaskedFill`, `IndexSelect`, `Gather`, and `graph.fft.Transform`): what
+  kernels run; each names its `op_kind`.
 
 Building nodes does no checking of user input (`graph.ops` does that) and runs nothing.
 """
@@ -233,6 +234,7 @@ class Contiguize(Node):
     """An explicit copy into a fresh contiguous array."""
 
     input: Node
+    op_kind = "Contiguize"
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -254,6 +256,7 @@ class MaskedFill(Node):
     data: Node
     mask: Node
     value: Any
+    op_kind = "MaskedFill"
 
     @property
     def inputs(self) -> tuple[Node, ...]:

@@ -9,6 +9,8 @@ constructor and in the array-expression mode through `from_graph` (the only way 
 hand-made graph), so both modes work. A select read per source chunk (`graph.pieces`) adds a
 layer of read tasks, one per source chunk, between the chunks and the group that uses them.
 Each task's recipe carries its block's number (row-major), from which the task picks its device.
+Groups are cut where ops prefer different backends (`graph.family`): each group is one program on
+one backend, and a result crossing to another backend's group moves as a numpy chunk.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
+from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Runtime, read_pieces, run_block
@@ -29,7 +32,7 @@ from lazyfuel.graph.task import Runtime, read_pieces, run_block
 
 def lower(root: Node, runtime: Runtime) -> da.Array:
     """The dask array computing `root`; nothing runs."""
-    return _Lowering(Partition.of(root), runtime).array(root)
+    return _Lowering(Partition.of(root, Families(runtime.planner)), runtime).array(root)
 
 
 class _Lowering:

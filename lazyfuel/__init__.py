@@ -3,6 +3,7 @@
     import lazyfuel as lf
     x = lf.from_array(a, chunks=1000)
     y = x.T.index_select(0, idx).masked_fill(mask, 0.0)   # lazy
+    s = lf.rfft(y, axis=-1)                                # lazy, numpy.fft's semantics
     print(lf.explain(y))                                   # what each fused task will run
     with lf.profile() as p:
         out = y.compute()                                  # numpy
@@ -18,11 +19,15 @@ from lazyfuel.api import (
     broadcast_to,
     contiguous,
     explain,
+    fft,
     from_array,
     from_zarr,
     gather,
+    ifft,
     index_select,
+    irfft,
     masked_fill,
+    rfft,
     transpose,
 )
 from lazyfuel.contracts import parse_contracts
@@ -40,15 +45,19 @@ __all__ = [
     "contiguous",
     "devices",
     "explain",
+    "fft",
     "from_array",
     "from_zarr",
     "gather",
+    "ifft",
     "index_select",
+    "irfft",
     "load_contracts",
     "masked_fill",
     "parse_contracts",
     "profile",
     "registry",
+    "rfft",
     "transpose",
 ]
 

@@ -29,6 +29,7 @@ import dask.threaded
 import numpy as np
 from dask.base import get_scheduler
 
+from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.ir import Node, Source
@@ -144,6 +145,18 @@ class Array:
 
     def contiguous(self) -> Array:
         return contiguous(self)
+
+    def fft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+        return fft(self, axis, n, norm)
+
+    def ifft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+        return ifft(self, axis, n, norm)
+
+    def rfft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+        return rfft(self, axis, n, norm)
+
+    def irfft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+        return irfft(self, axis, n, norm)
 
     # --- running -----------------------------------------------------------------------------
     def to_dask(self) -> da.Array:
@@ -333,6 +346,46 @@ def broadcast_to(x: Any, shape: Any) -> Array:
 def contiguous(x: Any) -> Array:
     """An explicit Contiguize: `x` copied into fresh contiguous chunks by a kernel."""
     return Array(ops.contiguous(_data(x)))
+
+
+def fft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+    """`numpy.fft.fft(x, n, axis, norm)`, lazily; dtypes F32 -> C64, F64 -> C128, complex stays.
+
+    The FFT family (fft, ifft, rfft, irfft) follows numpy.fft: `axis` may be negative, the axis is
+    cropped or zero-padded to `n` points, `norm` is None ("backward"), "ortho" or "forward". The
+    axis is made one chunk (rechunked if needed); other axes keep theirs. Runs on the FFT provider
+    the planner picks (VkFFT on OpenCL, else numpy.fft), each row within the binding's declared
+    precision; selects feeding it run in their own task and hand it their result through host
+    memory (`explain` shows the crossing). Errors at build time: TypeError for other dtypes (ints,
+    F16, BF16: cast first, nothing is cast silently), IndexError (axis), ValueError (0-d x, n < 1,
+    unknown norm).
+
+    >>> fft(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)).compute()
+    array([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex64)
+    """
+    return Array(fft_ops.transform(_data(x), "Fft", axis, n, norm))
+
+
+def ifft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+    """`numpy.fft.ifft(x, n, axis, norm)`, lazily; as `fft` (same dtypes and errors)."""
+    return Array(fft_ops.transform(_data(x), "Ifft", axis, n, norm))
+
+
+def rfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+    """`numpy.fft.rfft(x, n, axis, norm)`, lazily: the `n // 2 + 1` non-negative frequencies;
+    as `fft`, but F32 -> C64 and F64 -> C128 only (complex input: TypeError, as numpy).
+
+    >>> rfft(np.array([1.0, 2.0, 3.0, 4.0])).compute()
+    array([10.+0.j, -2.+2.j, -2.+0.j])
+    """
+    return Array(fft_ops.transform(_data(x), "Rfft", axis, n, norm))
+
+
+def irfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
+    """`numpy.fft.irfft(x, n, axis, norm)`, lazily: `n` real points (default 2 * (m - 1));
+    as `fft`, but C64 -> F32 and C128 -> F64 only (real input: TypeError; numpy casts it).
+    """
+    return Array(fft_ops.transform(_data(x), "Irfft", axis, n, norm))
 
 
 def explain(x: Any) -> str:

@@ -41,7 +41,8 @@ def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
 def test_exports_match_the_design():
     for name in ["Array", "from_array", "from_zarr", "asarray", "index_select", "gather", "masked_fill",
                  "transpose", "broadcast_to", "contiguous", "explain", "profile", "devices", "Registry",
-                 "registry", "parse_contracts", "load_contracts", "ContractError", "NoBindingError"]:
+                 "registry", "parse_contracts", "load_contracts", "ContractError", "NoBindingError",
+                 "fft", "ifft", "rfft", "irfft"]:
         assert hasattr(lf, name), name
     assert set(lf.__all__) <= set(dir(lf))
 
@@ -99,6 +100,21 @@ def test_methods_mirror_the_functions(backend):
     assert (x.shape, x.dtype, x.ndim, x.chunks) == (A.shape, A.dtype, 2, ((4, 4, 4), (4, 4, 2)))
     assert len(x) == 12 and x.size == A.size and x.nbytes == A.nbytes
     assert "shape=(12, 10)" in repr(x)
+
+
+def test_fft_family_methods_mirror_the_functions_and_run_through_dask(monkeypatch):
+    monkeypatch.delenv("LAZYFUEL_BACKEND", raising=False)  # auto: a forced Vulkan has no FFT
+    x = lf.from_array(A, chunks=(4, 4))  # the transform axis (10 points, 3 chunks) is rechunked
+    for name in ("fft", "ifft", "rfft"):
+        y = getattr(x, name)(axis=1, n=8, norm="ortho")
+        assert y.name == getattr(lf, name)(x, 1, 8, "ortho").name and y.chunks == ((4, 4, 4), (y.shape[1],))
+        (got,) = dask.compute(y)
+        want = getattr(np.fft, name)(A.astype(np.float64), n=8, axis=1, norm="ortho")
+        assert got.dtype == np.complex64 and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    back = x.rfft().irfft(n=10)
+    assert back.dtype == np.float32 and np.abs(np.asarray(back) - A).max() <= 1e-5 * np.abs(A).max()
+    with pytest.raises(TypeError, match="cast it first"):
+        lf.rfft(np.arange(10))
 
 
 def test_running_through_numpy_and_dask(backend):

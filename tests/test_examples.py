@@ -10,18 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import lazyfuel as lf
-
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
-NEEDS = {"fft_features.py": "rfft"}
-
-
-def _case(path: Path):
-    need = NEEDS.get(path.name)
-    if need is None:
-        return path
-    return pytest.param(path, marks=pytest.mark.xfail(not hasattr(lf, need), strict=True,
-                                                      reason=f"lazyfuel has no {need} yet (FFT issue)"))
 
 
 def test_the_examples_are_there():
@@ -30,7 +19,7 @@ def test_the_examples_are_there():
                                           "fft_features.py"}
 
 
-@pytest.mark.parametrize("path", [_case(p) for p in EXAMPLES], ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs(path: Path, tmp_path: Path):
     args = [sys.executable, str(path)]
     if path.name == "out_of_core_gather.py":

@@ -18,14 +18,6 @@ from lazyfuel.pipeline.outputs import checksum
 from .conftest import GRAPHS, write_graph
 
 NAMES = sorted(p.name for p in GRAPHS.glob("*.yaml"))
-NEEDS_FFT = {"spectral_features.yaml"}
-
-
-def _params(name: str) -> list:
-    if name in NEEDS_FFT:
-        return [pytest.param(name, marks=pytest.mark.xfail(not hasattr(lf, "rfft"), strict=True,
-                                                           reason="lazyfuel has no rfft yet (FFT issue)"))]
-    return [name]
 
 
 def _run(path: Path, **overrides: str):
@@ -44,7 +36,7 @@ def test_the_shipped_graphs_are_there():
             "spectral_features.yaml"} <= set(NAMES)
 
 
-@pytest.mark.parametrize("name", [p for n in NAMES for p in _params(n)])
+@pytest.mark.parametrize("name", NAMES)
 def test_every_graph_runs(graphs: Path, name: str):
     built, result = _run(graphs / name)
     assert len(result.summaries) == len(built.graph.outputs) > 0

@@ -26,7 +26,8 @@ from lazyfuel.registry import NoBindingError
 
 def explain_node(root: Node, runtime: Runtime, planner: Planner) -> str:
     """The explanation text for the graph ending at `root`."""
-    partition = Partition.of(root, Families(planner))
+    prefer = Families(planner)
+    partition = Partition.of(root, prefer)
     groups = _groups(root, partition)
     backends = ", ".join(b.name for b in planner.backends) or "none"
     lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
@@ -38,21 +39,28 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner) -> str:
         lines.append("")
         body, backend = _group(number, node, partition, planner)
         lines.extend(body)
-        lines.extend(_crossings(node, backend, partition, ran))
+        lines.extend(_crossings(node, backend, partition, ran, prefer))
         ran[node.name] = (number, backend)
     return "\n".join(lines)
 
 
 def _crossings(node: Node, backend: Backend | None, partition: Partition,
-               ran: dict[str, tuple[int, Backend | None]]) -> list[str]:
-    """A line per earlier group whose result `node`'s group reads from another backend."""
+               ran: dict[str, tuple[int, Backend | None]], prefer: Families) -> list[str]:
+    """A line per earlier group whose result `node`'s group reads: why it is a task of its own
+    when their ops prefer different backends, and the crossing when they plan on different ones."""
     lines = []
     for leaf in partition.rooted_at(node).leaves(node):
         via = ""
         while isinstance(leaf, Rechunk):
             leaf, via = leaf.input, " (rechunked on the host)"
         number, source = ran.get(leaf.name, (None, None))
-        if number is not None and source is not None and backend is not None and source is not backend:
+        if number is None:
+            continue
+        mine, theirs = _preferred(node, prefer), _preferred(leaf, prefer)
+        if mine is not None and theirs is not None and mine is not theirs:
+            lines.append(f"  cut from fused node {number}: its ops prefer {theirs.name}, this one "
+                         f"{mine.name} (one program runs on one backend)")
+        if source is not None and backend is not None and source is not backend:
             lines.append(f"  crossing: reads fused node {number}'s result{via}, computed on "
                          f"{source.name}, through host memory: {source.name} hands it back as a "
                          f"numpy chunk and {backend.name} takes it in (no copy beyond that where "
@@ -78,6 +86,13 @@ def _groups(root: Node, partition: Partition) -> list[Node]:
 
     visit(root)
     return order
+
+
+def _preferred(node: Node, prefer: Families) -> Backend | None:
+    """The backend the op computing a group's result prefers (None: views of a leaf only)."""
+    while not hasattr(node, "op_kind") and node.inputs and not isinstance(node, (Source, Rechunk)):
+        node = node.inputs[0]
+    return prefer(node) if hasattr(node, "op_kind") else None
 
 
 def _group(number: int, node: Node, partition: Partition,

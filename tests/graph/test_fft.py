@@ -212,4 +212,6 @@ def test_explain_names_each_fused_nodes_backend():
     v = RNG.standard_normal((8, 16)).astype(np.float32)
     text = lf.explain(lf.rfft(lf.masked_fill(lf.gather(v, 1, RNG.integers(0, 16, (8, 16))), v > 1, 0.0)))
     assert "2 fused node(s)" in text and "chain (one task, one program): Rfft" in text
-    assert text.count("program on ") == 2
+    assert text.count("program on ") == 2 and text.count("\n  runs on ") == 2
+    if {Backend.Vulkan, Backend.OpenCL} <= set(available_backends("auto")):
+        assert "cut from fused node 1: its ops prefer Vulkan, this one OpenCL" in text

@@ -6,7 +6,9 @@ buffer or reach it by device address (the block's plus the offset), and no per-a
 object is made. Sizes round up to a size class (four per octave, at least 256 bytes, a multiple
 of 16 and of minStorageBufferOffsetAlignment), so every offset is aligned for a binding. Freed
 allocations go to a free list per class and are handed out again; allocations over a quarter of
-a block get a block of their own, kept for reuse up to `cache_limit` bytes.
+a block get a block of their own, kept for reuse up to `cache_limit` bytes (by default an eighth
+of device memory, 512 MiB to 8 GiB: a GPU's dask threads each hold several chunk-sized buffers,
+and a pinned staging buffer made anew per chunk costs more than its copy).
 
 Where device memory is the host's own cached memory (lavapipe, integrated GPUs) device
 allocations are mapped and `Allocation.host` is a numpy view of them: uploads and downloads are
@@ -100,11 +102,13 @@ class VulkanAllocator:
     """Sub-allocates device (and staging) memory for one VkDevice; thread-safe."""
 
     def __init__(self, device: Any, physical: Any, info: DeviceInfo, block_size: int = 64 << 20,
-                 cache_limit: int = 512 << 20, mode: Mode | str | None = None) -> None:
+                 cache_limit: int | None = None, mode: Mode | str | None = None) -> None:
         """Sub-allocate on `device`; `mode` (a `Mode` or its name; default `LAZYFUEL_VULKAN_TRANSFER`,
         else the device's default) says how host arrays move (ValueError where it cannot)."""
         self.device, self.info = device, info
         self.block_size = min(block_size, info.max_memory_allocation_size)
+        if cache_limit is None:
+            cache_limit = min(max(info.device_local_bytes // 8, 512 << 20), 8 << 30)
         self.cache_limit = cache_limit
         mem = vk.ffi.new("VkPhysicalDeviceMemoryProperties*")
         vk.lib.vkGetPhysicalDeviceMemoryProperties(physical, mem)

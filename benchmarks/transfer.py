@@ -1,0 +1,343 @@
+"""Host <-> device transfers, per transfer mode, and a chunked host -> GPU -> host pipeline.
+
+Part 1, bandwidth (`--mib` bytes, default 256): for each transfer mode the device can run
+(`memtypes.Mode`: direct, staged, import, zero-copy; `--modes` picks), one batch per transfer
+through the executor's own path (`transfer.upload_all` / `transfer.download`, so a CPU copy into
+staging, the import of the host pages, the vkCmdCopyBuffer and the fence wait are all inside):
+upload (host array -> device buffer), download (device buffer -> fresh host array) and round
+trip (both in one command buffer). zero-copy moves nothing by itself (kernels read host memory),
+so it has no row here. Beside it: numpy copying the same bytes (np.copyto, one thread), and
+torch CUDA where available (pageable `.to("cuda")` / `.cpu()`, and pinned buffers).
+
+Part 2, pipeline: x (N, 1024) float32 of `--gib` GiB (default 4) in `--chunk-mib` row chunks;
+y = masked_fill(index_select(x, 0, idx), mask, -1) where idx permutes the rows inside each chunk
+(so each output block reads one source chunk: one task, one program, one submit per chunk) and
+mask (N, 1) is broadcast along the rows. Through the lazy API on dask's threaded scheduler
+(`--threads`), once per transfer mode and end (`--sinks`: `compute()`, which joins the blocks in
+one thread at the end, and `store` into a numpy array made beforehand, each task copying its
+block in parallel), with lf.profile()'s device time. Beside it: numpy (one thread) and torch on
+the GPU doing upload -> index_select -> masked_fill -> download per chunk (one thread, pageable
+memory, as a user writes it). GB/s = bytes of x / wall time; "vs best round trip" divides that
+by part 1's best round trip over the modes (issue 4's acceptance asks >= 0.8 on the H200, and
+>= 1.5x torch). Results are checked bit for bit against numpy on three chunks.
+
+Rounds alternate the configurations after one warm-up run of each; cells are the median (best).
+
+    python benchmarks/transfer.py                               # 256 MiB transfers, 4 GiB pipeline
+    python benchmarks/transfer.py --mib 64 --gib 0.5 --rounds 2 # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
+
+import lazyfuel as lf
+from lazyfuel.backends.vulkan import get_pool, register
+from lazyfuel.backends.vulkan import transfer as xfer
+from lazyfuel.backends.vulkan.memory import VulkanAllocator
+from lazyfuel.backends.vulkan.memtypes import Mode, choose_mode
+from lazyfuel.dtypes import DType
+
+try:
+    import torch
+except ImportError:  # torch is optional: its columns are left out
+    torch = None
+CUDA = torch is not None and torch.cuda.is_available()
+COLS = 1024
+
+
+def possible_modes(pool: Any) -> list[Mode]:
+    """The transfer modes this device can run."""
+    flags, can = pool.allocator._type_flags, pool.allocator.imports is not None
+    found = []
+    for mode in Mode:
+        try:
+            choose_mode(flags, pool.info.kind, can, mode.value)
+            found.append(mode)
+        except ValueError:
+            pass
+    return found
+
+
+@contextmanager
+def transfer_mode(pool: Any, mode: Mode) -> Iterator[VulkanAllocator]:
+    """The pool runs with an allocator of `mode` (nothing may be in flight when it switches)."""
+    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
+    saved, pool.allocator = pool.allocator, allocator
+    try:
+        yield allocator
+    finally:
+        pool.allocator = saved
+        allocator.destroy()
+
+
+def rounds(runs: dict[str, Callable[[], float]], n: int) -> dict[str, list[float]]:
+    """Each run once to warm up, then `n` rounds of each in turn; the seconds each returned."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(n):
+        for name, run in runs.items():
+            times[name].append(run())
+    return times
+
+
+def timed(fn: Callable[[], Any]) -> Callable[[], float]:
+    def run() -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    return run
+
+
+def cell(nbytes: float, seconds: list[float]) -> str:
+    """`median (best)` GB/s."""
+    return f"{nbytes / statistics.median(seconds) / 1e9:.2f} ({nbytes / min(seconds) / 1e9:.2f})"
+
+
+class ModeRuns:
+    """Part 1's three transfers in one mode, on an allocator of its own swapped into the pool."""
+
+    def __init__(self, pool: Any, mode: Mode, host: np.ndarray) -> None:
+        self.pool, self.mode, self.host = pool, mode, host
+        self.allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
+        self.dev = self.allocator.alloc(host.nbytes)  # resident: what downloads read
+        with self.active(), pool.batch() as batch:
+            batch.upload(self.dev, host)
+            batch.run()
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        saved, self.pool.allocator = self.pool.allocator, self.allocator
+        try:
+            yield
+        finally:
+            self.pool.allocator = saved
+
+    def upload(self) -> float:
+        with self.active(), self.pool.batch() as batch:
+            start = time.perf_counter()
+            xfer.upload_all(batch, [self.host], [DType.U8])
+            batch.run()
+            return time.perf_counter() - start
+
+    def download(self) -> float:
+        with self.active(), self.pool.batch() as batch:
+            start = time.perf_counter()
+            xfer.download(batch, self.dev, np.empty_like(self.host))  # a fresh array, as the executor's
+            batch.run()
+            return time.perf_counter() - start
+
+    def round_trip(self) -> float:
+        with self.active(), self.pool.batch() as batch:
+            start = time.perf_counter()
+            (value,) = xfer.upload_all(batch, [self.host], [DType.U8])
+            xfer.download(batch, value.allocation, np.empty_like(self.host))
+            batch.run()
+            return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.allocator.free(self.dev)
+        self.allocator.destroy()
+
+
+def bandwidth(pool: Any, modes: list[Mode], nbytes: int, n_rounds: int) -> dict[str, float]:
+    """Part 1: prints the table; returns the best round trip GB/s per mode."""
+    host = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
+    out = np.empty_like(host)
+    per_mode = [ModeRuns(pool, mode, host) for mode in modes if mode is not Mode.ZERO_COPY]
+    runs: dict[str, Callable[[], float]] = {}
+    for m in per_mode:
+        runs.update({f"{m.mode.value} upload": m.upload, f"{m.mode.value} download": m.download,
+                     f"{m.mode.value} round trip": m.round_trip})
+    runs["numpy copy (into a fresh array)"] = timed(host.copy)
+    runs["numpy copy (np.copyto, existing array)"] = timed(lambda: np.copyto(out, host))
+    if CUDA:
+        runs.update(torch_bandwidth(host))
+    try:
+        times = rounds(runs, n_rounds)
+    finally:
+        for m in per_mode:
+            m.close()
+    print(f"\n### bandwidth, {nbytes >> 20} MiB: GB/s, median (best) of {n_rounds}\n")
+    print("| transfer | GB/s |\n|---|---|")
+    for name, seconds in times.items():
+        print(f"| {name} | {cell(nbytes, seconds)} |")
+    return {m.mode.value: nbytes / min(times[f"{m.mode.value} round trip"]) / 1e9 for m in per_mode}
+
+
+def torch_bandwidth(host: np.ndarray) -> dict[str, Callable[[], float]]:
+    """torch CUDA copies of the same bytes: pageable and pinned, each way."""
+    src = torch.from_numpy(host)
+    pinned = torch.empty(src.shape, dtype=torch.uint8, pin_memory=True)
+    pinned.copy_(src)
+    gpu = src.to("cuda")
+
+    def sync(fn: Callable[[], Any]) -> Callable[[], float]:
+        def run() -> float:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            return time.perf_counter() - start
+        return run
+
+    return {"torch upload (pageable)": sync(lambda: src.to("cuda")),
+            "torch download (pageable)": sync(lambda: gpu.cpu()),
+            "torch upload (pinned)": sync(lambda: gpu.copy_(pinned, non_blocking=True)),
+            "torch download (pinned)": sync(lambda: pinned.copy_(gpu, non_blocking=True))}
+
+
+def make_input(gib: float, chunk_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x (N, COLS) f32 of about `gib` GiB in whole chunks (each chunk's column 0 holds its number,
+    so chunks differ), row indices permuting each chunk's rows, a (N, 1) mask."""
+    rng = np.random.default_rng(7)
+    n_chunks = max(1, round(gib * 2**30 / (chunk_rows * COLS * 4)))
+    x = np.empty((n_chunks * chunk_rows, COLS), np.float32)
+    base = rng.standard_normal((chunk_rows, COLS), dtype=np.float32)
+    for c in range(n_chunks):
+        block = x[c * chunk_rows:(c + 1) * chunk_rows]
+        block[:] = base
+        block[:, 0] = c
+    idx = np.concatenate([c * chunk_rows + rng.permutation(chunk_rows) for c in range(n_chunks)])
+    return x, idx.astype(np.uint32), rng.random((x.shape[0], 1)) < 0.5
+
+
+def check(got: np.ndarray, x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int,
+          who: str) -> None:
+    """Bit-equality with numpy on the first, a middle and the last chunk."""
+    n_chunks = x.shape[0] // chunk_rows
+    for c in sorted({0, n_chunks // 2, n_chunks - 1}):
+        rows = slice(c * chunk_rows, (c + 1) * chunk_rows)
+        expected = np.where(mask[rows], np.float32(-1), x[idx[rows]])
+        if got.shape != x.shape or got[rows].tobytes() != expected.tobytes():
+            raise SystemExit(f"{who}: chunk {c} differs from numpy")
+
+
+def lazy_pipeline(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, threads: int,
+                  sink: str) -> np.ndarray:
+    """The lazy API on dask's threaded scheduler: `compute()` (dask joins the blocks into one
+    array at the end, in one thread), or `store` (each task copies its block into a numpy array
+    made beforehand, in parallel: `da.store(y.to_dask(), out, lock=False)`)."""
+    y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk_rows, COLS)), 0, idx), mask, -1.0)
+    if sink == "compute":
+        return y.compute(scheduler="threads", num_workers=threads)
+    out = np.empty(y.shape, y.dtype)
+    da.store(y.to_dask(), out, lock=False, scheduler="threads", num_workers=threads)
+    return out
+
+
+def torch_pipeline(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """torch, one chunk after another: upload, index_select, masked_fill, download."""
+    out = np.empty_like(x)
+    for c in range(x.shape[0] // chunk_rows):
+        rows = slice(c * chunk_rows, (c + 1) * chunk_rows)
+        g = torch.from_numpy(x[rows]).to("cuda")
+        local = torch.from_numpy((idx[rows] - c * chunk_rows).astype(np.int64)).to("cuda")
+        m = torch.from_numpy(mask[rows]).to("cuda")
+        torch.from_numpy(out[rows]).copy_(g.index_select(0, local).masked_fill(m, -1.0))
+    torch.cuda.synchronize()
+    return out
+
+
+def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip: dict[str, float]) -> None:
+    """Part 2: prints the table."""
+    chunk_rows = max(1, (args.chunk_mib << 20) // (COLS * 4))
+    x, idx, mask = make_input(args.gib, chunk_rows)
+    device_seconds: dict[str, list[float]] = {}
+    runs: dict[str, Callable[[], float]] = {}
+
+    def lazy(mode: Mode, sink: str) -> Callable[[], float]:
+        name = f"lazyfuel {mode.value} {sink}"
+
+        def run() -> float:
+            with transfer_mode(pool, mode), lf.profile() as p:
+                start = time.perf_counter()
+                got = lazy_pipeline(x, idx, mask, chunk_rows, args.threads, sink)
+                seconds = time.perf_counter() - start
+            if name not in device_seconds:
+                check(got, x, idx, mask, chunk_rows, name)
+                device_seconds[name] = []
+            device_seconds[name].append(p.device_seconds)
+            return seconds
+        return run
+
+    for mode in modes:
+        for sink in args.sinks.split(","):
+            runs[f"lazyfuel {mode.value} {sink}"] = lazy(mode, sink)
+    runs["numpy (one thread)"] = timed(lambda: np.where(mask, np.float32(-1), x[idx]))
+    if CUDA:
+        checked = []
+
+        def torch_run() -> float:
+            start = time.perf_counter()
+            got = torch_pipeline(x, idx, mask, chunk_rows)
+            seconds = time.perf_counter() - start
+            if not checked:
+                check(got, x, idx, mask, chunk_rows, "torch")
+                checked.append(True)
+            return seconds
+        runs["torch per chunk"] = torch_run
+    times = rounds(runs, args.rounds)
+    n_chunks = x.shape[0] // chunk_rows
+    print(f"\n### pipeline: {x.nbytes / 2**30:.2f} GiB f32 ({x.shape[0]}, {COLS}) in {n_chunks} chunks of "
+          f"{chunk_rows} rows, index_select (rows permuted within chunks) + masked_fill, lazy API with "
+          f"{args.threads} threads; median (best) of {args.rounds}; GB/s = bytes of x / wall\n")
+    best_mode, trip = max(round_trip.items(), key=lambda item: item[1], default=("-", 0.0))
+    print(f"| configuration | wall s | GB/s | vs best round trip ({best_mode}, {trip:.2f} GB/s) "
+          "| device s (sum over tasks) |\n|---|---|---|---|---|")
+    for name, seconds in times.items():
+        ratio = f"{x.nbytes / min(seconds) / 1e9 / trip:.2f}" if trip else "-"
+        dev = f"{statistics.median(device_seconds[name]):.2f}" if name in device_seconds else "-"
+        print(f"| {name} | {statistics.median(seconds):.2f} ({min(seconds):.2f}) | {cell(x.nbytes, seconds)} "
+              f"| {ratio} | {dev} |")
+    if CUDA and modes:
+        best = min(min(t) for name, t in times.items() if name.startswith("lazyfuel"))
+        ratio = min(times["torch per chunk"]) / best
+        print(f"\nbest lazyfuel mode vs torch per chunk (best runs): {ratio:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=256, help="bytes per transfer in part 1")
+    parser.add_argument("--gib", type=float, default=4.0, help="size of x in part 2 (0: skip part 2)")
+    parser.add_argument("--chunk-mib", type=int, default=64, help="chunk size in part 2")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sinks", default="compute,store", help="part 2's ends: compute() and/or store")
+    parser.add_argument("--modes", default="", help="comma-separated transfer modes (default: all the "
+                        "device runs; part 2 leaves direct out on discrete GPUs: the BAR read crawls)")
+    args = parser.parse_args(argv)
+    register()
+    pool = get_pool()
+    modes = possible_modes(pool)
+    if args.modes:
+        modes = [m for m in modes if m.value in {Mode.parse(t).value for t in args.modes.split(",")}]
+    print(f"device: {pool.label} ({pool.info.kind}; driver {pool.info.driver} {pool.info.driver_info}); "
+          f"default mode {pool.allocator.mode.value}; queues {len(pool.queues)}; numpy {np.__version__}"
+          f"{'; torch ' + torch.__version__ if torch is not None else ''}{' (CUDA)' if CUDA else ''}; "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    round_trip = bandwidth(pool, modes, args.mib << 20, args.rounds)
+    if args.gib > 0:
+        part2 = modes
+        if not args.modes and pool.info.kind == "discrete":
+            part2 = [m for m in modes if m is not Mode.DIRECT]
+        pipeline(pool, part2, args, round_trip)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

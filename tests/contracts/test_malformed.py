@@ -25,6 +25,10 @@ CORPUS = Path(__file__).parent / "malformed"
 EXPECTED: dict[str, dict[str, object]] = yaml.safe_load(
     (CORPUS / "expected.yaml").read_text(encoding="utf-8"))
 
+# Bounds that catch exponential blow-ups (alias expansion, deep recursion), not speed: generous,
+# so a loaded CI machine never trips them.
+FAST = 10.0
+
 
 def test_corpus_is_complete() -> None:
     files = {p.name for p in CORPUS.glob("*.md")}
@@ -68,7 +72,7 @@ def test_alias_bomb_fails_fast(small_text: str, where: str) -> None:
     start = time.perf_counter()
     with pytest.raises(ContractError, match="anchors and aliases"):
         parse_document(text)
-    assert time.perf_counter() - start < 0.2
+    assert time.perf_counter() - start < FAST  # an expanded bomb would never finish
 
 
 def test_deep_nesting_fails_fast(small_text: str) -> None:
@@ -76,7 +80,7 @@ def test_deep_nesting_fails_fast(small_text: str) -> None:
     start = time.perf_counter()
     with pytest.raises(ContractError, match="blurb"):
         parse_document(text)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < FAST
 
 
 def test_merge_keys_and_multiple_documents_are_refused(small_text: str) -> None:
@@ -159,16 +163,16 @@ def _check_only_contract_errors(text: str) -> None:
         assert again.contracts == doc.contracts
         assert again.provider == doc.provider
         assert format_text(formatted) == formatted
-    assert time.perf_counter() - start < 1.0, "a malformed document must fail fast"
+    assert time.perf_counter() - start < FAST, "a malformed document must fail fast"
 
 
-@settings(max_examples=400, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_mutated_seed_raises_only_contract_error(data: st.DataObject) -> None:
     _check_only_contract_errors(data.draw(_mutated(_seed_text())))
 
 
-@settings(max_examples=200, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_mutated_canonical_form_raises_only_contract_error(data: st.DataObject) -> None:
     _check_only_contract_errors(data.draw(_mutated(format_text(_seed_text()))))

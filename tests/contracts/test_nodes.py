@@ -25,7 +25,7 @@ def test_compose_refuses_anchors_and_aliases_before_composing() -> None:
     with pytest.raises(ContractError, match="anchors and aliases") as info:
         compose(bomb, "doc.md", 5)
     assert (info.value.line, info.value.key) == (5, "a")
-    assert time.perf_counter() - start < 0.1
+    assert time.perf_counter() - start < 10.0  # catches blow-ups, not speed
 
 
 @pytest.mark.parametrize(

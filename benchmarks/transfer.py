@@ -65,7 +65,7 @@ def possible_modes(pool: Any) -> list[Mode]:
     found = []
     for mode in Mode:
         try:
-            choose_mode(flags, pool.info.kind, can, mode.value)
+            choose_mode(flags, can, mode.value)
             found.append(mode)
         except ValueError:
             pass

@@ -115,10 +115,10 @@ class VulkanAllocator:
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
         self.imports = HostImports.open(device, physical)
         if not isinstance(mode, Mode):
-            mode = choose_mode(self._type_flags, info.kind, self.imports is not None, mode)
+            mode = choose_mode(self._type_flags, self.imports is not None, mode)
         self.mode = mode
         # device blocks are mapped (no staging); tests clear it to exercise the staging path
-        self.direct = maps_device_memory(mode, self._type_flags, info.kind)
+        self.direct = maps_device_memory(mode, self._type_flags)
         self.import_min = IMPORT_MIN  # tests lower it to import small arrays
         # storage-buffer bindings need offsets aligned to minStorageBufferOffsetAlignment
         self.align = max(ALIGN, info.min_storage_buffer_offset_alignment)

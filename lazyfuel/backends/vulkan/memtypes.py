@@ -3,11 +3,11 @@
 Decided from the memory types' property flags alone (no measurement), as the driver reports them:
 
 - `Use.DEVICE` (kernels' buffers): where the device's memory is the host's own cached memory
-  (lavapipe, integrated GPUs: a DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED type, or an
-  integrated/CPU device with DEVICE_LOCAL|HOST_VISIBLE) it is mapped and the CPU copies straight
-  in and out. On a discrete GPU it is plain DEVICE_LOCAL, preferably not host-visible: a
-  DEVICE_LOCAL|HOST_VISIBLE type there is the PCIe BAR (resizable BAR on the H200), which the CPU
-  writes fast but reads uncached at a few tens of MB/s, so mapping it made downloads crawl.
+  (lavapipe, Intel integrated GPUs: a DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED type) it
+  is mapped and the CPU copies straight in and out. Elsewhere it is plain DEVICE_LOCAL, preferably
+  not host-visible: host-visible device-local memory that is not cached (a discrete GPU's PCIe BAR,
+  resizable on the H200; an APU's carve-out) the CPU writes fast but reads uncached at a few tens
+  of MB/s, so mapping it made downloads crawl.
 - `Use.UPLOAD` (host writes, the device copies out): HOST_VISIBLE|HOST_COHERENT system memory,
   preferring uncached (write-combined) and not device-local, as for sequential writes.
 - `Use.DOWNLOAD` (the device copies in, the host reads): HOST_VISIBLE|HOST_CACHED first, so the
@@ -107,13 +107,12 @@ def memory_type(flags: Sequence[int], allowed: int, use: Use, mapped: bool = Fal
                        f"among types {[hex(f) for f in flags]} (allowed {allowed:#x})")
 
 
-def host_memory_device(flags: Sequence[int], kind: str) -> bool:
-    """True where device memory is the host's own cached memory (lavapipe, integrated GPUs): then
-    the host maps it and no staging is needed. A discrete GPU's host-visible device-local memory
-    (the PCIe BAR) does not count: the CPU reads it uncached."""
-    if any(f & (LOCAL | MAPPABLE | CACHED) == LOCAL | MAPPABLE | CACHED for f in flags):
-        return True
-    return kind in ("integrated", "cpu") and any(f & (LOCAL | MAPPABLE) == LOCAL | MAPPABLE for f in flags)
+def host_memory_device(flags: Sequence[int]) -> bool:
+    """True where device memory is the host's own cached memory (lavapipe, integrated GPUs with a
+    DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED type): then the host maps it and no staging
+    is needed. Uncached host-visible device memory (a discrete GPU's PCIe BAR, an APU's carve-out)
+    does not count: the CPU reads it at tens of MB/s."""
+    return any(f & (LOCAL | MAPPABLE | CACHED) == LOCAL | MAPPABLE | CACHED for f in flags)
 
 
 def mappable_device_memory(flags: Sequence[int]) -> bool:
@@ -121,7 +120,7 @@ def mappable_device_memory(flags: Sequence[int]) -> bool:
     return any(f & (LOCAL | MAPPABLE) == LOCAL | MAPPABLE for f in flags)
 
 
-def choose_mode(flags: Sequence[int], kind: str, can_import: bool, wanted: str | None = None) -> Mode:
+def choose_mode(flags: Sequence[int], can_import: bool, wanted: str | None = None) -> Mode:
     """The transfer mode for a device: `wanted` (default `LAZYFUEL_VULKAN_TRANSFER`; `auto` or
     empty: the per-device default of the module docstring).
 
@@ -130,7 +129,7 @@ def choose_mode(flags: Sequence[int], kind: str, can_import: bool, wanted: str |
     """
     if wanted is None:
         wanted = os.environ.get(ENV, "")
-    host = host_memory_device(flags, kind)
+    host = host_memory_device(flags)
     if wanted.strip().lower() in ("", "auto"):
         if host:
             return Mode.ZERO_COPY if can_import else Mode.DIRECT
@@ -145,9 +144,9 @@ def choose_mode(flags: Sequence[int], kind: str, can_import: bool, wanted: str |
     return mode
 
 
-def maps_device_memory(mode: Mode, flags: Sequence[int], kind: str) -> bool:
+def maps_device_memory(mode: Mode, flags: Sequence[int]) -> bool:
     """Whether device blocks are mapped in `mode`: always in `direct`; in `zero-copy` where device
     memory is host memory (its fallback is then a CPU copy); never in `staged` and `import`."""
     if mode is Mode.DIRECT:
         return True
-    return mode is Mode.ZERO_COPY and host_memory_device(flags, kind)
+    return mode is Mode.ZERO_COPY and host_memory_device(flags)

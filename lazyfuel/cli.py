@@ -129,14 +129,15 @@ def _use_device(args: argparse.Namespace) -> None:
 
 
 def _device_name() -> str:
-    """The device kernels run on: the Vulkan device the pool picks, else the numpy backend."""
+    """Where kernels may run: the Vulkan device the pool picks (plans still choose per op between it
+    and the numpy reference; the bindings listed after the run say which ran), else numpy."""
     from lazyfuel import devices
     from lazyfuel.backends.vulkan.devices import choose
     from lazyfuel.contracts.model import Backend
 
     if Backend.Vulkan in available_backends():
         info = choose(devices())
-        return f"{info.name} [{info.index}, {info.kind}] via Vulkan"
+        return f"{info.name} [{info.index}, {info.kind}] (Vulkan) or the CPU (numpy), as planned"
     return "the CPU via numpy (cpu backend)"
 
 

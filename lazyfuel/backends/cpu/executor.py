@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lazyfuel import profiling
 from lazyfuel.contracts.model import Backend
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
@@ -49,6 +50,8 @@ class CpuExecutor:
                 raise
             values.append(self._shaped(out, step, number))
         n = program.n_inputs
+        profiling.record(programs=1, dispatches=len(program.steps), device="cpu",
+                         bindings=tuple(str(step.binding) for step in program.steps))
         return [np.array(values[i], order="C", copy=True) if i < n else values[i] for i in program.outputs]
 
     @staticmethod

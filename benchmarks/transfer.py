@@ -113,7 +113,9 @@ class ModeRuns:
 
     def __init__(self, pool: Any, mode: Mode, host: np.ndarray) -> None:
         self.pool, self.mode, self.host = pool, mode, host
-        self.allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
+        # room to keep every buffer of a round for reuse: steady state, not allocation, is measured
+        self.allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode,
+                                         cache_limit=4 * host.nbytes + (512 << 20))
         self.dev = self.allocator.alloc(host.nbytes)  # resident: what downloads read
         with self.active(), pool.batch() as batch:
             batch.upload(self.dev, host)

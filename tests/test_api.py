@@ -21,16 +21,6 @@ A = np.random.default_rng(7).standard_normal((12, 10)).astype(np.float32)
 CONTRACTS = Path(lf.__file__).parent / "contracts"
 
 
-@pytest.fixture(params=["cpu", "vulkan"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    try:
-        available_backends(request.param)
-    except RuntimeError as err:
-        pytest.skip(str(err))
-    monkeypatch.setenv("LAZYFUEL_BACKEND", request.param)
-    return request.param
-
-
 def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
     want = np.ascontiguousarray(want)
     return (got.shape == want.shape and got.dtype == want.dtype

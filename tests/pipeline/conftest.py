@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from lazyfuel.providers import available_backends
-
 REPO = Path(__file__).resolve().parents[2]
 GRAPHS = REPO / "graphs"
 MALFORMED = Path(__file__).resolve().parent / "malformed"
@@ -19,17 +17,6 @@ def graphs(tmp_path: Path) -> Path:
     """A copy of graphs/ in a temporary folder, so the data and outputs the graphs write (under
     `../data`) land in tmp_path/data, never in the repository."""
     return Path(shutil.copytree(GRAPHS, tmp_path / "graphs"))
-
-
-@pytest.fixture(params=["cpu", "vulkan"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """`LAZYFUEL_BACKEND` forced to each backend usable here."""
-    try:
-        available_backends(request.param)
-    except RuntimeError as err:
-        pytest.skip(str(err))
-    monkeypatch.setenv("LAZYFUEL_BACKEND", request.param)
-    return request.param
 
 
 def write_graph(folder: Path, text: str, name: str = "g.yaml") -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import shutil
 import subprocess
 import sys
 
@@ -161,6 +162,8 @@ def _build_module():
 
 
 def test_committed_spirv_is_fresh():
+    if shutil.which("glslc") is None or shutil.which("spirv-val") is None:
+        pytest.skip("glslc / spirv-val not installed (make test installs them; the GPU image lacks them)")
     build = _build_module()
     stale = build.stale()
     assert not stale, f"stale SPIR-V: {stale}; run python shaders/build.py and commit the result"

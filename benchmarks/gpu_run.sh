@@ -2,9 +2,15 @@
 # One whole GPU run on the device machine (the `device` tool's H200), in one call:
 #   loaders and wheels in, the Vulkan device checked, the Vulkan tests and the audit on the GPU,
 #   then the GPU benchmarks; everything they print and write lands in $OUT.
-# Prepare here once (see benchmarks/BENCHMARKS.md "GPU runs"): `.gl/` holds the Vulkan loader
-# .debs, `.whl/` the wheels the GPU image lacks (vulkan, cffi, pycparser, dask, partd, locket).
-# Usage (as the device command, carrying .gl and .whl):  bash benchmarks/gpu_run.sh [STAGE...]
+# Prepare here once, in the repository root (all three folders are git-ignored via .git/info/exclude):
+#   echo /.gl/ >>.git/info/exclude; echo /.whl/ >>.git/info/exclude; echo /.shared-copy/ >>.git/info/exclude
+#   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+#   for p in vulkan==1.3.275.1 cffi==2.0.0 pycparser dask==2026.8.0 partd locket; do python3 -m pip download
+#     --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64
+#     --platform manylinux2014_x86_64 --platform any -d .whl $p; done
+#   mkdir -p .shared-copy && cp -r ../shared/seeds .shared-copy/
+# Usage (device command, carry [".gl", ".whl", ".shared-copy"]):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer

@@ -129,14 +129,9 @@ def test_zarr_round_trip(backend, tmp_path):
     assert same_bits(back.index_select(0, [11, 0]).compute(), want[[11, 0]])
 
 
-def test_a_fused_chain_on_one_block_is_one_submit(monkeypatch):
-    try:
-        available_backends("vulkan")
-    except RuntimeError as err:
-        pytest.skip(str(err))
+def test_a_fused_chain_on_one_block_is_one_submit(vulkan):
     from lazyfuel.backends.vulkan import get_pool
 
-    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
     x = lf.from_array(A, chunks=A.shape)
     mask = np.arange(12) % 2 == 0
     y = lf.transpose(x).index_select(0, [9, 1, 4]).masked_fill(mask, 0.0)
@@ -164,13 +159,8 @@ def _worker_pool() -> tuple[int, list[int]]:
     return os.getpid(), [id(p) for p in pool._pools.values()]
 
 
-def test_distributed_two_process_workers_each_with_its_own_pool(monkeypatch):
+def test_distributed_two_process_workers_each_with_its_own_pool(vulkan):
     distributed = pytest.importorskip("distributed")
-    try:
-        available_backends("vulkan")
-    except RuntimeError as err:
-        pytest.skip(str(err))
-    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 48)).astype(np.float32)
     idx = rng.integers(0, 64, 100)

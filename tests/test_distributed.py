@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import lazyfuel as lf
-from lazyfuel.providers import available_backends
 
 distributed = pytest.importorskip("distributed")
 
@@ -35,15 +34,10 @@ def test_pin_device_chooses_by_rank(monkeypatch):
     assert os.environ["LAZYFUEL_DEVICE"] == os.environ["LAZYFUEL_DEVICES"] == "1"
 
 
-def test_two_worker_processes_each_pinned_with_its_own_pool(monkeypatch):
-    try:
-        available_backends("vulkan")
-    except RuntimeError as err:
-        pytest.skip(str(err))
+def test_two_worker_processes_each_pinned_with_its_own_pool(vulkan):
     from lazyfuel.backends.vulkan import get_pool
 
     index = get_pool().info.index
-    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
     rng = np.random.default_rng(9)
     a = rng.standard_normal((96, 40)).astype(np.float32)
     idx = rng.integers(0, 40, 70)

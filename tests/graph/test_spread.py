@@ -16,7 +16,6 @@ import pytest
 import lazyfuel as lf
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph.task import device_for
-from lazyfuel.providers import available_backends
 
 A = np.arange(24 * 16, dtype=np.float32).reshape(24, 16)
 IDX = np.array([15, 0, 7, 7, 2], np.int64)
@@ -25,16 +24,11 @@ WANT = np.where(MASK, np.float32(-1), A[:, IDX])
 
 
 @pytest.fixture
-def pools(monkeypatch):
+def pools(vulkan, monkeypatch):
     """The two pools of `LAZYFUEL_DEVICES=i,i` on the Vulkan device here (Vulkan forced)."""
-    try:
-        available_backends("vulkan")
-    except RuntimeError as err:
-        pytest.skip(str(err))
     from lazyfuel.backends.vulkan import get_pool
 
     index = get_pool().info.index
-    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
     monkeypatch.setenv("LAZYFUEL_DEVICES", f"{index},{index}")
     return get_pool(index), get_pool(index, replica=1)
 

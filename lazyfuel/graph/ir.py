@@ -104,11 +104,10 @@ class Source(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Rechunk(Node):
-    """`input` with other chunks (lowered through dask's rechunk; a fusion boundary)."""
+class Unary(Node):
+    """A node of one input whose shape and chunks are the input's unless a subclass says otherwise."""
 
     input: Node
-    new_chunks: ch.Chunks
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -117,6 +116,17 @@ class Rechunk(Node):
     @property
     def shape(self) -> tuple[int, ...]:
         return self.input.shape
+
+    @property
+    def chunks(self) -> ch.Chunks:
+        return self.input.chunks
+
+
+@dataclass(frozen=True, eq=False)
+class Rechunk(Unary):
+    """`input` with other chunks (lowered through dask's rechunk; a fusion boundary)."""
+
+    new_chunks: ch.Chunks
 
     @property
     def chunks(self) -> ch.Chunks:
@@ -230,23 +240,10 @@ class Broadcast(View):
 
 
 @dataclass(frozen=True, eq=False)
-class Contiguize(Node):
+class Contiguize(Unary):
     """An explicit copy into a fresh contiguous array."""
 
-    input: Node
     op_kind = "Contiguize"
-
-    @property
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.input.shape
-
-    @property
-    def chunks(self) -> ch.Chunks:
-        return self.input.chunks
 
 
 @dataclass(frozen=True, eq=False)

@@ -137,13 +137,19 @@ def _list_of_maps(sec: Section, outer: Entries, list_key: str, item: schema.Map)
     return [sec.mapping(n, list_key, f"{where}[{i}]", item.keys) for i, n in enumerate(items)]
 
 
+def _unique_name(sec: Section, entries: Entries, taken: list[str], what: str, where: str) -> str:
+    """Pop an entry's `name`: an identifier not already in `taken` (ContractError otherwise)."""
+    name_node = entries.pop("name")
+    name = _name(sec, name_node, "name")
+    if name in taken:
+        raise sec.error(name_node, "name", f"duplicate {what} name {name!r} in {where}")
+    return name
+
+
 def _inputs(sec: Section, accept: Entries) -> tuple[InputSpec, ...]:
     specs: list[InputSpec] = []
     for entries in _list_of_maps(sec, accept, "inputs", schema.INPUT):
-        name_node = entries.pop("name")
-        name = _name(sec, name_node, "name")
-        if any(s.name == name for s in specs):
-            raise sec.error(name_node, "name", f"duplicate input name {name!r} in accept.inputs")
+        name = _unique_name(sec, entries, [s.name for s in specs], "input", "accept.inputs")
         dtypes_node = entries.pop("dtypes")
         dtypes = tuple(_dtype(sec, d) for d in sec.sequence(dtypes_node, "dtypes"))
         if not dtypes:
@@ -210,10 +216,7 @@ def _outputs(sec: Section, ret: Entries, inputs: tuple[InputSpec, ...], params: 
     input_names = [s.name for s in inputs]
     specs: list[OutputSpec] = []
     for entries in _list_of_maps(sec, ret, "outputs", schema.OUTPUT):
-        name_node = entries.pop("name")
-        name = _name(sec, name_node, "name")
-        if any(s.name == name for s in specs):
-            raise sec.error(name_node, "name", f"duplicate output name {name!r} in return.outputs")
+        name = _unique_name(sec, entries, [s.name for s in specs], "output", "return.outputs")
         dtype_node = entries.pop("dtype_rule")
         dtype_rule = _dtype_rule(sec, dtype_node, inputs)
         shape_node = entries.pop("shape_rule")

@@ -1,0 +1,1 @@
+"""Reliability: fuzzing, adversarial input, fault injection, concurrency and soak (issue 8)."""

@@ -62,3 +62,10 @@ class Program:
     def backend(self):
         """The one backend all steps run on (None for a program with no steps)."""
         return self.steps[0].binding.backend if self.steps else None
+
+    def value_meta(self, value: int) -> tuple[tuple[int, ...], DType]:
+        """Shape and dtype of value number `value` (an input's, or a step's output)."""
+        if value < self.n_inputs:
+            return self.input_layouts[value].shape, self.input_dtypes[value]
+        step = self.steps[value - self.n_inputs]
+        return step.out_shape, step.out_dtype

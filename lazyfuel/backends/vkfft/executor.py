@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from lazyfuel import profiling
+from lazyfuel.backends.base import Outs, deliver, destinations
 from lazyfuel.backends.vkfft.device import OpenCLDevice, _modules
 from lazyfuel.backends.vkfft.transforms import NORMS, Transform, stage, unstage
 from lazyfuel.contracts.model import Backend
@@ -65,8 +66,9 @@ class OpenCLExecutor:
         # free the apps while pyvkfft is still importable: their __del__ fails at interpreter exit
         atexit.register(self._apps.clear)
 
-    def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Run `program` on `inputs`; return fresh contiguous host arrays for `program.outputs`.
+    def run(self, program: Program, inputs: Sequence[np.ndarray], out: Outs = None) -> list[np.ndarray]:
+        """Run `program` on `inputs`; return fresh contiguous host arrays for `program.outputs`
+        (copied into `out`'s arrays where given: see `backends.base`).
 
         Raises:
             ValueError: the inputs do not match the program, or a step is not an OpenCL FFT binding.
@@ -75,6 +77,7 @@ class OpenCLExecutor:
             RuntimeError: VkFFT or OpenCL failed (the message names the step).
         """
         values: list[Any] = self._check_inputs(program, inputs)
+        dests = destinations(program, out)
         n = program.n_inputs
         with self._lock:
             start, self._moved = time.perf_counter(), [0, 0]
@@ -86,8 +89,8 @@ class OpenCLExecutor:
                     except (ValueError, TypeError, MemoryError, RuntimeError, self.cl.Error) as err:
                         err.add_note(f"in step {number}: {step.binding} on {self.device.name}")
                         raise
-                out = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
-                       for i in program.outputs]
+                results = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
+                           for i in program.outputs]
             finally:
                 self.device.queue.finish()  # nothing may still read a wrapped host array
                 self._backing.clear()
@@ -95,7 +98,7 @@ class OpenCLExecutor:
                              bytes_uploaded=self._moved[0], bytes_downloaded=self._moved[1],
                              device_seconds=time.perf_counter() - start,
                              bindings=tuple(str(s.binding) for s in program.steps))
-        return out
+        return deliver(results, dests)
 
     def _step(self, step: Step, value: Any, returned: bool) -> Any:
         transform = step.binding.kernel_ref.impl

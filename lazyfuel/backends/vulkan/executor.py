@@ -4,7 +4,9 @@ Each host input's memory span (`memory_span`) is uploaded once; views are resolv
 by the program's Contiguize steps, whose params give the layout relative to that span. All steps
 are recorded into one batch, with a barrier only before a step that reads what an earlier step
 wrote since the last barrier (independent steps overlap on the GPU); intermediates stay on the device, and
-only `program.outputs` come back, as fresh contiguous arrays. Kernels that take indices record the
+only `program.outputs` come back, as fresh contiguous arrays, or into the `out=` arrays given
+(imported and written by the last kernel in zero-copy mode, copied into by the device in import
+mode, else downloaded into). Kernels that take indices record the
 first out-of-range position in a status word; the executor then raises IndexError naming the
 value and its position, and returns nothing. A lost device rebuilds the pool and retries once.
 Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lazyfuel import profiling
+from lazyfuel.backends.base import Outs, deliver, destinations
 from lazyfuel.backends.vulkan import transfer
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
@@ -52,21 +55,23 @@ class VulkanExecutor:
             return self._pool
         return get_pool() if self.device is None else get_pool(*spread_slot(self.device))
 
-    def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Run `program` on `inputs`; fresh contiguous arrays for `program.outputs`.
+    def run(self, program: Program, inputs: Sequence[np.ndarray], out: Outs = None) -> list[np.ndarray]:
+        """Run `program` on `inputs`; fresh contiguous arrays for `program.outputs` (or `out`'s
+        arrays, written in place: see `backends.base`).
 
         Raises ValueError / TypeError for inputs or steps that do not fit the program, IndexError
         for an out-of-range index (value and position named), MemoryError when the device is full.
         """
         arrays = [np.asarray(x) for x in inputs]
         kernels = self._validate(program, arrays)
+        dests = destinations(program, out)
         try:
-            return self._run(program, arrays, kernels)
+            return self._run(program, arrays, kernels, dests)
         except DeviceLostError:
             if self._pool is not None:
                 raise
             reset_pool(*(spread_slot(self.device) if self.device is not None else ()))
-            return self._run(program, arrays, kernels)
+            return self._run(program, arrays, kernels, dests)
 
     # -- checks ---------------------------------------------------------------------------------
     @staticmethod
@@ -104,13 +109,14 @@ class VulkanExecutor:
                                  f"{k} has layout {value.layout}; insert a Contiguize step before it")
 
     # -- running --------------------------------------------------------------------------------
-    def _run(self, program: Program, arrays: list[np.ndarray],
-             kernels: list[VulkanKernel]) -> list[np.ndarray]:
+    def _run(self, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],
+             dests: list[np.ndarray | None]) -> list[np.ndarray]:
         pool = self.pool
         n_in = program.n_inputs
         with pool.batch() as batch:
             values = transfer.upload_all(batch, arrays, program.input_dtypes)
             results_wanted = {v for v in program.outputs if v >= n_in}
+            into = {v: d for v, d in zip(program.outputs, dests) if d is not None and v >= n_in}
             landed: dict[int, np.ndarray] = {}  # results the kernels wrote in place (zero-copy)
             n_steps = len(program.steps)
             status_bytes = STATUS_STRIDE * max(n_steps, 1)
@@ -125,7 +131,8 @@ class VulkanExecutor:
                     unfenced.clear()
                 layout = Layout.contiguous(step.out_shape)
                 wanted = len(values) in results_wanted
-                out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted)
+                out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted,
+                                              into.get(len(values)))
                 if result is not None:
                     landed[len(values)] = result
                 kernel.record(batch, step, args, out, StatusSlot(status, i))
@@ -134,15 +141,15 @@ class VulkanExecutor:
             if unfenced:  # staging downloads copy on the device: they must see every write
                 batch.barrier()
             results: list[np.ndarray] = []
-            for v in program.outputs:
+            for v, dest in zip(program.outputs, dests):
                 if v < n_in:  # an input returned as it is: no device work needed
-                    results.append(np.array(arrays[v], order="C", copy=True))
+                    results.append(np.array(arrays[v], order="C", copy=True) if dest is None else arrays[v])
                     continue
                 if v in landed:
                     results.append(landed.pop(v))
                     continue
                 value = values[v]
-                out_array = np.empty(value.layout.shape, value.dtype.numpy)
+                out_array = np.empty(value.layout.shape, value.dtype.numpy) if dest is None else dest
                 transfer.download(batch, value.allocation, out_array)
                 results.append(out_array)
             flags = np.empty(status_bytes // 4, np.uint32)
@@ -159,7 +166,7 @@ class VulkanExecutor:
                     step = program.steps[i]
                     raise self._index_error(pool, kernels[i], step, values[step.args[1]], int(flag), arrays,
                                             step.args[1])
-            return results
+            return deliver(results, dests)
 
     @staticmethod
     def _upload(batch: Batch, a: np.ndarray, dtype: DType) -> DeviceValue:

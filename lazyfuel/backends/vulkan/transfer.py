@@ -76,15 +76,15 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
     return values
 
 
-def output(batch: Batch, shape: tuple[int, ...], dtype: DType,
-           result: bool) -> tuple[Allocation, np.ndarray | None]:
-    """Device memory for a step's output of `shape`. In zero-copy mode, for a program `result`, a
-    fresh array the kernel writes in place (returned as `landed`; then `download` is not needed);
-    else (allocation, None)."""
+def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
+           into: np.ndarray | None = None) -> tuple[Allocation, np.ndarray | None]:
+    """Device memory for a step's output of `shape`. In zero-copy mode, for a program `result`, an
+    array the kernel writes in place (`into` where given, else a fresh one; returned as `landed`:
+    then `download` is not needed); else (allocation, None)."""
     allocator = batch.pool.allocator
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
     if result and allocator.mode is Mode.ZERO_COPY and nbytes % 16 == 0 and nbytes >= allocator.import_min:
-        landed = np.empty(shape, dtype.numpy)
+        landed = np.empty(shape, dtype.numpy) if into is None else into
         flat = landed.reshape(-1).view(np.uint8)
         if _address(flat) % allocator.align == 0:
             if allocator.poison is not None:  # as for allocations: unwritten bytes show up

@@ -78,6 +78,26 @@ def test_chain_matches_the_reference(binding):
     assert not np.shares_memory(got[2], x)  # an output that is an input comes back as a copy
 
 
+def test_results_land_in_the_arrays_given(binding):
+    """out=: every output written into its poisoned destination, which is what comes back; the
+    kernels that take `out` write it themselves (gather, index_select), an input output is copied."""
+    inputs, program = chain(binding)
+    expected = CpuExecutor().run(program, inputs)
+    dests = [np.full(e.shape, np.float32(np.nan)) for e in expected]
+    got = CpuExecutor().run(program, inputs, out=dests)
+    for g, d, e in zip(got, dests, expected):
+        assert g is d and g.tobytes() == e.tobytes()
+    _, _, mask, _ = inputs
+    data = np.arange(8, dtype=np.uint8).reshape(4, 2)
+    one = Step(binding(OpKind.MaskedFill, DType.U8, DType.BOOL, DType.U8), (0, 1),
+               (("fill_bytes", fill_bytes(200, DType.U8)),), (4, 2), DType.U8)
+    dest = np.zeros((4, 2), np.uint8)
+    [out] = CpuExecutor().run(program_for([data, mask], [one], (2,)), [data, mask], out=[dest])
+    assert out is dest and dest.tolist() == np.where(mask, 200, data).tolist()
+    with pytest.raises(ValueError, match=r"out\[0\] must be a writeable C-contiguous array of shape"):
+        CpuExecutor().run(program, inputs, out=[np.empty((2, 1), np.float32), None, None])
+
+
 def test_select_reads_strided_input_natively(binding):
     x = np.arange(30, dtype=np.int64).reshape(5, 6).T[::-1]                  # (6, 5), transposed, reversed
     idx = np.array([4, 4, 0], np.uint32)

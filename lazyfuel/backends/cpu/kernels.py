@@ -154,12 +154,14 @@ def _fill_word(raw: bytes, dtype: np.dtype) -> np.ndarray:
 
 
 def index_select_step(source: np.ndarray, indices: np.ndarray, *, outer_count: int,
-                      source_dim_size: int, n_indices: int, inner_count: int) -> np.ndarray:
+                      source_dim_size: int, n_indices: int, inner_count: int,
+                      out: np.ndarray | None = None) -> np.ndarray:
     """IndexSelect over `source` seen as [outer_count, source_dim_size, inner_count].
 
     Accepts `source` of any lazyfuel dtype in any layout (read in row-major logical order) and
     `n_indices` U32 (or other integer) indices. Returns a fresh contiguous array of shape
-    (outer_count, n_indices, inner_count); the executor reshapes it to the step's shape.
+    (outer_count, n_indices, inner_count), or `out` (C-contiguous, `source`'s dtype, that many
+    elements) written in place; the executor reshapes it to the step's shape.
 
     Raises:
         IndexError: an index >= source_dim_size (value and position).
@@ -171,15 +173,21 @@ def index_select_step(source: np.ndarray, indices: np.ndarray, *, outer_count: i
     idx = checks.as_indices(indices, source_dim_size).reshape(-1)
     _expect_size(idx, n_indices, "indices", "n_indices")
     src = _bits(source).reshape(outer_count, source_dim_size, inner_count)
-    return _fresh(np.take(src, idx, axis=1), source.dtype)
+    shape = (outer_count, n_indices, inner_count)
+    # the indices are checked: "clip" skips numpy's second bounds check (and, with `out`, its buffer)
+    if out is None:
+        return _fresh(np.take(src, idx, axis=1, mode="clip"), source.dtype)
+    np.take(src, idx, axis=1, out=_into(out, source.dtype, shape), mode="clip")
+    return out
 
 
 def gather_step(source: np.ndarray, indices: np.ndarray, *, source_shape: Sequence[int],
-                output_shape: Sequence[int], dim: int) -> np.ndarray:
+                output_shape: Sequence[int], dim: int, out: np.ndarray | None = None) -> np.ndarray:
     """Gather along `dim` of `source` (shape `source_shape`) by indices of shape `output_shape`.
 
     Accepts any lazyfuel dtype and layout for `source` and integer indices. Returns a fresh
-    contiguous array of `output_shape`.
+    contiguous array of `output_shape`, or `out` (C-contiguous, `source`'s dtype, that many
+    elements) written in place.
 
     Raises:
         IndexError: an index >= source_shape[dim] (value and position), or `dim` out of range.
@@ -191,17 +199,32 @@ def gather_step(source: np.ndarray, indices: np.ndarray, *, source_shape: Sequen
     d = checks.check_gather_shapes(source_shape, output_shape, dim)
     src_shape, out_shape = source_shape or (1,), output_shape or (1,)
     idx = checks.as_indices(np.reshape(indices, out_shape), src_shape[d])
-    out = np.take_along_axis(_bits(source).reshape(src_shape), idx, axis=d)
-    return _fresh(out.reshape(output_shape), source.dtype)
+    bits = _bits(source)
+    dest = None if out is None else _into(out, source.dtype, out_shape)
+    if bits.flags.c_contiguous:  # one flat take: element offsets, the checked indices along `d`
+        offsets = idx.astype(np.intp)
+        offsets *= math.prod(src_shape[d + 1:])
+        for axis in (a for a in range(len(out_shape)) if a != d):
+            step = np.arange(out_shape[axis], dtype=np.intp) * math.prod(src_shape[axis + 1:])
+            offsets += step.reshape((-1,) + (1,) * (len(out_shape) - axis - 1))
+        taken = np.take(bits.reshape(-1), offsets, out=dest, mode="clip")
+    else:
+        taken = np.take_along_axis(bits.reshape(src_shape), idx, axis=d)
+        if dest is not None:
+            np.copyto(dest, taken)
+    if out is not None:
+        return out
+    return _fresh(taken.reshape(output_shape), source.dtype)
 
 
-def masked_fill_step(data: np.ndarray, mask: np.ndarray, *, fill_bytes: bytes) -> np.ndarray:
+def masked_fill_step(data: np.ndarray, mask: np.ndarray, *, fill_bytes: bytes,
+                     out: np.ndarray | None = None) -> np.ndarray:
     """Where `mask` is true the element's bytes become `fill_bytes`, elsewhere `data`'s.
 
     Accepts `data` of any lazyfuel dtype and layout, and a BOOL mask of `data`'s shape (or the
     same element count, read row-major, or a shape broadcasting to `data`'s). `fill_bytes` is one
     element of data's dtype (see `lazyfuel.checks.fill_bytes`). Returns a fresh contiguous array
-    of `data`'s shape.
+    of `data`'s shape, or `out` (C-contiguous, `data`'s dtype and size) written in place.
 
     Raises:
         TypeError: the mask is not bool.
@@ -214,17 +237,31 @@ def masked_fill_step(data: np.ndarray, mask: np.ndarray, *, fill_bytes: bytes) -
         else:
             m = np.broadcast_to(m, checks.broadcast_mask_shape(m.shape, data.shape))
     fill = _fill_word(bytes(fill_bytes), data.dtype)
-    return _fresh(np.where(m, fill, _bits(data)), data.dtype)
+    bits = _bits(data)
+    if bits.dtype.kind != "u":  # 16-byte words: no integer arithmetic
+        if out is None:
+            return _fresh(np.where(m, fill, bits), data.dtype)
+        np.copyto(_into(out, data.dtype, data.shape), np.where(m, fill, bits))
+        return out
+    # branch-free, three vectorised passes: data ^ ((data ^ fill) * mask); about 3x faster than
+    # np.where's per-element choice on a random mask
+    dest = np.empty(data.shape, bits.dtype) if out is None else _into(out, data.dtype, data.shape)
+    np.bitwise_xor(bits, fill, out=dest)
+    np.multiply(dest, m, out=dest)
+    np.bitwise_xor(dest, bits, out=dest)
+    return dest.view(data.dtype) if out is None else out
 
 
 def contiguize_step(span_or_array: np.ndarray, *, shape: Sequence[int], strides: Sequence[int],
-                    offset: int, dtype: DType | str | None = None) -> np.ndarray:
+                    offset: int, dtype: DType | str | None = None,
+                    out: np.ndarray | None = None) -> np.ndarray:
     """The view (`shape`, `strides`, `offset`, in elements) of a memory span, copied contiguous.
 
     `span_or_array` is either a value of the program (any lazyfuel dtype and layout; the params
     are relative to `lazyfuel.layout.memory_span` of it, as the planner computes them), or, when
     `dtype` is given, raw bytes: a 1-d uint8 memory span read as elements of `dtype`. Strides may
-    be 0 (broadcast) or negative (reversed). Returns a fresh contiguous array of `shape`.
+    be 0 (broadcast) or negative (reversed). Returns a fresh contiguous array of `shape`, or
+    `out` (C-contiguous, of that dtype and size) written in place.
 
     Raises:
         ValueError: the view would reach outside the span, or shape and strides differ in length.
@@ -243,7 +280,7 @@ def contiguize_step(span_or_array: np.ndarray, *, shape: Sequence[int], strides:
         raise ValueError(f"contiguize: shape {shape} has {len(shape)} dims but strides {strides} "
                          f"has {len(strides)}")
     if math.prod(shape) == 0:
-        return np.empty(shape, elems.dtype)
+        return np.empty(shape, elems.dtype) if out is None else out
     lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
     hi = offset + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
     if lo < 0 or hi >= elems.size:
@@ -252,7 +289,19 @@ def contiguize_step(span_or_array: np.ndarray, *, shape: Sequence[int], strides:
     itemsize = elems.dtype.itemsize
     view = as_strided(_bits(elems)[offset:], shape, tuple(s * itemsize for s in strides),
                       writeable=False)
-    return np.array(view, order="C", copy=True).view(elems.dtype)
+    if out is None:
+        return np.array(view, order="C", copy=True).view(elems.dtype)
+    np.copyto(_into(out, elems.dtype, shape), view)
+    return out
+
+
+def _into(out: np.ndarray, dtype: np.dtype, shape: Sequence[int]) -> np.ndarray:
+    """`out` as raw words of `shape` to write a result of `dtype` into (ValueError unless it is a
+    C-contiguous array of `dtype` with that many elements)."""
+    if out.dtype != dtype or out.size != math.prod(shape) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {dtype} array of {math.prod(shape)} elements, "
+                         f"got {out.dtype} {out.shape} (contiguous={out.flags.c_contiguous})")
+    return _bits(out).reshape(tuple(shape))
 
 
 def _expect_size(a: np.ndarray, expected: int, name: str, formula: str) -> None:

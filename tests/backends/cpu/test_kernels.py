@@ -249,6 +249,11 @@ def test_results_never_alias_inputs():
 # --- step functions (the provider's kernels, with the op params of docs/internals.md) ------------
 
 
+def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous array of 0xA5 bytes: an element a kernel does not write shows up."""
+    return np.full(int(np.prod(shape)) * dtype.itemsize, 0xA5, np.uint8).view(dtype).reshape(shape)
+
+
 def select_params(shape: tuple[int, ...], dim: int, n: int) -> dict[str, int]:
     return {"outer_count": int(np.prod(shape[:dim])), "source_dim_size": shape[dim], "n_indices": n,
             "inner_count": int(np.prod(shape[dim + 1:]))}
@@ -265,6 +270,9 @@ def test_index_select_step_matches_np_take(x, data):
     expected = np.take(x, idx, axis=dim)
     same_bits(out, expected.reshape(out.shape))
     assert out.shape == (int(np.prod(x.shape[:dim])), n, int(np.prod(x.shape[dim + 1:])))
+    dest = poisoned(expected.shape, x.dtype)
+    assert index_select_step(x, idx, **select_params(x.shape, dim, n), out=dest) is dest
+    same_bits(dest, expected)
 
 
 @settings(max_examples=200, deadline=None)
@@ -276,7 +284,27 @@ def test_gather_step_matches_np_take_along_axis(x, data):
     out_shape[dim] = data.draw(st.integers(0, 5)) if x.shape[dim] else 0
     idx = index_arrays(rng, tuple(out_shape), x.shape[dim], np.uint32)
     out = gather_step(x, idx, source_shape=x.shape, output_shape=tuple(out_shape), dim=dim)
-    same_bits(out, np.take_along_axis(x, idx.astype(np.intp), axis=dim))
+    expected = np.take_along_axis(x, idx.astype(np.intp), axis=dim)
+    same_bits(out, expected)
+    dest = poisoned(expected.shape, x.dtype)
+    assert gather_step(x, idx, source_shape=x.shape, output_shape=tuple(out_shape), dim=dim, out=dest) is dest
+    same_bits(dest, expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(), st.data())
+def test_masked_fill_step_matches_np_where(x, data):
+    """Every dtype and layout, masks of the data's shape or broadcasting to it; fresh and out=."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    keep = [data.draw(st.booleans()) for _ in range(x.ndim)]
+    mask = rng.integers(0, 2, tuple(n if k else 1 for n, k in zip(x.shape, keep))).astype(bool)
+    fill_word = rng.integers(0, 256, x.dtype.itemsize, dtype=np.uint8).tobytes()
+    fill = np.frombuffer(fill_word, x.dtype).reshape(())
+    expected = np.where(mask, fill, x)
+    same_bits(masked_fill_step(x, mask, fill_bytes=fill_word), expected)
+    dest = poisoned(x.shape, x.dtype)
+    assert masked_fill_step(x, mask, fill_bytes=fill_word, out=dest) is dest
+    same_bits(dest, expected)
 
 
 @settings(max_examples=200, deadline=None)

@@ -27,13 +27,14 @@ import dask.array as da
 import dask.local
 import dask.threaded
 import numpy as np
+from dask.array.optimization import optimize
 from dask.base import get_scheduler
 
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.ir import Node, Source
-from lazyfuel.graph.lower import lower
+from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry
 
@@ -170,20 +171,22 @@ class Array:
     def compute(self, **dask_kwargs: Any) -> np.ndarray:
         """Run the graph; a numpy array. Keyword arguments go to `dask.compute` (scheduler …).
 
-        On dask's local schedulers (threads, sync) each block is copied into the result by the
-        thread that computed it, as soon as it is done, instead of all blocks being held and
-        then concatenated by one thread at the end: half the peak memory, and the copy spread
-        over the workers. (Elsewhere, and in dask's array-expression mode, which has no `store`,
-        dask concatenates the blocks.)
+        On dask's local schedulers (threads, sync) the result is allocated once and each block is
+        written into it by the task that computes it: by the kernels themselves where the block's
+        region is contiguous (`Executor.run(out=)`), else copied there as soon as it is done. No
+        block is held and no thread concatenates at the end. Elsewhere (dask.distributed) dask
+        gathers the blocks and concatenates them.
         """
-        arr = self.to_dask()
-        scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler"), collections=[arr])
-        local = scheduler in (dask.threaded.get, dask.local.get_sync) and not da.array_expr_enabled()
-        if math.prod(len(c) for c in arr.chunks) == 1 or arr.size == 0 or not local:
-            return np.asarray(arr.compute(**dask_kwargs))
-        out = np.empty(arr.shape, arr.dtype)
-        da.store(arr, out, lock=False, **dask_kwargs)
-        return out
+        scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
+        if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(self.shape):
+            out = np.empty(self.shape, self.dtype)
+            found = lower_into(self._node, DefaultRuntime.from_env(), out)
+            if found is not None:
+                graph, keys = found
+                kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
+                scheduler(optimize(graph, keys), keys, **kwargs)
+                return out
+        return np.asarray(self.to_dask().compute(**dask_kwargs))
 
     def persist(self, **dask_kwargs: Any) -> Array:
         """An Array whose chunks are computed and held (in memory, or on a distributed cluster)."""

@@ -27,7 +27,7 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
-from lazyfuel.graph.task import Runtime, read_pieces, run_block
+from lazyfuel.graph.task import Runtime, read_pieces, run_block, store_block
 
 
 def lower(root: Node, runtime: Runtime) -> da.Array:
@@ -53,10 +53,18 @@ class _Lowering:
             return node.array
         if isinstance(node, Rechunk):
             return self.array(node.input).rechunk(node.chunks)
+        name, layer, deps, reads = self.group(node)
+        return from_layer(name, layer, deps, node.chunks, node.dtype, reads)
+
+    def group(self, node: Node, into: np.ndarray | None = None
+              ) -> tuple[str, dict, list[da.Array], dict[str, dict]]:
+        """The layer of `node`'s fused group (`run_block` tasks; `store_block` tasks writing into
+        `into` when given), the dask arrays it reads, and its layers of read tasks."""
         leaves = self.partition.rooted_at(node).leaves(node)
         deps = {leaf.name: self.array(leaf) for leaf in leaves}
         keys = {name: arr.__dask_keys__() for name, arr in deps.items()}
-        name = f"lazyfuel-{node.label}-{tokenize(node.name, self.runtime)}"
+        kind = node.label if into is None else f"{node.label}-into"
+        name = f"lazyfuel-{kind}-{tokenize(node.name, self.runtime)}"
         layer: dict = {}
         reads: dict[str, dict] = {}  # layers of read tasks (selects read per source chunk)
 
@@ -65,10 +73,16 @@ class _Lowering:
                 return (self._reads(key[0][1], keys, reads), *key[1:])
             return _key(keys[key[0]], key[1:])
 
+        starts = [np.concatenate(([0], np.cumsum(c))).tolist() for c in node.chunks]
         for number, (block, task) in enumerate(tasks(self.partition, node)):
-            layer[(name, *block)] = (run_block, replace(task.recipe, block=number), self.runtime,
-                                     *map(arg, task.keys))
-        return from_layer(name, layer, list(deps.values()), node.chunks, node.dtype, reads)
+            body = replace(task.recipe, block=number)
+            if into is None:
+                layer[(name, *block)] = (run_block, body, self.runtime, *map(arg, task.keys))
+            else:
+                region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, block))
+                layer[(name, *block)] = (store_block, body, self.runtime, into, region,
+                                         *map(arg, task.keys))
+        return name, layer, list(deps.values()), reads
 
     def _reads(self, select: str, keys: dict[str, Any], reads: dict[str, dict]) -> str:
         """The name of `select`'s layer of read tasks, added to `reads` on first use."""
@@ -79,6 +93,23 @@ class _Lowering:
                                             *(_key(keys[k[0]], k[1:]) for k in chunk_keys))
                            for number, (block, reader, chunk_keys) in enumerate(found)}
         return name
+
+
+def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, list] | None:
+    """A task graph (a plain dict) and its keys that compute `root` straight into `into` (an
+    array of `root`'s shape and dtype), each block written by the task that makes it; None when
+    `root` is not a fused group (a source or a rechunk: nothing of lazyfuel's to run)."""
+    if isinstance(root, (Source, Rechunk)):
+        return None
+    lowering = _Lowering(Partition.of(root, Families(runtime.planner)), runtime)
+    _, layer, deps, reads = lowering.group(root, into)
+    graph: dict = {}
+    for dep in deps:
+        graph.update(dep.__dask_graph__())
+    for extra in reads.values():
+        graph.update(extra)
+    graph.update(layer)
+    return graph, list(layer)
 
 
 def tasks(partition: Partition, node: Node) -> Iterator[tuple[tuple[int, ...], Task]]:

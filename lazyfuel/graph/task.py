@@ -295,6 +295,24 @@ def device_for(block: int, backend: Backend) -> int | None:
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     """The task: build the program inputs from `args`, plan, run once, view the result."""
+    return _computed(recipe, runtime, args, None)
+
+
+def store_block(recipe: BlockRecipe, runtime: Runtime, dest: np.ndarray, region: tuple[slice, ...],
+                *args: Any) -> None:
+    """The task of a compute into one array: the block is computed into `dest[region]`, by the
+    kernels themselves (`Executor.run(out=)`) where that region is contiguous and no numpy view
+    follows the program, else copied there. Returns nothing: the result is in `dest`."""
+    target = dest[region] if dest.ndim else dest  # a 0-d array indexed by () is a scalar
+    direct = recipe.chain is not None and not recipe.post and target.flags.c_contiguous
+    result = _computed(recipe, runtime, args, target if direct else None)
+    if result is not target:
+        target[...] = result
+
+
+def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
+              into: np.ndarray | None) -> np.ndarray:
+    """The block (written into `into` when given: then `into` is returned)."""
     if math.prod(recipe.shape) == 0:
         return np.empty(recipe.shape, recipe.dtype)
     inputs = [a for spec in recipe.inputs for a in spec.arrays(args)]
@@ -303,7 +321,12 @@ def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     else:
         program = runtime.planner().plan(recipe.chain, [DType.from_numpy(a.dtype) for a in inputs],
                                          [Layout.of(a) for a in inputs])
-        (out,) = executor(program.backend, device_for(recipe.block, program.backend)).run(program, inputs)
+        run = executor(program.backend, device_for(recipe.block, program.backend)).run
+        shape, dtype = program.value_meta(program.outputs[0])
+        if into is not None and into.shape == shape and into.dtype == dtype.numpy:
+            (out,) = run(program, inputs, out=[into])
+        else:
+            (out,) = run(program, inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

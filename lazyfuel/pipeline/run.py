@@ -31,6 +31,7 @@ from lazyfuel.pipeline.ops import OPS
 from lazyfuel.pipeline.spec import Graph, OutputSpec
 
 LOCAL_SCHEDULERS = ("threads", "processes", "sync")
+PROGRESS_AFTER_S = 0.5  # runs shorter than this show no progress bar
 Log = Callable[[str], None]
 
 
@@ -146,7 +147,7 @@ def _compute(targets: list[Any], scheduler: str, progress: bool) -> list[Any]:
     if progress:
         from dask.diagnostics import ProgressBar
 
-        bar = ProgressBar(out=sys.stderr, minimum=0.5)
+        bar = ProgressBar(out=sys.stderr, minimum=PROGRESS_AFTER_S)
     with bar:
         return list(dask.compute(*targets, scheduler=scheduler))
 

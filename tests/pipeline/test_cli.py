@@ -23,7 +23,9 @@ outputs:
 """
 
 
-def test_run_prints_outputs_and_the_summary(graphs: Path, capsys: pytest.CaptureFixture):
+def test_run_prints_outputs_and_the_summary(graphs: Path, capsys: pytest.CaptureFixture,
+                                            monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("lazyfuel.pipeline.run.PROGRESS_AFTER_S", 0)  # however fast the run is
     assert main(["run", str(graphs / "quickstart.yaml")]) == 0
     out, err = capsys.readouterr()
     assert "dropped: shape (128, 32768) float32 (16.0 MiB) sha256 " in out

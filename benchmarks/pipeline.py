@@ -16,10 +16,10 @@ and the best of the rounds are reported.
 lazyfuel's own overhead is the run time not spent inside `Executor.run` (the kernels and, on
 Vulkan, their transfers): measured by wrapping the executors the task bodies call, once with dask's
 sync scheduler (total minus the summed run time) and once threaded (wall time during which no
-thread is inside a run). The sync figure is split into the copy of finished blocks into the
-result (what `compute()` to one numpy array needs on top of the kernels, timed inside dask's
-`load_store_chunk`) and the rest (graph building, planning, scheduling, task bodies). The device
-time that `lf.profile()` collects (Vulkan) is shown beside.
+thread is inside a run). `compute()` has each task's kernels write its block straight into the
+one result array (`Executor.run(out=)`), so the result is made inside the runs; only blocks that
+cannot be written in place are copied, and that copy counts as overhead. The device time that
+`lf.profile()` collects (Vulkan) is shown beside.
 
     python benchmarks/pipeline.py                    # N=8192, 2 threads, 5 rounds
     python benchmarks/pipeline.py --n 1024 --rounds 2 --backends cpu   # a quick look
@@ -40,7 +40,6 @@ from typing import Any
 
 import dask
 import dask.array as da
-import dask.array.core
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -58,10 +57,8 @@ class ExecutorClock:
     def __init__(self) -> None:
         self.intervals: list[tuple[float, float]] = []
         self.backends: Counter[str] = Counter()
-        self.assembly = 0.0  # seconds copying finished blocks into the result (compute())
         self._lock = threading.Lock()
         self._original = task_module.executor
-        self._store = dask.array.core.load_store_chunk
 
     def __enter__(self) -> ExecutorClock:
         clock = self
@@ -70,31 +67,21 @@ class ExecutorClock:
             def __init__(self, inner: Any) -> None:
                 self.inner, self.backend = inner, inner.backend
 
-            def run(self, program: Any, inputs: Any) -> Any:
+            def run(self, program: Any, inputs: Any, out: Any = None) -> Any:
                 start = time.perf_counter()
                 try:
-                    return self.inner.run(program, inputs)
+                    return self.inner.run(program, inputs, out=out)
                 finally:
                     end = time.perf_counter()
                     with clock._lock:
                         clock.intervals.append((start, end))
                         clock.backends[program.backend.name] += 1
 
-        def store_chunk(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return self._store(*args, **kwargs)
-            finally:
-                with clock._lock:
-                    clock.assembly += time.perf_counter() - start
-
         task_module.executor = lambda *where: Timed(self._original(*where))
-        dask.array.core.load_store_chunk = store_chunk
         return self
 
     def __exit__(self, *exc: object) -> None:
         task_module.executor = self._original
-        dask.array.core.load_store_chunk = self._store
 
     def summed(self) -> float:
         return sum(b - a for a, b in self.intervals)
@@ -175,17 +162,16 @@ def overhead(run: Run, repeats: int) -> dict[str, float]:
     """Median total, kernel and overhead seconds (threaded: wall minus time covered by runs)."""
     totals, kernels = [], []
     backends: Counter[str] = Counter()
-    device, assembly = [], []
+    device = []
     for _ in range(repeats):
         with ExecutorClock() as clock, lf.profile() as profile:
             totals.append(timed(run))
         kernels.append(clock.covered())
         backends.update(clock.backends)
         device.append(profile.device_seconds)
-        assembly.append(clock.assembly)
     i = int(np.argsort(totals)[len(totals) // 2])
     return {"total": totals[i], "kernel": kernels[i], "overhead": totals[i] - kernels[i],
-            "programs": dict(backends), "device_s": device[i], "assembly_s": assembly[i]}
+            "programs": dict(backends), "device_s": device[i]}
 
 
 def main() -> None:
@@ -238,14 +224,11 @@ def main() -> None:
             threaded = overhead(lazyfuel_run(op, w, b, args.threads), args.rounds)
             sync = overhead(lazyfuel_run(op, w, b, args.threads, scheduler="sync"), args.rounds)
             extra[b] = {"threaded": threaded, "sync": sync}
-            rest = sync["overhead"] - sync["assembly_s"]
             print(f"\nlazyfuel {b}: threaded {threaded['total']:.3f} s, {threaded['kernel']:.3f} s with a "
                   f"kernel running, overhead {threaded['overhead']:.3f} s "
                   f"({100 * threaded['overhead'] / threaded['total']:.0f}%); sync {sync['total']:.3f} s, "
                   f"kernels {sync['kernel']:.3f} s, overhead {sync['overhead']:.3f} s "
-                  f"({100 * sync['overhead'] / sync['total']:.0f}%), of which copying the blocks into "
-                  f"the result {sync['assembly_s']:.3f} s and the rest {rest:.3f} s "
-                  f"({100 * rest / sync['total']:.0f}%); programs ran on {threaded['programs']}; "
+                  f"({100 * sync['overhead'] / sync['total']:.0f}%); programs ran on {threaded['programs']}; "
                   f"device time (lf.profile) {threaded['device_s']:.3f} s")
         results[op] = {"times": times, "overhead": extra}
     if args.json:

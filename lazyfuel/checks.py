@@ -61,8 +61,12 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
                         f"pass an integer array, e.g. indices.astype(np.int64)")
     limit = min(int(axis_len), U32_LIMIT)
     if a.size:
-        low = a.min() if a.dtype.kind == "i" else 0
-        if low < 0 or a.max() >= limit:
+        if a.dtype.kind == "i" and limit <= 2 ** (8 * a.dtype.itemsize - 1):
+            # one pass: seen unsigned, a negative value is >= 2**(bits-1) >= limit
+            bad = a.view(a.dtype.str.replace("i", "u")).max() >= limit
+        else:
+            bad = (a.min() < 0 if a.dtype.kind == "i" else False) or a.max() >= limit
+        if bad:
             _raise_first_bad(a, int(axis_len), what)
     return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
 

@@ -41,7 +41,7 @@ from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, Determinism
 from lazyfuel.judge.workloads import FFT_POINTS_IN, make_inputs, program_for, supported
 from lazyfuel.layout import Layout, normalize_dim
 from lazyfuel.precision import Mismatch, first_bit_difference, first_mismatch, worst_row_mismatch
-from lazyfuel.providers import available_backends, default_registry
+from lazyfuel.providers import available_backends, default_registry, unusable_reason
 from lazyfuel.registry import Binding, Registry
 
 Inputs = list[np.ndarray]
@@ -345,7 +345,10 @@ def audit(registry: Registry | None = None, backends: Sequence[Backend] | None =
         if progress is not None:
             progress.label(str(b))
         if b.backend not in usable:
-            report.results.append(BindingAudit(b, 0, skipped=f"backend {b.backend} is not usable here"))
+            why = unusable_reason(b.backend)
+            skipped = (f"backend {b.backend} is not usable here: {why}" if why is not None
+                       else f"backend {b.backend} is left out by LAZYFUEL_BACKEND")
+            report.results.append(BindingAudit(b, 0, skipped=skipped))
         else:
             rng = np.random.default_rng([seed, number])
             report.results.append(audit_binding(b, executor(b.backend), rng))

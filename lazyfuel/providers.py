@@ -89,10 +89,19 @@ def unusable_reason(backend: Backend) -> str | None:
         return _unusable[backend]
 
 
-def unusable_backends() -> dict[Backend, str]:
-    """Each backend a built-in provider ships documents for that cannot run here, with why."""
-    found = {b: unusable_reason(b) for b in BACKEND_PRIORITY if _has_provider(b)}
-    return {b: why for b, why in found.items() if why is not None}
+def left_out(choice: str | None = None) -> dict[Backend, str]:
+    """Each backend a built-in provider ships bindings for that `available_backends(choice)` leaves
+    out, with why: `not usable here: <the error building its executor raised>` (auto), or
+    `left out by LAZYFUEL_BACKEND=<choice>` (a forced choice: the others are not even opened)."""
+    choice = _choice(choice)
+    chosen = available_backends(choice)
+    return {b: f"left out by LAZYFUEL_BACKEND={choice}" if choice != "auto"
+            else f"not usable here: {unusable_reason(b)}"
+            for b in BACKEND_PRIORITY if _has_provider(b) and b not in chosen}
+
+
+def _choice(choice: str | None) -> str:
+    return (choice or os.environ.get("LAZYFUEL_BACKEND") or "auto").lower()
 
 
 def available_backends(choice: str | None = None) -> list[Backend]:
@@ -100,7 +109,7 @@ def available_backends(choice: str | None = None) -> list[Backend]:
 
     Forcing a backend that cannot run here raises RuntimeError saying why.
     """
-    choice = (choice or os.environ.get("LAZYFUEL_BACKEND") or "auto").lower()
+    choice = _choice(choice)
     register_builtin_providers()
     if choice == "auto":
         return [b for b in BACKEND_PRIORITY if _has_provider(b) and backend_usable(b)]

@@ -122,7 +122,7 @@ def test_without_cuda_the_bindings_are_visible_but_never_planned_over() -> None:
     x = lf.from_array(np.ones((8, 64), np.float32), chunks=(4, 64))
     text = lf.explain(lf.rfft(x))
     why = unusable_reason(Backend.Cuda)
-    assert f"Cuda is not usable here, its bindings are not planned over: {why}" in text
+    assert f"Cuda's bindings are not planned over: Cuda is not usable here: {why}" in text
     assert "program on Cuda" not in text
     assert np.allclose(lf.rfft(x).compute(), np.fft.rfft(np.ones((8, 64))))
 
@@ -135,3 +135,11 @@ def test_without_cuda_the_audit_skips_its_bindings_saying_why() -> None:
     assert {r.skipped for r in report.results} == {f"backend Cuda is not usable here: {why}"}
     assert "0 of 0 binding(s) keep their contract (2 skipped" in report.table()
 
+
+def test_a_forced_backend_leaves_the_others_out_saying_so(monkeypatch) -> None:
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "cpu")
+    x = lf.from_array(np.ones((4, 32), np.float32), chunks=(2, 32))
+    text = lf.explain(lf.rfft(x))
+    assert "backends [Cpu]" in text
+    assert "Cuda's bindings are not planned over: Cuda is left out by LAZYFUEL_BACKEND=cpu" in text
+    assert "OpenCL's bindings are not planned over: OpenCL is left out by LAZYFUEL_BACKEND=cpu" in text

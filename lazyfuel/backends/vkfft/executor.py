@@ -100,6 +100,11 @@ class VkFFTExecutor:
         self._moved[1] += value.nbytes
         return value.get()
 
+    def _fetch(self, value: Any, dest: np.ndarray | None) -> np.ndarray:
+        """A program output on the host; `dest` is the caller's `out=` array for it (or None),
+        which a back end able to download straight into it fills (`deliver` copies otherwise)."""
+        return self._host(value)
+
     def _result(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
         """The device array a step whose result is a program output writes (axis last)."""
         return self._empty(shape, dtype)
@@ -137,8 +142,8 @@ class VkFFTExecutor:
                     except self._errors as err:
                         err.add_note(f"in step {number}: {step.binding} on {self.device.name}")
                         raise
-                results = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
-                           for i in program.outputs]
+                results = [np.array(values[i], order="C", copy=True) if i < n
+                           else self._fetch(values[i], dest) for i, dest in zip(program.outputs, dests)]
             finally:
                 self._finish()  # nothing may still read a wrapped host array
             profiling.record(programs=1, submits=1, dispatches=len(program.steps),

@@ -151,7 +151,7 @@ def _ratio(t: dict[str, list[float]], over: str, under: str) -> str:
     return f"{statistics.median(t[over]) / statistics.median(t[under]):.2f}x"
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], header: bool = True) -> str:
     names = list(results[0]["times"])
     devices = [n for n in names if n in results[0]["first"]]
     ratios = [("numpy", d) for d in devices if "numpy" in names]
@@ -159,7 +159,7 @@ def table(results: list[dict]) -> str:
     ratios += [("cupy", "vkfft cuda")] if {"cupy", "vkfft cuda"} <= set(names) else []
     head = ["case", "input", *names, *(f"{d} first run" for d in devices),
             *(f"{o} / {u}" for o, u in ratios), "max row error"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] if header else []
     for r in results:
         t = r["times"]
         errs = ", ".join(f"{n} {r['errors'][n]:.1e}" for n in names if n != "numpy")
@@ -197,12 +197,12 @@ def main() -> None:
         cp.cuda.Device().synchronize()
     cases = _cases(args.cases) if args.cases else QUICK if args.quick else CASES
     keep = {c.strip() for c in args.configs.split(",")} if args.configs else None
-    results = [bench(shape, dtype, args.repeats, keep) for shape, dtype in cases]
     usable = available_backends()
     named = ", ".join(f"{b.name} {executor(b).device.name}" for b in DEVICES if b in usable) or "none"
     print(f"# rfft, {date.today()}, {platform.node()} ({os.cpu_count()} CPUs), numpy {np.__version__}, "
           f"lazyfuel FFT devices: {named}; median of {args.repeats}")
-    print(table(results))
+    for number, (shape, dtype) in enumerate(cases):  # each row as soon as it is measured
+        print(table([bench(shape, dtype, args.repeats, keep)], header=number == 0), flush=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@
 #   unusable), then the FFT tests (tests/backends/vkfft, tests/graph/test_fft.py: Cuda and the
 #   Vulkan -> Cuda crossing), the audit of the Cuda FFT bindings, and rfft lazyfuel cuda vs CuPy's
 #   cuFFT (FFTCUDA_ARGS: benchmarks/fft.py's arguments, no spaces inside one). At most ~9.5 minutes
-#   (build 240 s, tests 130 s, audit 90 s, benchmark 100 s), about 4 expected.
+#   (build 200 s, tests 130 s, audit 90 s, benchmark 150 s), about 4 expected.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -43,7 +43,7 @@ fftcuda() {  # see the header; each part bounded so the whole stays within one d
   local cuda_home; cuda_home=$(dirname "$(dirname "$nvcc")")
   mkdir -p /tmp/vkbuild && tar xzf .whl/pyvkfft-*.tar.gz -C /tmp/vkbuild || return 1
   ( cd /tmp/vkbuild/pyvkfft-* && CUDA_HOME=$cuda_home VKFFT_BACKEND=cuda \
-      LIBRARY_PATH=$cuda_home/lib64:$cuda_home/lib64/stubs:${LIBRARY_PATH:-} timeout 240 \
+      LIBRARY_PATH=$cuda_home/lib64:$cuda_home/lib64/stubs:${LIBRARY_PATH:-} timeout 200 \
       python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/site . ) \
     >"$OUT/fftcuda_build.txt" 2>&1 || { tail -n 30 "$OUT/fftcuda_build.txt"; return 1; }
   export LD_LIBRARY_PATH=$cuda_home/lib64:${LD_LIBRARY_PATH:-} PATH=$cuda_home/bin:$PATH
@@ -54,7 +54,7 @@ cupy.cuda.runtime.runtimeGetVersion(), cupy.cuda.runtime.getDeviceProperties(0)[
     >"$OUT/fftcuda_tests.txt" 2>&1; tail -n 25 "$OUT/fftcuda_tests.txt"
   timeout 90 python3 -m lazyfuel audit --backend cuda --op Fft --op Ifft --op Rfft --op Irfft \
     >"$OUT/fftcuda_audit.txt" 2>&1; tail -n 16 "$OUT/fftcuda_audit.txt"
-  timeout 100 python3 benchmarks/fft.py ${FFTCUDA_ARGS:---repeats 3 --cases 8192x8192:float32,8192x8191:float32,64x65537:float64 \
+  timeout 150 python3 benchmarks/fft.py ${FFTCUDA_ARGS:---repeats 3 --cases 8192x8192:float32,8192x8191:float32,64x65537:float64 \
     --configs "numpy,cupy,cupy + copies,vkfft cuda,lazyfuel cuda"} 2>&1 | tee "$OUT/fftcuda_bench.txt"
 }
 stages=${*:-check tests audit kernels pipeline}

@@ -10,11 +10,21 @@
 #     --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64
 #     --platform manylinux2014_x86_64 --platform any -d .whl $p; done
 #   mkdir -p .shared-copy && cp -r ../shared/seeds .shared-copy/
+#   for fftcuda, pyvkfft's sdist without its 35 MB of examples and docs (the version the venv has):
+#   pip download --no-binary :all: --no-deps -d /tmp/vk pyvkfft==2025.1.1 && tar xzf /tmp/vk/pyvkfft-2025.1.1.tar.gz
+#     -C /tmp/vk && rm -r /tmp/vk/pyvkfft-2025.1.1/{examples,doc} && tar czf .whl/pyvkfft-2025.1.1-slim.tar.gz
+#     -C /tmp/vk pyvkfft-2025.1.1
 # Usage (device command, carry [".gl", ".whl", ".shared-copy"]):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
 #   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS).
+# fftcuda (not in the default list): the vkfft provider's Cuda backend. Builds pyvkfft's CUDA back
+#   end from .whl/pyvkfft-*.tar.gz with the image's nvcc (no OpenCL: the OpenCL backend stays
+#   unusable), then the FFT tests (tests/backends/vkfft, tests/graph/test_fft.py: Cuda and the
+#   Vulkan -> Cuda crossing), the audit of the Cuda FFT bindings, and rfft lazyfuel cuda vs CuPy's
+#   cuFFT (FFTCUDA_ARGS: benchmarks/fft.py's arguments, no spaces inside one). At most ~9.5 minutes
+#   (build 200 s, tests 130 s, audit 90 s, benchmark 150 s), about 4 expected.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -27,6 +37,26 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 if ! python3 -m lazyfuel devices >/dev/null 2>&1; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
+fftcuda() {  # see the header; each part bounded so the whole stays within one device call
+  local nvcc; nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) \
+    || { echo "fftcuda: no nvcc on PATH or in /usr/local/cuda/bin" | tee "$OUT/fftcuda_build.txt"; return 1; }
+  local cuda_home; cuda_home=$(dirname "$(dirname "$nvcc")")
+  mkdir -p /tmp/vkbuild && tar xzf .whl/pyvkfft-*.tar.gz -C /tmp/vkbuild || return 1
+  ( cd /tmp/vkbuild/pyvkfft-* && CUDA_HOME=$cuda_home VKFFT_BACKEND=cuda \
+      LIBRARY_PATH=$cuda_home/lib64:$cuda_home/lib64/stubs:${LIBRARY_PATH:-} timeout 200 \
+      python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/site . ) \
+    >"$OUT/fftcuda_build.txt" 2>&1 || { tail -n 30 "$OUT/fftcuda_build.txt"; return 1; }
+  export LD_LIBRARY_PATH=$cuda_home/lib64:${LD_LIBRARY_PATH:-} PATH=$cuda_home/bin:$PATH
+  python3 -c "import cupy, pyvkfft.cuda, pyvkfft.version as v; print('pyvkfft', v.__version__, 'cuda', \
+cupy.cuda.runtime.runtimeGetVersion(), cupy.cuda.runtime.getDeviceProperties(0)['name'])" 2>&1 \
+    | tee "$OUT/fftcuda_env.txt"
+  timeout 130 python3 -m pytest -q -r fE -p no:cacheprovider tests/backends/vkfft tests/graph/test_fft.py \
+    >"$OUT/fftcuda_tests.txt" 2>&1; tail -n 25 "$OUT/fftcuda_tests.txt"
+  timeout 90 python3 -m lazyfuel audit --backend cuda --op Fft --op Ifft --op Rfft --op Irfft \
+    >"$OUT/fftcuda_audit.txt" 2>&1; tail -n 16 "$OUT/fftcuda_audit.txt"
+  timeout 150 python3 benchmarks/fft.py ${FFTCUDA_ARGS:---repeats 3 --cases 8192x8192:float32,8192x8191:float32,64x65537:float64 \
+    --configs "numpy,cupy,cupy + copies,vkfft cuda,lazyfuel cuda"} 2>&1 | tee "$OUT/fftcuda_bench.txt"
+}
 stages=${*:-check tests audit kernels pipeline}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
 for stage in $stages; do
@@ -40,6 +70,7 @@ for stage in $stages; do
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
     transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer.txt" ;;
+    fftcuda)  fftcuda ;;
     *)        echo "unknown stage $stage" ;;
   esac
 done

@@ -36,7 +36,7 @@ from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.ir import Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.planner import Planner
-from lazyfuel.providers import available_backends, default_registry
+from lazyfuel.providers import available_backends, default_registry, left_out
 
 
 @dataclass(frozen=True)
@@ -397,4 +397,4 @@ def explain(x: Any) -> str:
     cost. Plans only; runs nothing."""
     arr = asarray(x)
     runtime = DefaultRuntime.from_env()
-    return explain_node(arr._node, runtime, runtime.planner())
+    return explain_node(arr._node, runtime, runtime.planner(), left_out(runtime.backend))

@@ -41,7 +41,7 @@ from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, Determinism
 from lazyfuel.judge.workloads import FFT_POINTS_IN, make_inputs, program_for, supported
 from lazyfuel.layout import Layout, normalize_dim
 from lazyfuel.precision import Mismatch, first_bit_difference, first_mismatch, worst_row_mismatch
-from lazyfuel.providers import available_backends, default_registry
+from lazyfuel.providers import available_backends, default_registry, left_out
 from lazyfuel.registry import Binding, Registry
 
 Inputs = list[np.ndarray]
@@ -335,6 +335,7 @@ def audit(registry: Registry | None = None, backends: Sequence[Backend] | None =
     reproduces the random data."""
     registry = registry if registry is not None else default_registry()
     usable = list(backends) if backends is not None else available_backends()
+    left = left_out() if backends is None else {}  # why each other backend is skipped
     seed = secrets.randbits(32) if seed is None else seed
     report = AuditReport(seed)
     chosen = [b for b in registry.bindings() if (select is None or select(b))
@@ -345,7 +346,8 @@ def audit(registry: Registry | None = None, backends: Sequence[Backend] | None =
         if progress is not None:
             progress.label(str(b))
         if b.backend not in usable:
-            report.results.append(BindingAudit(b, 0, skipped=f"backend {b.backend} is not usable here"))
+            report.results.append(BindingAudit(b, 0, skipped=f"backend {b.backend} is "
+                                               f"{left.get(b.backend, 'not usable here')}"))
         else:
             rng = np.random.default_rng([seed, number])
             report.results.append(audit_binding(b, executor(b.backend), rng))

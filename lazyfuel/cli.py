@@ -110,8 +110,9 @@ def _audit(args: argparse.Namespace) -> int:
     from lazyfuel.audit import audit
     from lazyfuel.judge import Progress
 
-    report = audit(backends=available_backends(args.backend), seed=args.seed, select=_select(args),
-                   progress=Progress())
+    # no --backend: every backend, those that cannot run here listed as skipped with the reason
+    backends = available_backends(args.backend) if args.backend else None
+    report = audit(backends=backends, seed=args.seed, select=_select(args), progress=Progress())
     print(report.table())
     return 0 if report.ok else 1
 
@@ -311,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "declared precision and determinism; exit 1 on any failure")
     audit.add_argument("--seed", type=int, help="seed of the random data (default: fresh)")
     for p, func in ((judge, _judge), (audit, _audit)):
-        p.add_argument("--backend", help="only this backend (vulkan, cpu; default: every usable one)")
+        p.add_argument("--backend", help="only this backend (vulkan, opencl, cuda, cpu; default: every "
+                       "usable one)")
         p.add_argument("--op", action="append", help="only this op kind (repeatable)")
         p.add_argument("--dtype", action="append", help="only bindings of this data dtype (repeatable)")
         p.set_defaults(func=func)

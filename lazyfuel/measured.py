@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 
@@ -60,24 +60,25 @@ def vulkan_fingerprint() -> str:
     return " | ".join(parts)
 
 
-def opencl_fingerprint() -> str:
-    """The vkfft provider's OpenCL device: name, kind, driver, OpenCL and platform versions and
-    compute units (`OpenCLDevice.fingerprint`); a CPU device (PoCL) also names the host CPU."""
-    from lazyfuel.backends.vkfft.executor import OpenCLExecutor
+def vkfft_fingerprint(backend: Backend) -> str:
+    """The vkfft provider's device on `backend` (OpenCL or Cuda): its `fingerprint` (name, driver
+    and versions, compute units); a CPU device (PoCL) also names the host CPU."""
+    from lazyfuel.backends.vkfft.executor import VkFFTExecutor
 
     register_builtin_providers()
-    runner = executor(Backend.OpenCL)
-    if not isinstance(runner, OpenCLExecutor):
-        raise LookupError(f"the OpenCL executor is a {type(runner).__name__}, not the vkfft provider's")
+    runner = executor(backend)
+    if not isinstance(runner, VkFFTExecutor):
+        raise LookupError(f"the {backend} executor is a {type(runner).__name__}, not the vkfft provider's")
     device = runner.device
-    host = f" | host {host_cpu()}" if device.kind == "CPU" else ""
-    return f"OpenCL | {device.fingerprint}{host}"
+    host = f" | host {host_cpu()}" if getattr(device, "kind", None) == "CPU" else ""
+    return f"{backend.name} | {device.fingerprint}{host}"
 
 
 FINGERPRINTS: dict[Backend, Callable[[], str]] = {
     Backend.Cpu: cpu_fingerprint,
     Backend.Vulkan: vulkan_fingerprint,
-    Backend.OpenCL: opencl_fingerprint,
+    Backend.OpenCL: partial(vkfft_fingerprint, Backend.OpenCL),
+    Backend.Cuda: partial(vkfft_fingerprint, Backend.Cuda),
 }
 
 

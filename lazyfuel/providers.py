@@ -35,14 +35,16 @@ BUILTIN = (
     BuiltinProvider("lazyfuel.backends.cpu", Backend.Cpu, ("cpu.md",)),
     BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan, ("vulkan_select.md", "vulkan.md")),
     BuiltinProvider("lazyfuel.backends.vkfft", Backend.OpenCL, ("vkfft.md",)),
+    BuiltinProvider("lazyfuel.backends.vkfft", Backend.Cuda, ("vkfft_cuda.md",)),
 )
 
-# Preference order when costs tie: a device first, the numpy reference last.
+# Preference order when costs tie: a device first, the numpy reference last; of the two FFT
+# backends, Cuda before OpenCL (docs/decisions.md).
 BACKEND_PRIORITY = (Backend.Vulkan, Backend.Cuda, Backend.OpenCL, Backend.Cpu)
 
 _lock = threading.Lock()
 _default: Registry | None = None
-_available: dict[Backend, bool] = {}
+_unusable: dict[Backend, str | None] = {}  # backend -> why it cannot run here (None: it can)
 
 
 def register_builtin_providers() -> None:
@@ -69,15 +71,37 @@ def default_registry() -> Registry:
 
 def backend_usable(backend: Backend) -> bool:
     """Whether `backend`'s executor can be built here (checked once; a failure warns once)."""
+    return unusable_reason(backend) is None
+
+
+def unusable_reason(backend: Backend) -> str | None:
+    """Why `backend`'s executor cannot be built here (the error building it), or None if it can.
+    Checked once per process; a failure warns once."""
+    register_builtin_providers()
     with _lock:
-        if backend not in _available:
+        if backend not in _unusable:
             try:
                 executor(backend)
-                _available[backend] = True
+                _unusable[backend] = None
             except Exception as err:
-                warnings.warn(f"lazyfuel: backend {backend} is not usable here: {err}", stacklevel=2)
-                _available[backend] = False
-        return _available[backend]
+                warnings.warn(f"lazyfuel: backend {backend} is not usable here: {err}", stacklevel=3)
+                _unusable[backend] = str(err)
+        return _unusable[backend]
+
+
+def left_out(choice: str | None = None) -> dict[Backend, str]:
+    """Each backend a built-in provider ships bindings for that `available_backends(choice)` leaves
+    out, with why: `not usable here: <the error building its executor raised>` (auto), or
+    `left out by LAZYFUEL_BACKEND=<choice>` (a forced choice: the others are not even opened)."""
+    choice = _choice(choice)
+    chosen = available_backends(choice)
+    return {b: f"left out by LAZYFUEL_BACKEND={choice}" if choice != "auto"
+            else f"not usable here: {unusable_reason(b)}"
+            for b in BACKEND_PRIORITY if _has_provider(b) and b not in chosen}
+
+
+def _choice(choice: str | None) -> str:
+    return (choice or os.environ.get("LAZYFUEL_BACKEND") or "auto").lower()
 
 
 def available_backends(choice: str | None = None) -> list[Backend]:
@@ -85,7 +109,7 @@ def available_backends(choice: str | None = None) -> list[Backend]:
 
     Forcing a backend that cannot run here raises RuntimeError saying why.
     """
-    choice = (choice or os.environ.get("LAZYFUEL_BACKEND") or "auto").lower()
+    choice = _choice(choice)
     register_builtin_providers()
     if choice == "auto":
         return [b for b in BACKEND_PRIORITY if _has_provider(b) and backend_usable(b)]
@@ -94,8 +118,13 @@ def available_backends(choice: str | None = None) -> list[Backend]:
         raise ValueError(f"LAZYFUEL_BACKEND={choice!r}; expected one of auto, "
                          f"{', '.join(sorted(named))}")
     backend = named[choice]
-    if not (_has_provider(backend) and backend_usable(backend)):
-        raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but cannot run here")
+    if not _has_provider(backend):
+        raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but no provider "
+                           "ships it")
+    why = unusable_reason(backend)
+    if why is not None:
+        raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but cannot run "
+                           f"here: {why}")
     return [backend]
 
 

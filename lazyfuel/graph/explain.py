@@ -7,12 +7,14 @@ it inserts and the cap that demanded each, the estimated cost, and the devices i
 (spread round-robin by block number where the backend has several). Groups are cut where ops
 prefer different backends (`graph.family`); a group reading another group's result computed on
 another backend says so: the result crosses through host memory (a numpy chunk between the two
-tasks). It plans; it runs nothing.
+tasks). Backends whose bindings are left out (not usable here, or not chosen) are named with the
+reason. It plans; it runs nothing.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from lazyfuel.backends.base import devices
 from lazyfuel.contracts.model import Backend
@@ -24,14 +26,18 @@ from lazyfuel.planner import Planner, describe_program
 from lazyfuel.registry import NoBindingError
 
 
-def explain_node(root: Node, runtime: Runtime, planner: Planner) -> str:
-    """The explanation text for the graph ending at `root`."""
+def explain_node(root: Node, runtime: Runtime, planner: Planner,
+                 left_out: Mapping[Backend, str] | None = None) -> str:
+    """The explanation text for the graph ending at `root`; `left_out` (backend -> why, e.g. "not
+    usable here: ...") names the backends with bindings that the planner does not plan over."""
     prefer = Families(planner)
     partition = Partition.of(root, prefer)
     groups = _groups(root, partition)
     backends = ", ".join(b.name for b in planner.backends) or "none"
     lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
              f"backends [{backends}]"]
+    lines += [f"  {b.name}'s bindings are not planned over: {b.name} is {why}"
+              for b, why in (left_out or {}).items()]
     if not groups:
         lines.append("  a source as it is: nothing to run")
     ran: dict[str, tuple[int, Backend | None]] = {}  # group name -> (number, backend)

@@ -30,7 +30,7 @@ LENGTHS = (16, 12, 17)  # a power of two, a composite, a prime (VkFFT's Bluestei
 REF = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft, "irfft": np.fft.irfft}
 
 
-@pytest.fixture(params=["cpu", "opencl"])
+@pytest.fixture(params=["cpu", "opencl", "cuda"])
 def fft_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Backend:
     """Each FFT provider usable here, forced through `LAZYFUEL_BACKEND`."""
     try:
@@ -186,8 +186,9 @@ def _planner(names: tuple[str, ...]) -> Planner:
     return Planner(default_registry(), [Backend[n] for n in names])
 
 
-def test_selects_on_vulkan_hand_the_fft_to_opencl_through_host_memory():
-    for name in ("vulkan", "opencl"):
+@pytest.mark.parametrize("fft_name", ["opencl", "cuda"])
+def test_selects_on_vulkan_hand_the_fft_to_its_provider_through_host_memory(fft_name: str):
+    for name in ("vulkan", fft_name):
         try:
             available_backends(name)
         except RuntimeError as err:
@@ -198,10 +199,11 @@ def test_selects_on_vulkan_hand_the_fft_to_opencl_through_host_memory():
     idx = RNG.integers(0, 16, size=(16, 32))
     mask = RNG.random((16, 32)) < 0.2
     y = lf.rfft(lf.masked_fill(lf.gather(lf.from_array(v, chunks=(8, 32)), 0, idx), mask, -1.0))
-    runtime = Only(("Vulkan", "OpenCL"))
+    fft_backend = {"opencl": Backend.OpenCL, "cuda": Backend.Cuda}[fft_name]
+    runtime = Only(("Vulkan", fft_backend.name))
     text = explain_node(y._node, runtime, runtime.planner())
     assert "2 fused node(s)" in text
-    assert "program on Vulkan" in text and "program on OpenCL" in text
+    assert "program on Vulkan" in text and f"program on {fft_backend.name}" in text
     assert "crossing: reads fused node 1's result, computed on Vulkan, through host memory" in text
     got = lower(y._node, runtime).compute()
     want = np.fft.rfft(np.where(mask, -1.0, np.take_along_axis(v, idx, 0).astype(np.float64)), axis=-1)
@@ -213,5 +215,7 @@ def test_explain_names_each_fused_nodes_backend():
     text = lf.explain(lf.rfft(lf.masked_fill(lf.gather(v, 1, RNG.integers(0, 16, (8, 16))), v > 1, 0.0)))
     assert "2 fused node(s)" in text and "chain (one task, one program): Rfft" in text
     assert text.count("program on ") == 2 and text.count("\n  runs on ") == 2
-    if {Backend.Vulkan, Backend.OpenCL} <= set(available_backends("auto")):
-        assert "cut from fused node 1: its ops prefer Vulkan, this one OpenCL" in text
+    usable = available_backends("auto")
+    fft_backend = next((b for b in usable if b in (Backend.Cuda, Backend.OpenCL)), None)
+    if Backend.Vulkan in usable and fft_backend is not None:  # Cuda first where both run
+        assert f"cut from fused node 1: its ops prefer Vulkan, this one {fft_backend.name}" in text

@@ -1,4 +1,9 @@
-"""`OpenCLExecutor`: runs planned Programs of FFT steps through pyvkfft on one OpenCL device.
+"""`VkFFTExecutor`: runs planned Programs of FFT steps through one of pyvkfft's back ends.
+
+The step logic is the same whichever back end runs VkFFT (OpenCL in `opencl.py`, CUDA in
+`cuda.py`); a back end fills the underscore hooks that touch device memory (`_allocate`,
+`_on_device`, `_new_app`, `_context`, `_finish`) and may override the copies (`_upload`, `_host`,
+`_result`, `_hermitian`) where its device allows better.
 
 Each step's transformed axis is whole (the graph layer rechunks it so). A step reads its argument
 either as a host array (a program input, any layout, or a result brought back) or as a device array
@@ -9,9 +14,9 @@ where it is. The result stays on the device when the axis is last; otherwise it 
 axis is moved into place. Only the program's outputs come back at the end.
 
 VkFFT apps (a compiled plan per batch, length, dtype, direction kind and norm) are cached per
-executor; building one compiles OpenCL kernels (seconds on PoCL the first time; PoCL keeps a disk
-cache, so later processes start fast). One lock serialises programs: an app's scratch buffers are
-not safe to share between concurrent launches, and PoCL spreads each launch over every core anyway.
+executor; building one compiles kernels (seconds on PoCL the first time; PoCL keeps a disk cache,
+so later processes start fast). One lock serialises programs: an app's scratch buffers are not
+safe to share between concurrent launches.
 """
 
 from __future__ import annotations
@@ -22,78 +27,125 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 
 from lazyfuel import profiling
 from lazyfuel.backends.base import Outs, deliver, destinations
-from lazyfuel.backends.vkfft.device import OpenCLDevice, _modules
-from lazyfuel.backends.vkfft.transforms import NORMS, Transform, stage, unstage
+from lazyfuel.backends.vkfft.transforms import NORMS, Transform, drop_ignored_imag, stage, unstage
 from lazyfuel.contracts.model import Backend
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
 
 APP_CACHE_SIZE = 64
 _DOUBLE = (np.dtype(np.float64), np.dtype(np.complex128))
-_HERMITIAN = """
-long j = i % m;
-dst[i] = src[i];
-if (j == 0 || (even && j == m - 1)) dst[i].imag = 0;
-"""
 
 
-class OpenCLExecutor:
-    """The OpenCL backend's `Executor` (FFT steps only); see the module docstring.
+class VkFFTExecutor:
+    """The `Executor` of one pyvkfft back end on one device (FFT steps only); see the module docstring.
 
-    Building it opens the device (RuntimeError naming the fix when there is none), so a machine
-    without OpenCL reports the backend unusable and plans fall back to the CPU provider.
+    `device` names itself (`name`) and says `has_double`, `max_alloc_bytes` and `unified_memory`;
+    `vkfft` is the pyvkfft back-end module whose `VkFFTApp` `_new_app` builds; `errors` are the
+    device API's exception types, noted with the failing step like VkFFT's RuntimeErrors.
     """
 
-    backend = Backend.OpenCL
+    backend: Backend
 
-    def __init__(self, device: OpenCLDevice | None = None) -> None:
-        self.cl, self.vkfft = _modules()
-        import pyopencl.array
-
-        self.cla = pyopencl.array
-        self.device = device if device is not None else OpenCLDevice.open()
+    def __init__(self, device: Any, vkfft: Any, errors: tuple[type[BaseException], ...] = ()) -> None:
+        self.device = device
+        self.vkfft = vkfft
+        self._errors = (ValueError, TypeError, MemoryError, RuntimeError, *errors)
         self._apps: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-        self._fixers: dict[np.dtype, Any] = {}
         self._lock = threading.Lock()
         self._moved = [0, 0]  # bytes uploaded, downloaded by the program running now
-        self._backing: dict[int, np.ndarray] = {}  # buffer pointer -> the host array it wraps
         # free the apps while pyvkfft is still importable: their __del__ fails at interpreter exit
         atexit.register(self._apps.clear)
+
+    # --- what a back end fills in ---------------------------------------------------------------
+
+    def _allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """A fresh device array (`_empty` has checked its size)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _allocate")
+
+    def _on_device(self, value: Any) -> bool:
+        """Whether `value` is a device array of this back end (else a numpy array)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _on_device")
+
+    def _new_app(self, shape: tuple[int, int], dtype: np.dtype, **options: Any) -> Any:
+        """pyvkfft's `VkFFTApp` for (batch, points) `shape` on this device, with `options`."""
+        raise NotImplementedError(f"{type(self).__name__} must define _new_app")
+
+    def _context(self) -> AbstractContextManager[Any]:
+        """Entered around a whole program (e.g. the CUDA device and stream made current)."""
+        return nullcontext()
+
+    def _finish(self) -> None:
+        """Wait until the device has finished everything the program queued."""
+
+    # --- the copies, overridable where a device does better -------------------------------------
+
+    def _upload(self, host: np.ndarray) -> Any:
+        """`host` as a device array."""
+        dst = self._empty(host.shape, host.dtype)
+        dst.set(host)
+        self._moved[0] += host.nbytes
+        return dst
+
+    def _host(self, value: Any) -> np.ndarray:
+        """`value` on the host: itself, or a download."""
+        if isinstance(value, np.ndarray):
+            return value
+        self._moved[1] += value.nbytes
+        return value.get()
+
+    def _fetch(self, value: Any, dest: np.ndarray | None) -> np.ndarray:
+        """A program output on the host; `dest` is the caller's `out=` array for it (or None),
+        which a back end able to download straight into it fills (`deliver` copies otherwise)."""
+        return self._host(value)
+
+    def _result(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """The device array a step whose result is a program output writes (axis last)."""
+        return self._empty(shape, dtype)
+
+    def _hermitian(self, src: Any, length: int) -> Any:
+        """A copy of device array `src` (batch, points) without the imaginary parts numpy's irfft
+        ignores (the array's own indexing; a back end whose arrays lack it overrides this)."""
+        dst = src.copy()
+        drop_ignored_imag(dst, length)
+        return dst
+
+    # --- the steps ------------------------------------------------------------------------------
 
     def run(self, program: Program, inputs: Sequence[np.ndarray], out: Outs = None) -> list[np.ndarray]:
         """Run `program` on `inputs`; return fresh contiguous host arrays for `program.outputs`
         (copied into `out`'s arrays where given: see `backends.base`).
 
         Raises:
-            ValueError: the inputs do not match the program, or a step is not an OpenCL FFT binding.
+            ValueError: the inputs do not match the program, or a step is not an FFT binding of
+                this backend.
             TypeError: an input's dtype differs from the program's.
             MemoryError: a buffer exceeds the device's largest allocation.
-            RuntimeError: VkFFT or OpenCL failed (the message names the step).
+            RuntimeError: VkFFT or the device failed (the message names the step).
         """
         values: list[Any] = self._check_inputs(program, inputs)
         dests = destinations(program, out)
         n = program.n_inputs
-        with self._lock:
+        with self._lock, self._context():
             start, self._moved = time.perf_counter(), [0, 0]
             try:
                 for number, step in enumerate(program.steps):
                     try:
                         returned = n + number in program.outputs
                         values.append(self._step(step, values[step.args[0]], returned))
-                    except (ValueError, TypeError, MemoryError, RuntimeError, self.cl.Error) as err:
+                    except self._errors as err:
                         err.add_note(f"in step {number}: {step.binding} on {self.device.name}")
                         raise
-                results = [np.array(values[i], order="C", copy=True) if i < n else self._host(values[i])
-                           for i in program.outputs]
+                results = [np.array(values[i], order="C", copy=True) if i < n
+                           else self._fetch(values[i], dest) for i, dest in zip(program.outputs, dests)]
             finally:
-                self.device.queue.finish()  # nothing may still read a wrapped host array
-                self._backing.clear()
+                self._finish()  # nothing may still read a wrapped host array
             profiling.record(programs=1, submits=1, dispatches=len(program.steps),
                              bytes_uploaded=self._moved[0], bytes_downloaded=self._moved[1],
                              device_seconds=time.perf_counter() - start,
@@ -102,9 +154,9 @@ class OpenCLExecutor:
 
     def _step(self, step: Step, value: Any, returned: bool) -> Any:
         transform = step.binding.kernel_ref.impl
-        if step.binding.backend is not Backend.OpenCL or not isinstance(transform, Transform):
-            raise ValueError(f"{step.binding} is not an OpenCL FFT binding; the OpenCL executor runs "
-                             "the vkfft provider's bindings only")
+        if step.binding.backend is not self.backend or not isinstance(transform, Transform):
+            raise ValueError(f"{step.binding} is not a {self.backend.name} FFT binding; the "
+                             f"{self.backend.name} executor runs the vkfft provider's bindings only")
         p = step.param
         axis, length, norm = int(p["axis"]), int(p["length"]), p["norm"]
         in_dtype = np.dtype(value.dtype)
@@ -125,10 +177,8 @@ class OpenCLExecutor:
             return unstage(moved.real.astype(out_dtype) if out_dtype.kind == "f" else moved.astype(out_dtype),
                            tuple(step.out_shape), axis)
         src = self._source(transform, value, axis, points_in, length, batch)
-        if returned and last and self.device.unified_memory:  # write straight into the result
-            dst = self._wrap(np.empty((batch, points_out), out_dtype), write=True)
-        else:
-            dst = self._empty((batch, points_out), out_dtype)
+        shape = (batch, points_out)
+        dst = self._result(shape, out_dtype) if returned and last else self._empty(shape, out_dtype)
         vk_norm, scale_forward = NORMS[norm]
         app = self._app(transform, batch, length, transform.app_dtype(in_dtype), vk_norm)
         (app.ifft if transform.inverse else app.fft)(src, dst)
@@ -143,39 +193,21 @@ class OpenCLExecutor:
         """The (batch, points) device array VkFFT reads (see the module docstring)."""
         up = transform.upload_dtype(value.dtype)
         hermitian = transform.r2c and transform.inverse
-        if isinstance(value, self.cla.Array) and axis == value.ndim - 1 and value.shape[-1] == points \
+        if self._on_device(value) and axis == value.ndim - 1 and value.shape[-1] == points \
                 and value.dtype == up:
             src = value.reshape(batch, points)
             return self._hermitian(src, length) if hermitian else src
         host = stage(self._host(value), axis, points, up, fresh=hermitian)
         if hermitian:  # numpy's irfft ignores the imaginary parts of the 0 and Nyquist terms
-            host[:, 0] = host[:, 0].real
-            if length % 2 == 0 and points == length // 2 + 1:
-                host[:, -1] = host[:, -1].real
+            drop_ignored_imag(host, length)
         return self._upload(host)
-
-    def _hermitian(self, src: Any, length: int) -> Any:
-        """A copy of device array `src` (batch, points) with the imaginary parts numpy's irfft
-        ignores set to 0 (one elementwise pass on the device)."""
-        fixer = self._fixers.get(src.dtype)
-        if fixer is None:
-            from pyopencl.elementwise import ElementwiseKernel
-
-            ctype = "cfloat_t" if src.dtype == np.complex64 else "cdouble_t"
-            fixer = self._fixers[src.dtype] = ElementwiseKernel(
-                self.device.context, f"{ctype} *dst, const {ctype} *src, long m, int even", _HERMITIAN,
-                "lazyfuel_hermitian", preamble="#include <pyopencl-complex.h>")
-        dst = self._empty(src.shape, src.dtype)
-        even = int(length % 2 == 0 and src.shape[1] == length // 2 + 1)
-        fixer(dst, src, np.int64(src.shape[1]), np.int32(even))
-        return dst
 
     def _app(self, transform: Transform, batch: int, length: int, dtype: np.dtype, norm: Any) -> Any:
         key = (transform.r2c, batch, length, dtype, norm, transform.app_options)
         app = self._apps.get(key)
         if app is None:
-            app = self.vkfft.VkFFTApp((batch, length), dtype, self.device.queue, ndim=1, inplace=False,
-                                      norm=norm, r2c=transform.r2c, **dict(transform.app_options))
+            app = self._new_app((batch, length), dtype, ndim=1, inplace=False, norm=norm,
+                                r2c=transform.r2c, **dict(transform.app_options))
             self._apps[key] = app
             if len(self._apps) > APP_CACHE_SIZE:
                 self._apps.popitem(last=False)
@@ -189,39 +221,7 @@ class OpenCLExecutor:
             raise MemoryError(f"an FFT buffer of {nbytes} bytes ({shape} {np.dtype(dtype)}) exceeds "
                               f"{self.device.name}'s largest allocation of {self.device.max_alloc_bytes} "
                               "bytes; use smaller chunks along the other axes")
-        return self.cla.empty(self.device.queue, shape, dtype, allocator=self.device.allocator)
-
-    def _upload(self, host: np.ndarray) -> Any:
-        if self.device.unified_memory and host.flags.writeable and host.nbytes:
-            return self._wrap(host, write=False)  # no copy: the device reads host memory in place
-        dst = self._empty(host.shape, host.dtype)
-        dst.set(host)
-        self._moved[0] += host.nbytes
-        return dst
-
-    def _wrap(self, host: np.ndarray, write: bool) -> Any:
-        """A device array over `host`'s own memory (CL_MEM_USE_HOST_PTR), kept until the run ends."""
-        flags = self.cl.mem_flags.USE_HOST_PTR | (self.cl.mem_flags.READ_WRITE if write
-                                                  else self.cl.mem_flags.READ_ONLY)
-        buffer = self.cl.Buffer(self.device.context, flags, hostbuf=host)
-        self._backing[buffer.int_ptr] = host
-        return self.cla.Array(self.device.queue, host.shape, host.dtype, data=buffer)
-
-    def _host(self, value: Any) -> np.ndarray:
-        """`value` on the host: itself, the host array a wrapped buffer holds, or a download."""
-        if isinstance(value, np.ndarray):
-            return value
-        host = self._backing.get(value.base_data.int_ptr)
-        if host is None:
-            self._moved[1] += value.nbytes
-            return value.get()
-        mapped, _ = self.cl.enqueue_map_buffer(self.device.queue, value.base_data, self.cl.map_flags.READ,
-                                               0, host.shape, host.dtype)
-        if mapped.ctypes.data != host.ctypes.data:  # the driver kept its own copy after all
-            host[...] = mapped
-            self._moved[1] += host.nbytes
-        mapped.base.release(self.device.queue)
-        return host.reshape(value.shape)
+        return self._allocate(shape, dtype)
 
     @staticmethod
     def _check_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,6 +111,15 @@ def stage(a: np.ndarray, axis: int, points: int, dtype: np.dtype, fresh: bool = 
     if points > keep:
         out[..., keep:] = 0
     return out.reshape(batch, points)
+
+
+def drop_ignored_imag(a: Any, length: int) -> None:
+    """Zero, in place, the imaginary parts numpy's irfft ignores in Hermitian input `a` (batch,
+    points): the zero-frequency term's, and the Nyquist term's when `length` is even and `a` holds
+    its `length // 2 + 1` points. `a` is a numpy array or a device array indexed like one (CuPy)."""
+    a[:, 0] = a[:, 0].real
+    if length % 2 == 0 and a.shape[1] == length // 2 + 1:
+        a[:, -1] = a[:, -1].real
 
 
 def unstage(a: np.ndarray, out_shape: tuple[int, ...], axis: int) -> np.ndarray:

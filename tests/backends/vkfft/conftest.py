@@ -1,20 +1,14 @@
-"""Fixtures for the FFT tests: the OpenCL executor, skipped where the backend cannot run."""
+"""Fixtures for the FFT tests: the vkfft provider's executors, skipped where a backend cannot run."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-
-from lazyfuel.backends.base import executor
-from lazyfuel.contracts.model import Backend
-from lazyfuel.providers import backend_usable, register_builtin_providers
+from fftcheck import VKFFT_BACKENDS, usable_executor
 
 
-@pytest.fixture(scope="session")
-def opencl() -> Any:
-    """The OpenCL executor; the test is skipped where the backend cannot run."""
-    register_builtin_providers()
-    if not backend_usable(Backend.OpenCL):
-        pytest.skip("the OpenCL backend is not usable here (pyopencl, pyvkfft or an OpenCL device missing)")
-    return executor(Backend.OpenCL)
+@pytest.fixture(scope="session", params=VKFFT_BACKENDS, ids=lambda b: b.name.lower())
+def vkfft(request: pytest.FixtureRequest) -> Any:
+    """The vkfft provider's executor on each of its backends (OpenCL, Cuda) that can run here."""
+    return usable_executor(request.param)

@@ -6,19 +6,32 @@ measure both providers' contracts declare: max|got - ref| <= max_relative * max|
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, Program
-from lazyfuel.providers import default_registry, register_builtin_providers
+from lazyfuel.providers import default_registry, register_builtin_providers, unusable_reason
 from lazyfuel.registry import Binding
 
 NUMPY = {OpKind.Fft: np.fft.fft, OpKind.Ifft: np.fft.ifft, OpKind.Rfft: np.fft.rfft,
          OpKind.Irfft: np.fft.irfft}
 FFT_KINDS = tuple(NUMPY)
+VKFFT_BACKENDS = (Backend.OpenCL, Backend.Cuda)  # the vkfft provider's backends
+
+
+def usable_executor(backend: Backend) -> Any:
+    """`backend`'s executor; the test is skipped, saying why, where the backend cannot run."""
+    register_builtin_providers()
+    why = unusable_reason(backend)
+    if why is not None:
+        pytest.skip(f"the {backend.name} backend is not usable here: {why}")
+    return executor(backend)
 
 
 def random_input(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:

@@ -168,25 +168,33 @@ class Array:
             found = self._lowered[runtime] = lower(self._node, runtime)
         return found
 
-    def compute(self, **dask_kwargs: Any) -> np.ndarray:
-        """Run the graph; a numpy array. Keyword arguments go to `dask.compute` (scheduler …).
+    def compute(self, out: np.ndarray | None = None, **dask_kwargs: Any) -> np.ndarray:
+        """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
+        dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Other keyword arguments go to `dask.compute`
+        (scheduler …).
 
-        On dask's local schedulers (threads, sync) the result is allocated once and each block is
-        written into it by the task that computes it: by the kernels themselves where the block's
-        region is contiguous (`Executor.run(out=)`), else copied there as soon as it is done. No
-        block is held and no thread concatenates at the end. Elsewhere (dask.distributed) dask
-        gathers the blocks and concatenates them.
+        On dask's local schedulers (threads, sync) the result is allocated once (or is `out`) and
+        each block is written into it by the task that computes it: by the kernels themselves
+        where the block's region is contiguous (`Executor.run(out=)`), else copied there as soon
+        as it is done. No block is held and no thread concatenates at the end. Elsewhere
+        (dask.distributed) dask gathers the blocks and concatenates them (then copied into `out`).
         """
+        if out is not None:
+            _check_out(out, self.shape, self.dtype)
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(self.shape):
-            out = np.empty(self.shape, self.dtype)
-            found = lower_into(self._node, DefaultRuntime.from_env(), out)
+            result = np.empty(self.shape, self.dtype) if out is None else out
+            found = lower_into(self._node, DefaultRuntime.from_env(), result)
             if found is not None:
                 graph, keys = found
                 kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
                 scheduler(optimize(graph, keys), keys, **kwargs)
-                return out
-        return np.asarray(self.to_dask().compute(**dask_kwargs))
+                return result
+        computed = np.asarray(self.to_dask().compute(**dask_kwargs))
+        if out is None:
+            return computed
+        out[...] = computed
+        return out
 
     def persist(self, **dask_kwargs: Any) -> Array:
         """An Array whose chunks are computed and held (in memory, or on a distributed cluster)."""
@@ -234,6 +242,18 @@ class Array:
         return da.Array.__dask_optimize__(dsk, keys, **kwargs)
 
     __dask_scheduler__ = staticmethod(dask.threaded.get)
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """ValueError / TypeError unless `out` is a writeable numpy array of `shape` and `dtype`."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype}; this array's dtype is {dtype}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}; this array's shape is {tuple(shape)}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only; pass a writeable array")
 
 
 def _regular(axis_chunks: tuple[int, ...]) -> bool:

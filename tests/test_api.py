@@ -190,3 +190,29 @@ def test_compute_writes_blocks_into_the_result_instead_of_concatenating(monkeypa
     x = lf.from_array(A, chunks=(3, 5))
     for scheduler in ("threads", "sync"):
         assert same_bits(lf.index_select(x, 0, [7, 1, 4, 4]).compute(scheduler=scheduler), A[[7, 1, 4, 4]])
+
+
+def test_compute_into_an_array_given(backend):
+    """compute(out=): the blocks land in the caller's array (contiguous regions written by the
+    kernels, others copied), on the local schedulers and through dask's own compute; wrong
+    destinations are refused before anything runs."""
+    x = lf.from_array(A, chunks=(5, 4))
+    y = lf.masked_fill(lf.index_select(x, 0, [7, 1, 4, 4, 11, 0]), A[:6] > 0, -2.0)
+    want = np.where(A[:6] > 0, np.float32(-2.0), A[[7, 1, 4, 4, 11, 0]])
+    for scheduler in ("threads", "sync"):
+        dest = np.full(want.shape, np.nan, np.float32)
+        assert y.compute(out=dest, scheduler=scheduler) is dest and same_bits(dest, want)
+    fortran = np.asfortranarray(np.full(want.shape, np.nan, np.float32))  # no block region is contiguous
+    assert y.compute(out=fortran) is fortran and np.array_equal(fortran, want)
+    transposed = np.full(A.shape[::-1], np.nan, np.float32)
+    assert x.T.compute(out=transposed) is transposed and same_bits(transposed, A.T)
+    with pytest.raises(ValueError, match=r"out has shape \(6, 9\); this array's shape is \(6, 10\)"):
+        y.compute(out=np.empty((6, 9), np.float32))
+    with pytest.raises(TypeError, match=r"out has dtype float64; this array's dtype is float32"):
+        y.compute(out=np.empty((6, 10)))
+    with pytest.raises(TypeError, match=r"out must be a numpy array, got list"):
+        y.compute(out=[0.0] * 60)
+    frozen = np.empty((6, 10), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"out is read-only"):
+        y.compute(out=frozen)

@@ -170,8 +170,8 @@ class Array:
 
     def compute(self, out: np.ndarray | None = None, **dask_kwargs: Any) -> np.ndarray:
         """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
-        dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Other keyword arguments go to `dask.compute`
-        (scheduler …).
+        dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Other
+        keyword arguments go to `dask.compute` (scheduler …).
 
         On dask's local schedulers (threads, sync) the result is allocated once (or is `out`) and
         each block is written into it by the task that computes it: by the kernels themselves

@@ -239,6 +239,13 @@ def reset_pool(device: int | str | None = None, replica: int = 0) -> None:
         pool.close()
 
 
+def open_pools() -> list[DevicePool]:
+    """The pools this process has open now (opens none): what a test checks for validation
+    messages after it ran."""
+    with _pools_lock:
+        return [p for p in _pools.values() if not p.closed and p.pid == os.getpid()]
+
+
 def spread_slots() -> list[tuple[int, int]]:
     """(physical index, replica) of each pool a graph's blocks are spread over, in order: the
     devices of `devices.spread`, a repeated device getting replicas 1, 2, … (opens no pool)."""

@@ -95,6 +95,15 @@ class DevicePool:
         """Warnings and errors from the validation layer so far (empty when it is off)."""
         return self.instance.messages
 
+    def resources(self) -> dict[str, int]:
+        """What the pool holds now: the allocator's `resources()`, `contexts` (each a command pool,
+        its command buffer and a fence), `idle_contexts` of them free, and `pipelines`. Once
+        every batch has closed, a long run should leave these where they were after warm-up."""
+        with self._context_lock:
+            contexts, idle = len(self._all_contexts), len(self._contexts)
+        return {**self.allocator.resources(), "contexts": contexts, "idle_contexts": idle,
+                "pipelines": len(self.pipelines)}
+
     def batch(self) -> Batch:
         """A new batch on a free recording context (use it as a context manager)."""
         if self.closed:

@@ -11,8 +11,8 @@ release the GIL and take no locks), its memory allocator (host memory imported w
 has VK_EXT_external_memory_host: `transfer.py`), its pipelines, and a free list
 of recording contexts so that concurrent tasks each record their own command buffer. Pools share
 nothing, so work on one never waits for another.
-With `LAZYFUEL_VALIDATION=1` the Khronos validation layer is on and `validation_messages` lists
-every warning and error it reported.
+With `LAZYFUEL_VALIDATION=1` (or `sync`: with synchronization validation) the Khronos validation
+layer is on and `validation_messages` lists every warning and error it reported.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is
 class DevicePool:
     """Instance, device, queue, memory, pipelines and submission for one physical device."""
 
-    def __init__(self, device: str | None = None, validation: bool | None = None, replica: int = 0) -> None:
+    def __init__(self, device: str | None = None, validation: bool | str | None = None,
+                 replica: int = 0) -> None:
         self.pid = os.getpid()
         self.replica = replica
         self.instance = create_instance(validation)

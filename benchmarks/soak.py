@@ -8,8 +8,10 @@ numpy. After `--warmup` tasks the host RSS and `pool.resources()` are taken, the
 tasks run, then both again. For each transfer mode in `--modes` (`default`: the pool's own;
 `staged`, `import`, `zero-copy`: an allocator of that mode importing every array it can) it
 prints one line: tasks/s, RSS start -> end and growth, each pool resource start -> end, the
-validation messages (with `LAZYFUEL_VALIDATION=sync` set). Exit status 1 when a resource did not
-come back or RSS grew by 5 % or more.
+validation messages (with `LAZYFUEL_VALIDATION=sync` set). `--signatures 0` gives every task a
+new random signature instead (most tasks then plan anew and the planner's cache of 4096 plans
+fills; with `--warmup 6000` it is full before the soak starts). Exit status 1 when a resource
+did not come back or RSS grew by 5 % or more.
 
     python benchmarks/soak.py                         # 10,000 tasks, default transfer mode
     python benchmarks/soak.py --tasks 50000 --modes default,staged,import,zero-copy
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--modes", default="default", help="default,staged,import,zero-copy")
+    parser.add_argument("--signatures", type=int, default=110,
+                        help="fixed task signatures; 0: a new random one per task (plans evicted)")
     args = parser.parse_args(argv)
     register()
     pool = get_pool()
@@ -46,10 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.modes.split(","):
         name = name.strip()
         if name == "default":
-            report = soak(pool, args.tasks, args.threads, args.warmup)
+            report = soak(pool, args.tasks, args.threads, args.warmup, signatures=args.signatures or None)
         else:
             with transfer_mode(pool, Mode.parse(name)):
-                report = soak(pool, args.tasks, args.threads, args.warmup)
+                report = soak(pool, args.tasks, args.threads, args.warmup,
+                              signatures=args.signatures or None)
         bad = report.leaks() or report.rss_growth >= 0.05 or report.validation_messages
         failed = failed or bool(bad)
         print(f"{name}: {report}{'  <- FAILED' if bad else ''}", flush=True)

@@ -91,22 +91,26 @@ class SoakReport:
 
 
 def soak(pool: DevicePool, tasks: int, threads: int = 4, warmup: int = 3000, seed: int = 0,
-         timeout: float = 1200.0) -> SoakReport:
+         timeout: float = 1200.0, signatures: int | None = SIGNATURES) -> SoakReport:
     """Run `tasks` mixed tasks (rounded down to a multiple of `threads`) on `pool` after `warmup`
-    of them; AssertionError on the first wrong result, failed task or hang (see `run_threads`)."""
+    of them; AssertionError on the first wrong result, failed task or hang (see `run_threads`).
+    `signatures=None` draws a new random signature for every task (a plan not cached yet, most
+    often): the planner's cache then fills to its size and must stop there."""
     executor = VulkanExecutor(pool)
     planner = Planner(default_registry(), [Backend.Vulkan])
-    signatures = mixed.templates(np.random.default_rng(seed), SIGNATURES)
+    fixed = mixed.templates(np.random.default_rng(seed), signatures or 0)
     rngs = [np.random.default_rng((seed, k)) for k in range(threads)]
 
     def task(k: int, i: int) -> None:
-        number = i * threads + k  # the warm-up draws every signature once, in order, first
+        number = i * threads + k  # the warm-up draws every fixed signature once, in order, first
         rng = rngs[k]
-        pick = number if number < len(signatures) else int(rng.integers(len(signatures)))
-        one = signatures[pick].draw(rng)
+        if not fixed:
+            one = mixed.draw(rng)
+        else:
+            one = fixed[number if number < len(fixed) else int(rng.integers(len(fixed)))].draw(rng)
         mixed.check(one, one.run_on(executor, planner))
 
-    run_threads(threads, -(-max(warmup, len(signatures)) // threads), task, timeout)
+    run_threads(threads, -(-max(warmup, len(fixed)) // threads), task, timeout)
     messages = len(pool.validation_messages)
     start = Snapshot.of(pool)
     began = time.perf_counter()

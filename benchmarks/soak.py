@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from lazyfuel.backends.vulkan import get_pool, register
 from lazyfuel.backends.vulkan.memtypes import Mode
-from tests.reliability.soak import soak, transfer_mode
+from lazyfuel.backends.vulkan.transfer import in_mode
+from tests.reliability.soak import soak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "default":
             report = soak(pool, args.tasks, args.threads, args.warmup, signatures=args.signatures or None)
         else:
-            with transfer_mode(pool, Mode.parse(name)):
+            with in_mode(pool, Mode.parse(name), import_min=0):
                 report = soak(pool, args.tasks, args.threads, args.warmup,
                               signatures=args.signatures or None)
         bad = report.leaks() or report.rss_growth >= 0.05 or report.validation_messages

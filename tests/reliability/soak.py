@@ -9,9 +9,8 @@ resources that did not come back (`leaks`; `cached`, the freed allocations kept 
 grow with the threads' peak and is reported, not compared).
 
 `poisoned_pool()` is the process's pool with every allocation poisoned while a test runs (the
-reliability tests' `pool` fixture). `transfer_mode(pool, mode)` runs a block with the pool's
-allocator in another transfer mode (staged, import, zero-copy with every array imported), so the
-soak covers those paths too.
+reliability tests' `pool` fixture); `transfer.in_mode(pool, mode, import_min=0)` runs the soak
+in the other transfer modes (staged, import, zero-copy, with every array imported).
 tests/reliability/test_soak.py asserts on the report; benchmarks/soak.py prints and records it.
 """
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +26,6 @@ import psutil
 
 from lazyfuel.backends.vulkan import get_pool, register
 from lazyfuel.backends.vulkan.executor import VulkanExecutor
-from lazyfuel.backends.vulkan.memory import VulkanAllocator
-from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.contracts.model import Backend
 from lazyfuel.planner import Planner
@@ -119,21 +115,6 @@ def soak(pool: DevicePool, tasks: int, threads: int = 4, warmup: int = 3000, see
     end = Snapshot.of(pool)
     return SoakReport(tasks // threads * threads, threads, seconds, start, end,
                       len(pool.validation_messages) - messages)
-
-
-@contextmanager
-def transfer_mode(pool: DevicePool, mode: Mode) -> Iterator[DevicePool]:
-    """`pool` with an allocator of its own in `mode`, importing every host array it can however
-    small; the pool's allocator is put back (and this one destroyed) afterwards. ValueError where
-    the device cannot use `mode`."""
-    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
-    allocator.import_min, allocator.poison = 0, pool.allocator.poison
-    saved, pool.allocator = pool.allocator, allocator
-    try:
-        yield pool
-    finally:
-        pool.allocator = saved
-        allocator.destroy()
 
 
 def poisoned_pool() -> Iterator[DevicePool]:

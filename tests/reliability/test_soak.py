@@ -15,8 +15,9 @@ import os
 import pytest
 
 from lazyfuel.backends.vulkan.memtypes import Mode
+from lazyfuel.backends.vulkan.transfer import in_mode
 
-from .soak import poisoned_pool, soak, transfer_mode
+from .soak import poisoned_pool, soak
 
 TASKS = int(os.environ.get("LAZYFUEL_SOAK_TASKS", "10000"))
 
@@ -42,15 +43,15 @@ def test_soak_through_each_transfer_mode(pool, mode):
     if mode.imports and pool.allocator.imports is None:
         pytest.skip("the device cannot import host memory")
     imported = []
-    with transfer_mode(pool, mode) as moved:
-        import_host = moved.allocator.import_host
+    with in_mode(pool, mode, import_min=0) as allocator:
+        import_host = allocator.import_host
 
         def counted(data):  # the real import, counted: the soak must really import host pages
             found = import_host(data)
             imported.append(found is not None)
             return found
 
-        moved.allocator.import_host = counted
+        allocator.import_host = counted
         report = soak(pool, TASKS // 10, warmup=500)
     check(report)
     if mode.imports:

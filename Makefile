@@ -7,10 +7,11 @@ BIN := $(VENV)/bin
 APT_PACKAGES := libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc spirv-tools \
                 pocl-opencl-icd ocl-icd-opencl-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Tests run with the Khronos validation layer on; the pool turns its messages into failures.
+# Tests run with the Khronos validation layer on, synchronization validation included (missing
+# barriers); tests/conftest.py turns any message into a failure.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
-TEST_ENV := LAZYFUEL_VALIDATION=1 XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp}
+TEST_ENV := LAZYFUEL_VALIDATION=sync XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp}
 
 .PHONY: test demo deps apt venv lint shaders clean
 

@@ -78,18 +78,6 @@ def possible_modes(pool: Any) -> list[Mode]:
 
 
 @contextmanager
-def transfer_mode(pool: Any, mode: Mode) -> Iterator[VulkanAllocator]:
-    """The pool runs with an allocator of `mode` (nothing may be in flight when it switches)."""
-    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
-    saved, pool.allocator = pool.allocator, allocator
-    try:
-        yield allocator
-    finally:
-        pool.allocator = saved
-        allocator.destroy()
-
-
-@contextmanager
 def one_queue(pool: Any) -> Iterator[None]:
     """Every recording context submits to the pool's first queue (as before queues.py)."""
     saved = {id(c): c.queue_slot for c in pool._all_contexts}
@@ -321,7 +309,7 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
         name = f"lazyfuel {mode.value} {sink}{queues}"
 
         def run() -> float:
-            with transfer_mode(pool, mode), lf.profile() as p, one_queue(pool) if queues else nullcontext():
+            with xfer.in_mode(pool, mode), lf.profile() as p, one_queue(pool) if queues else nullcontext():
                 start = time.perf_counter()
                 got = lazy_pipeline(x, idx, mask, chunk_rows, args.threads, sink)
                 seconds = time.perf_counter() - start

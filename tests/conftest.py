@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from lazyfuel.providers import available_backends
@@ -27,3 +29,24 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 def vulkan(monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test with `LAZYFUEL_BACKEND=vulkan` (skipped where no Vulkan device can run)."""
     return force_backend("vulkan", monkeypatch)
+
+
+def _open_vulkan_pools() -> list:
+    """The Vulkan pools this process has open (none, and nothing imported, before one is used)."""
+    pool = sys.modules.get("lazyfuel.backends.vulkan.pool")
+    return pool.open_pools() if pool is not None else []
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages():
+    """Fail the test if the Vulkan validation layer reported any warning or error while it ran, on
+    any pool open after it (`LAZYFUEL_VALIDATION=1` or `sync`, as `make test` sets; with the layer
+    off there are never messages)."""
+    for pool in _open_vulkan_pools():
+        pool.validation_messages.clear()
+    yield
+    messages = []
+    for pool in _open_vulkan_pools():
+        messages += [f"{pool.label}: {m}" for m in pool.validation_messages]
+        pool.validation_messages.clear()
+    assert not messages, f"validation layer reported {len(messages)} message(s):\n" + "\n".join(messages[:10])

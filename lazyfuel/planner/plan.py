@@ -5,7 +5,9 @@
 bindings of that backend whose dtype key fits; an input whose layout breaks a binding's caps is
 contiguized first when the binding `requires_contiguous` (the Contiguize step's cost is added and
 its reason records the cap), and the binding is passed over when it claims `native_strided` but
-still rejects the layout. Plans are cached by signature, so planning a chunk costs a dict lookup.
+still rejects the layout. Plans are cached by signature, so planning a chunk costs a dict lookup;
+the cache keeps the `cache_size` plans used most recently (about 4 KB each), so a long-running
+process whose chunks keep changing shape (index blocks of every length) does not grow without end.
 
 Costs come from each binding's `cost_fn` (the shared priors of `lazyfuel.registry.cost`) unless the
 planner is given a `CostModel` (the judge's measurements, `lazyfuel.judge.MeasuredCosts`): then a
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -61,6 +64,9 @@ class CostModel(Protocol):
         ...
 
 
+PLAN_CACHE_SIZE = 4096  # plans kept per planner; older signatures are planned again when seen
+
+
 class _Unplannable(Exception):
     """This backend cannot run the chain; the message says why."""
 
@@ -69,11 +75,12 @@ class Planner:
     """Plans chains against one registry and an ordered list of allowed backends (first = preferred)."""
 
     def __init__(self, registry: Registry, backends: Sequence[Backend],
-                 costs: CostModel | None = None) -> None:
+                 costs: CostModel | None = None, cache_size: int = PLAN_CACHE_SIZE) -> None:
         self.registry = registry
         self.backends = tuple(backends)
         self.costs = costs
-        self._cache: dict[tuple[Any, ...], Program] = {}
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[Any, ...], Program] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
     def plan(self, chain: Chain, dtypes: Sequence[DType], in_layouts: Sequence[Layout]) -> Program:
@@ -81,8 +88,9 @@ class Planner:
         key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry))
         with self._lock:
             found = self._cache.get(key)
-        if found is not None:
-            return found
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
         best: Program | None = None
         reasons: list[str] = []
         for backend in self.backends:
@@ -98,6 +106,8 @@ class Planner:
             raise NoBindingError("no backend can run this chain:\n" + "\n".join(reasons), [])
         with self._lock:
             self._cache[key] = best
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
         return best
 
 

@@ -103,6 +103,21 @@ def test_auto_picks_the_cheaper_backend_and_caches_plans() -> None:
     assert first.cost == min(costs.values())
 
 
+def test_the_plan_cache_keeps_the_most_recently_used_plans() -> None:
+    planner = Planner(default_registry(), [Backend.Cpu], cache_size=2)
+    chain = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),), (2,))
+
+    def plan(n: int):  # one signature per index count
+        return planner.plan(chain, [DType.F32, DType.U32], [Layout.contiguous((8,)), Layout.contiguous((n,))])
+
+    first, second = plan(1), plan(2)
+    assert plan(1) is first  # a hit; 1 is now the most recent
+    plan(3)  # evicts 2, the least recently used
+    assert plan(1) is first
+    again = plan(2)
+    assert again is not second and again == second  # planned anew, the same program
+
+
 def test_no_backend_can_run_says_why() -> None:
     chain = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),), (2,))
     planner = Planner(default_registry(), [Backend.Vulkan])

@@ -14,6 +14,7 @@ finished, then calls `release`: freeing the memory unpins the pages on a discret
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +53,13 @@ def alignment(physical: Any) -> int:
 
 
 class HostImports:
-    """Imports host page ranges on one VkDevice; thread-safe (it keeps no mutable state)."""
+    """Imports host page ranges on one VkDevice; thread-safe (its one mutable field, `live`, the
+    imports not yet released, changes under a lock)."""
 
     def __init__(self, device: Any, page: int, properties_fn: Any) -> None:
         self.device, self.page, self._properties = device, page, properties_fn
+        self.live = 0
+        self._lock = threading.Lock()
         ffi = vk.ffi
         self._flags_info = ffi.new("VkMemoryAllocateFlagsInfo*", {
             "sType": _STYPE_MEMORY_ALLOCATE_FLAGS_INFO, "flags": _MEMORY_ALLOCATE_DEVICE_ADDRESS})
@@ -113,6 +117,8 @@ class HostImports:
             raise
         dinfo = ffi.new("VkBufferDeviceAddressInfo*", {"sType": _STYPE_BUFFER_DEVICE_ADDRESS_INFO,
                                                       "buffer": pbuf[0]})
+        with self._lock:
+            self.live += 1
         return Imported(pmem[0], pbuf[0], int(lib.vkGetBufferDeviceAddress(device, dinfo)), size,
                         address - base)
 
@@ -120,3 +126,5 @@ class HostImports:
         """Destroy the buffer and free the memory (no work using them may be in flight)."""
         vk.lib.vkDestroyBuffer(self.device, imported.buffer, vk.ffi.NULL)
         vk.lib.vkFreeMemory(self.device, imported.memory, vk.ffi.NULL)
+        with self._lock:
+            self.live -= 1

@@ -3,7 +3,10 @@
 `create_instance(validation)` makes a Vulkan 1.2 instance. With validation on it enables
 `VK_LAYER_KHRONOS_validation` and a `VK_EXT_debug_utils` messenger whose warnings and errors are
 appended to `Instance.messages`, a plain list of strings that tests assert empty.
-`validation_requested()` reads `LAZYFUEL_VALIDATION`.
+`validation_requested()` reads `LAZYFUEL_VALIDATION`: 1/true/yes/on turns the layer on; `sync`
+turns on its synchronization validation as well (VK_EXT_validation_features), which reports
+hazards between commands: a read after a write with no barrier between them, two unordered
+writes, inside a command buffer and across submits.
 """
 
 from __future__ import annotations
@@ -27,9 +30,14 @@ _TYPES = (vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
           | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT)
 
 
-def validation_requested() -> bool:
-    """True when `LAZYFUEL_VALIDATION` is set to 1/true/yes/on."""
-    return os.environ.get("LAZYFUEL_VALIDATION", "").strip().lower() in ("1", "true", "yes", "on")
+SYNC = "sync"  # the validation level that adds synchronization validation
+
+
+def validation_requested() -> bool | str:
+    """What `LAZYFUEL_VALIDATION` asks for: `"sync"` (the layer with synchronization validation),
+    True (1/true/yes/on: the layer alone) or False."""
+    value = os.environ.get("LAZYFUEL_VALIDATION", "").strip().lower()
+    return SYNC if value == SYNC else value in ("1", "true", "yes", "on")
 
 
 @dataclass
@@ -37,7 +45,7 @@ class Instance:
     """A VkInstance and, with validation on, its messenger and the messages collected so far."""
 
     handle: Any
-    validation: bool
+    validation: bool | str
     messages: list[str] = field(default_factory=list)
     _messenger: Any = None
     _callback: Any = None
@@ -59,8 +67,9 @@ def _available_layers() -> set[str]:
     return {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
 
 
-def create_instance(validation: bool | None = None) -> Instance:
-    """A Vulkan 1.2 instance; with `validation` (default: `LAZYFUEL_VALIDATION`) the Khronos layer.
+def create_instance(validation: bool | str | None = None) -> Instance:
+    """A Vulkan 1.2 instance; with `validation` (default: `LAZYFUEL_VALIDATION`) the Khronos layer,
+    with `validation="sync"` its synchronization validation too.
 
     Raises RuntimeError if validation is asked for but the layer is not installed.
     """
@@ -76,7 +85,13 @@ def create_instance(validation: bool | None = None) -> Instance:
         extensions.append(_DEBUG_UTILS)
     app = vk.VkApplicationInfo(pApplicationName="lazyfuel", applicationVersion=1, pEngineName="lazyfuel",
                                engineVersion=1, apiVersion=API_VERSION)
-    info = vk.VkInstanceCreateInfo(pApplicationInfo=app, enabledLayerCount=len(layers),
+    enabled = vk.ffi.new("VkValidationFeatureEnableEXT[1]",
+                         [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+    features = vk.ffi.new("VkValidationFeaturesEXT*", {
+        "sType": vk.VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+        "enabledValidationFeatureCount": 1, "pEnabledValidationFeatures": enabled})
+    info = vk.VkInstanceCreateInfo(pNext=features if validation == SYNC else None,
+                                   pApplicationInfo=app, enabledLayerCount=len(layers),
                                    ppEnabledLayerNames=layers or None,
                                    enabledExtensionCount=len(extensions),
                                    ppEnabledExtensionNames=extensions or None)

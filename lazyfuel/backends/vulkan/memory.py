@@ -206,6 +206,15 @@ class VulkanAllocator:
         """Bytes of device memory held in blocks."""
         return sum(b.size for b in self._blocks)
 
+    def resources(self) -> dict[str, int]:
+        """What the allocator holds now: `blocks` (each one VkDeviceMemory and its VkBuffer),
+        `reserved` bytes in them, `in_use` bytes handed out and not freed, `cached` freed
+        allocations kept for reuse, and `imports` (host ranges imported, not yet released)."""
+        with self._lock:
+            return {"blocks": len(self._blocks), "reserved": self.reserved, "in_use": self.in_use,
+                    "cached": sum(len(free) for free in self._free.values()),
+                    "imports": 0 if self.imports is None else self.imports.live}
+
     def destroy(self) -> None:
         """Free every block (all work using them must have finished)."""
         with self._lock:

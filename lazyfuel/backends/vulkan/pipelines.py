@@ -58,6 +58,10 @@ class Pipelines:
         self.ssbo_layout = self._create_layout(self.set_layout) if push_descriptors else None
         self.cache = self._create_cache()
 
+    def __len__(self) -> int:
+        """How many pipelines have been built."""
+        return len(self._pipelines)
+
     def get(self, name: str, spec: tuple[int, ...]) -> Any:
         """The VkPipeline for module `name` specialised with `spec` (built on first use)."""
         key = (name, spec)

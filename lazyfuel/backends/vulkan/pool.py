@@ -11,8 +11,8 @@ release the GIL and take no locks), its memory allocator (host memory imported w
 has VK_EXT_external_memory_host: `transfer.py`), its pipelines, and a free list
 of recording contexts so that concurrent tasks each record their own command buffer. Pools share
 nothing, so work on one never waits for another.
-With `LAZYFUEL_VALIDATION=1` the Khronos validation layer is on and `validation_messages` lists
-every warning and error it reported.
+With `LAZYFUEL_VALIDATION=1` (or `sync`: with synchronization validation) the Khronos validation
+layer is on and `validation_messages` lists every warning and error it reported.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is
 class DevicePool:
     """Instance, device, queue, memory, pipelines and submission for one physical device."""
 
-    def __init__(self, device: str | None = None, validation: bool | None = None, replica: int = 0) -> None:
+    def __init__(self, device: str | None = None, validation: bool | str | None = None,
+                 replica: int = 0) -> None:
         self.pid = os.getpid()
         self.replica = replica
         self.instance = create_instance(validation)
@@ -94,6 +95,15 @@ class DevicePool:
     def validation_messages(self) -> list[str]:
         """Warnings and errors from the validation layer so far (empty when it is off)."""
         return self.instance.messages
+
+    def resources(self) -> dict[str, int]:
+        """What the pool holds now: the allocator's `resources()`, `contexts` (each a command pool,
+        its command buffer and a fence), `idle_contexts` of them free, and `pipelines`. Once
+        every batch has closed, a long run should leave these where they were after warm-up."""
+        with self._context_lock:
+            contexts, idle = len(self._all_contexts), len(self._contexts)
+        return {**self.allocator.resources(), "contexts": contexts, "idle_contexts": idle,
+                "pipelines": len(self.pipelines)}
 
     def batch(self) -> Batch:
         """A new batch on a free recording context (use it as a context manager)."""
@@ -237,6 +247,13 @@ def reset_pool(device: int | str | None = None, replica: int = 0) -> None:
         pool = _pools.pop(key, None)
     if pool is not None:
         pool.close()
+
+
+def open_pools() -> list[DevicePool]:
+    """The pools this process has open now (opens none): what a test checks for validation
+    messages after it ran."""
+    with _pools_lock:
+        return [p for p in _pools.values() if not p.closed and p.pid == os.getpid()]
 
 
 def spread_slots() -> list[tuple[int, int]]:

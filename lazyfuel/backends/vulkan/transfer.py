@@ -17,6 +17,9 @@ What each does per `memtypes.Mode` (the allocator's `mode`):
 
 ("copy" is a vkCmdCopyBuffer in the same command buffer.)
 
+`in_mode(pool, mode)` runs a block with the pool's allocator swapped for one of another mode (how
+tests and benchmarks cover every mode on one device).
+
 Arrays under `allocator.import_min` bytes, arrays the driver will not import, and (zero-copy)
 ranges whose start is not aligned for a storage-buffer binding, or results whose size is not a
 multiple of 16 bytes (kernels write whole 16-byte words), take the copying way of the row above
@@ -27,16 +30,21 @@ the host bytes the device read or wrote, however they moved.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.kernels import DeviceValue
-from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout, memory_span
+
+if TYPE_CHECKING:
+    from lazyfuel.backends.vulkan.pool import DevicePool
 
 
 def _address(data: np.ndarray) -> int:
@@ -111,3 +119,22 @@ def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
             batch.copy(src, 0, imported, 0, n)
             return
     batch.download(src, out)
+
+
+@contextmanager
+def in_mode(pool: DevicePool, mode: Mode | str | None,
+            import_min: int | None = None) -> Iterator[VulkanAllocator]:
+    """Run the block with `pool` on an allocator of its own in `mode` (None: the device's default),
+    importing arrays from `import_min` bytes (default: the allocator's) and poisoning as the pool's
+    allocator does; then give the pool its allocator back and destroy this one. Nothing may be in
+    flight on the pool when it switches. ValueError where the device cannot use `mode`."""
+    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
+    if import_min is not None:
+        allocator.import_min = import_min
+    allocator.poison = pool.allocator.poison
+    saved, pool.allocator = pool.allocator, allocator
+    try:
+        yield allocator
+    finally:
+        pool.allocator = saved
+        allocator.destroy()

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from vulkan_helpers import ProgramBuilder, random_array, raw, run_one, same_bits
 
-from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Mode
+from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.dtypes import DType
 
 
@@ -22,17 +22,9 @@ from lazyfuel.dtypes import DType
 def staged(pool, request):
     if request.param.imports and pool.allocator.imports is None:
         pytest.skip("the device cannot import host memory")
-    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=request.param)
-    assert not allocator.direct
-    allocator.import_min = 0
-    allocator.poison = pool.allocator.poison
-    saved = pool.allocator
-    pool.allocator = allocator
-    try:
+    with in_mode(pool, request.param, import_min=0) as allocator:
+        assert not allocator.direct
         yield pool
-    finally:
-        pool.allocator = saved
-        allocator.destroy()
 
 
 @pytest.mark.parametrize("dtype", [DType.U8, DType.BF16, DType.F32, DType.C128], ids=str)

@@ -13,9 +13,9 @@ from vulkan_helpers import ProgramBuilder, random_array, run_one, same_bits
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.dispatch import Recorder
-from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.queues import queue_count
+from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.dtypes import DType
 
 
@@ -33,28 +33,21 @@ def imports(pool):
 @pytest.fixture
 def zero_copy(pool):
     """An allocator in zero-copy mode on the pool, every array imported, import calls recorded."""
-    allocator = VulkanAllocator(pool.device, pool.physical, pool.info, mode=Mode.ZERO_COPY
-                                if pool.allocator.imports is not None else None)
-    if allocator.mode is not Mode.ZERO_COPY:
-        allocator.destroy()
-        pytest.skip("the device cannot import host memory")
-    allocator.import_min, allocator.poison = 0, pool.allocator.poison
-    calls: list[tuple[int, int, bool]] = []
-    original = allocator.import_host
+    mode = Mode.ZERO_COPY if pool.allocator.imports is not None else None
+    with in_mode(pool, mode, import_min=0) as allocator:
+        if allocator.mode is not Mode.ZERO_COPY:
+            pytest.skip("the device cannot import host memory")
+        calls: list[tuple[int, int, bool]] = []
+        original = allocator.import_host
 
-    def spy(data):
-        found = original(data)
-        calls.append((int(data.__array_interface__["data"][0]), data.nbytes, found is not None))
-        return found
+        def spy(data):
+            found = original(data)
+            calls.append((int(data.__array_interface__["data"][0]), data.nbytes, found is not None))
+            return found
 
-    allocator.import_host = spy
-    allocator.calls = calls
-    saved, pool.allocator = pool.allocator, allocator
-    try:
+        allocator.import_host = spy
+        allocator.calls = calls
         yield allocator
-    finally:
-        pool.allocator = saved
-        allocator.destroy()
 
 
 def test_the_device_writes_into_a_numpy_array_in_place(pool, imports):

@@ -63,12 +63,12 @@ def halves(chain: Chain, inputs: Sequence[np.ndarray]) -> tuple[tuple[Half, Half
     shapes = _shapes(chain, [a.shape for a in inputs])
     out = chain.outputs[0]
     if shapes[out] is None:
-        return None, "holds an op that is not split (an FFT)"
+        return None, "has an op that is not split (an FFT)"
     if len(shapes[out]) == 0 or shapes[out][0] < 2:
         return None, "is one row along its leading axis (as far as splitting goes)"
     cuts = _cuts(chain, shapes)
-    if cuts is None:
-        return None, "reads one value both whole and cut (it cannot be split)"
+    if isinstance(cuts, str):
+        return None, cuts
     rows = shapes[out][0]
     middle = rows // 2
     return (_half(chain, inputs, shapes, cuts, 0, middle),
@@ -92,8 +92,8 @@ def _half(chain: Chain, inputs: Sequence[np.ndarray], shapes: list[Any], cuts: d
     return replace(chain, nodes=tuple(nodes)), arrays
 
 
-def _cuts(chain: Chain, shapes: list[Any]) -> dict[int, Cut] | None:
-    """The axis each value is cut along (None: whole), from the output back; None on a conflict."""
+def _cuts(chain: Chain, shapes: list[Any]) -> dict[int, Cut] | str:
+    """The axis each value is cut along (None: whole), from the output back; else why not."""
     cuts: dict[int, Cut] = {chain.outputs[0]: 0}
     for k in range(len(chain.nodes) - 1, -1, -1):
         value = chain.n_inputs + k
@@ -104,10 +104,10 @@ def _cuts(chain: Chain, shapes: list[Any]) -> dict[int, Cut] | None:
         args = ([None] * len(node.args) if axis is None
                 else _CUTS.get(node.op, _never)(node, axis, [shapes[a] for a in node.args]))
         if args is None:
-            return None
+            return f"has a {node.op} that does not keep the rows it is cut along"
         for arg, cut in zip(node.args, args):
             if cuts.setdefault(arg, cut) != cut:
-                return None
+                return "reads one value both whole and cut"
     return cuts
 
 
@@ -130,8 +130,10 @@ def _getitem(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut] | None:
     key = decode_key(node.attr["key"])
     kept = [i for i in range(len(shapes[0])) if i >= len(key) or isinstance(key[i], slice)]
     source = kept[axis]
-    if source < len(key) and key[source] != slice(None):
-        return None
+    if source < len(key):
+        n = shapes[0][source]
+        if key[source].indices(n) != (0, n, 1):
+            return None
     return [source]
 
 

@@ -148,7 +148,7 @@ class VulkanAllocator:
             use = Use.DEVICE
         if size > self.info.max_memory_allocation_size:
             raise VulkanMemoryError("vkAllocateMemory", VK_ERROR_OUT_OF_DEVICE_MEMORY, self.shortfall(
-                size, f"in one buffer, over the device's maxMemoryAllocationSize of "
+                nbytes, f"({size} as allocated) in one buffer, over the device's maxMemoryAllocationSize of "
                 f"{self.info.max_memory_allocation_size} bytes"))
         with self._lock:
             free = self._free.get((use, size))

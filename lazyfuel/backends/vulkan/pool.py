@@ -108,10 +108,11 @@ class DevicePool:
     def batch(self) -> Batch:
         """A new batch on a free recording context (use it as a context manager)."""
         with self._context_lock:
+            if self.lost:  # a task that picked this pool just before the loss: retried, as if lost
+                raise DeviceLostError("vkQueueSubmit", VK_ERROR_DEVICE_LOST,
+                                      f"pool {self.label}: its device was lost; get_pool() gives a new one")
             if self.closed:
-                raise RuntimeError(f"the Vulkan device pool {self.label} is closed"
-                                   f"{' (its device was lost)' if self.lost else ''}; get_pool() gives "
-                                   "the current one")
+                raise RuntimeError(f"the Vulkan device pool {self.label} is closed")
             context = self._contexts.pop() if self._contexts else None
             self._active += 1
         try:

@@ -30,6 +30,7 @@ import numpy as np
 from dask.array.optimization import optimize
 from dask.base import get_scheduler
 
+from lazyfuel import completion
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
@@ -201,17 +202,31 @@ class Array:
         return Array(Source(self.to_dask().persist(**dask_kwargs)))
 
     def to_zarr(self, url: Any, component: str | None = None, overwrite: bool = False,
-                **kwargs: Any) -> Any:
-        """Compute and store into a zarr array at `url` (a path or store).
+                compute: bool = True, **kwargs: Any) -> Any:
+        """Compute and store into a zarr array at `url` (a path or store); with `compute=False`
+        the dask collection that does it.
 
-        Zarr chunks are regular, so uneven chunks (a reversed slice, a select's last block) are
-        first rechunked to the largest chunk of each axis; keyword arguments go to dask's `to_zarr`.
+        The array carries the attribute `lazyfuel: {complete: false}` until its last chunk is
+        written, then `complete: true`; `lf.from_zarr` refuses an incomplete one, so a failed run
+        is never read as complete (`lazyfuel.completion`). Zarr chunks are regular, so uneven
+        chunks (a reversed slice, a select's last block) are first rechunked to the largest chunk
+        of each axis; keyword arguments go to dask's `to_zarr` (TypeError for `return_stored`).
         """
+        if "return_stored" in kwargs:
+            raise TypeError("to_zarr: return_stored is not supported (the store is marked complete "
+                            "after its last chunk); read the result back with lf.from_zarr")
         arr = self.to_dask()
         if not all(_regular(c) for c in arr.chunks):
             arr = arr.rechunk(tuple(max(c) for c in arr.chunks))
-        return da.to_zarr(arr, str(url) if isinstance(url, Path) else url, component=component,
-                          overwrite=overwrite, **kwargs)
+        url = str(url) if isinstance(url, Path) else url
+        stored = da.to_zarr(arr, url, component=component, overwrite=overwrite, compute=False, **kwargs)
+        options = kwargs.get("storage_options")
+        completion.mark_incomplete(url, component, options)
+        done = completion.finish(stored, url, component, options)
+        if not compute:
+            return done
+        done.compute()
+        return None
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.compute()
@@ -290,9 +305,13 @@ def from_array(a: Any, chunks: Any = "auto") -> Array:
 
 
 def from_zarr(store_or_path: Any, component: str | None = None) -> Array:
-    """A lazy Array over a zarr array (a path, URL or store; `component` inside a group)."""
+    """A lazy Array over a zarr array (a path, URL or store; `component` inside a group).
+
+    Raises `completion.IncompleteStoreError` (a ValueError) for an array `to_zarr` began and did
+    not finish: its run failed, or is still running."""
     if isinstance(store_or_path, Path):
         store_or_path = str(store_or_path)
+    completion.check_complete(store_or_path, component)
     return Array(ops.source(da.from_zarr(store_or_path, component=component)))
 
 

@@ -16,7 +16,8 @@ arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
 
 `run_block` plans the chain against the process's planner (cached per signature) and runs it with
 one `executor(...).run` call: on Vulkan one command buffer and one submit, intermediates kept on
-the device. Then numpy views the result if the recipe says so (`post`).
+the device. Then numpy views the result if the recipe says so (`post`). When the device is out of
+memory for the block, the chain runs on its halves instead (`graph.split`).
 
 Several devices: each task runs on one device (a fused chain is one program, so it never leaves
 it), chosen in the process that runs the task as `device_for(recipe.block, backend)`: the block's
@@ -42,6 +43,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
+from lazyfuel.graph.split import run_splitting
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import decode_key
@@ -260,10 +262,7 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
     (data,) = reader.part.arrays(args)
     if reader.flat:
         data = data.reshape(-1)
-    inputs = [data, reader.positions]
-    program = runtime.planner().plan(reader.chain(), [DType.from_numpy(a.dtype) for a in inputs],
-                                     [Layout.of(a) for a in inputs])
-    (out,) = executor(program.backend, device_for(reader.block, program.backend)).run(program, inputs)
+    out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, reader.positions])
     lead = (slice(None),) * (0 if reader.flat else reader.axis)
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
 
@@ -293,6 +292,23 @@ def device_for(block: int, backend: Backend) -> int | None:
     return block % count if count else None
 
 
+def _runner(runtime: Runtime, block: int,
+            into: np.ndarray | None = None) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
+    """Plan a chain for its inputs and run it on block `block`'s device; its one output, written
+    into `into` where that has the output's shape and dtype (a split block's halves do not)."""
+    def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
+        program = runtime.planner().plan(chain, [DType.from_numpy(a.dtype) for a in inputs],
+                                         [Layout.of(a) for a in inputs])
+        execute = executor(program.backend, device_for(block, program.backend)).run
+        shape, dtype = program.value_meta(program.outputs[0])
+        if into is not None and into.shape == shape and into.dtype == dtype.numpy:
+            (out,) = execute(program, inputs, out=[into])
+        else:
+            (out,) = execute(program, inputs)
+        return out
+    return run
+
+
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     """The task: build the program inputs from `args`, plan, run once, view the result."""
     return _computed(recipe, runtime, args, None)
@@ -319,14 +335,7 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
     if recipe.chain is None:
         out = inputs[0]
     else:
-        program = runtime.planner().plan(recipe.chain, [DType.from_numpy(a.dtype) for a in inputs],
-                                         [Layout.of(a) for a in inputs])
-        run = executor(program.backend, device_for(recipe.block, program.backend)).run
-        shape, dtype = program.value_meta(program.outputs[0])
-        if into is not None and into.shape == shape and into.dtype == dtype.numpy:
-            (out,) = run(program, inputs, out=[into])
-        else:
-            (out,) = run(program, inputs)
+        out = run_splitting(_runner(runtime, recipe.block, into), recipe.chain, inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

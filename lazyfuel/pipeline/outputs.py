@@ -1,6 +1,11 @@
 """Graph outputs: what to compute for each (a store into zarr or .npy, or the array itself) and
 the summary printed for it afterwards: shape, dtype, size and a checksum.
 
+A failed run never leaves an output that reads as complete: a zarr output carries
+`Array.to_zarr`'s completion marker (`lazyfuel.completion`; `lf.from_zarr` refuses it until the
+last chunk is in), and a .npy output is written to `.NAME.partial` beside its path and moved
+there once every block is in (a file at the path is removed when the run starts).
+
 The checksum is the first 16 hex digits of the sha256 of the output's bytes in C order (numpy's
 `tobytes()`), so it does not depend on chunks, scheduler or backend: the same graph gives the same
 checksum on lavapipe, a GPU or the numpy backend. Stored outputs are hashed by reading them back
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -95,10 +101,23 @@ def target(spec: OutputSpec, arr: lf.Array, graph_path: str) -> Any:
     if spec.kind == "npy":
         assert spec.path is not None
         spec.path.parent.mkdir(parents=True, exist_ok=True)
-        np.lib.format.open_memmap(spec.path, mode="w+", dtype=arr.dtype, shape=arr.shape).flush()
-        return da.store(arr.to_dask(), NpyTarget(str(spec.path), arr.shape, arr.dtype), lock=False,
-                        compute=False)
+        spec.path.unlink(missing_ok=True)  # an earlier run's file must not pass for this run's
+        partial = partial_path(spec.path)
+        np.lib.format.open_memmap(partial, mode="w+", dtype=arr.dtype, shape=arr.shape).flush()
+        stored = da.store(arr.to_dask(), NpyTarget(str(partial), arr.shape, arr.dtype), lock=False,
+                          compute=False)
+        return dask.delayed(_publish, pure=False)(stored, str(partial), str(spec.path))
     return arr.to_dask()
+
+
+def partial_path(path: Path) -> Path:
+    """Where a .npy output is written until its last block is in: `.NAME.partial` beside it."""
+    return path.with_name(f".{path.name}.partial")
+
+
+def _publish(stored: Any, partial: str, path: str) -> None:
+    """Move a finished .npy output to its path (atomic in one directory)."""
+    os.replace(partial, path)
 
 
 def summarise(spec: OutputSpec, arr: lf.Array, computed: Any) -> Summary:

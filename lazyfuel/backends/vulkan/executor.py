@@ -8,7 +8,8 @@ only `program.outputs` come back, as fresh contiguous arrays, or into the `out=`
 (imported and written by the last kernel in zero-copy mode, copied into by the device in import
 mode, else downloaded into). Kernels that take indices record the
 first out-of-range position in a status word; the executor then raises IndexError naming the
-value and its position, and returns nothing. A lost device rebuilds the pool and retries once.
+value and its position, and returns nothing. A lost device rebuilds the pool and retries once; a
+second loss is a DeviceLostError saying so (the next run gets a fresh pool again).
 Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
 the pool's label). `VulkanExecutor(device=i)` runs on pool i of the spread list (`spread_slots`:
 `LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool.
@@ -26,7 +27,7 @@ from lazyfuel.backends.vulkan import transfer
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
-from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, reset_pool, spread_slot
+from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout, memory_span
@@ -70,8 +71,13 @@ class VulkanExecutor:
         except DeviceLostError:
             if self._pool is not None:
                 raise
-            reset_pool(*(spread_slot(self.device) if self.device is not None else ()))
+        label = self.pool.label  # a fresh pool now: get_pool replaces a lost one
+        try:
             return self._run(program, arrays, kernels, dests)
+        except DeviceLostError as again:
+            raise DeviceLostError(again.call, again.result, f"the device {label} was lost twice "
+                                  "running this program (the pool was rebuilt after each loss, and the "
+                                  "next task runs on a fresh one)") from again
 
     # -- checks ---------------------------------------------------------------------------------
     @staticmethod

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import vulkan as vk
 
-from lazyfuel.backends.vulkan.check import VulkanMemoryError, check
+from lazyfuel.backends.vulkan import faults
+from lazyfuel.backends.vulkan.check import VK_ERROR_OUT_OF_DEVICE_MEMORY, VulkanMemoryError, check
 from lazyfuel.backends.vulkan.devices import DeviceInfo
 from lazyfuel.backends.vulkan.hostmem import HostImports, Imported
 from lazyfuel.backends.vulkan.memtypes import Mode, Use, choose_mode, maps_device_memory, memory_type
@@ -140,14 +141,15 @@ class VulkanAllocator:
         """At least `nbytes` (rounded to a size class) of device memory, or of host-visible staging
         memory: for uploads with `staging`, for downloads (host-cached where the device has it) with
         `download`; device memory where that is mapped. Raises VulkanMemoryError saying what was
-        asked and what is in use."""
+        asked and what may be free (`shortfall`)."""
         size = size_class(max(int(nbytes), 1), self.align)
         use = Use.DOWNLOAD if download else Use.UPLOAD if staging else Use.DEVICE
         if self.direct:
             use = Use.DEVICE
         if size > self.info.max_memory_allocation_size:
-            raise VulkanMemoryError("vkAllocateMemory", -2, f"asked for {nbytes} bytes in one buffer; the "
-                                    f"device allows at most {self.info.max_memory_allocation_size}")
+            raise VulkanMemoryError("vkAllocateMemory", VK_ERROR_OUT_OF_DEVICE_MEMORY, self.shortfall(
+                nbytes, f"({size} as allocated) in one buffer, over the device's maxMemoryAllocationSize of "
+                f"{self.info.max_memory_allocation_size} bytes"))
         with self._lock:
             free = self._free.get((use, size))
             if free:
@@ -200,6 +202,16 @@ class VulkanAllocator:
         """Destroy cached free dedicated blocks; return the bytes released."""
         with self._lock:
             return self._trim_locked()
+
+    def shortfall(self, asked: int, why: str = "") -> str:
+        """What an out-of-memory error says: the bytes asked (and `why` they cannot be had), the
+        device-local heap, what this pool holds and so what may be free. (The devices seen so far
+        lack VK_EXT_memory_budget, so "free" is the heap less this pool's own blocks: other pools
+        and processes may hold more.)"""
+        heap, reserved = self.info.device_local_bytes, self.reserved
+        return (f"asked for {asked} bytes{' ' + why if why else ''}; device-local heap {heap} bytes, "
+                f"this pool holds {reserved} in blocks ({self.in_use} in use), so at most "
+                f"{max(heap - reserved, 0)} free")
 
     @property
     def reserved(self) -> int:
@@ -268,12 +280,11 @@ class VulkanAllocator:
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": self._flags_info,
             "allocationSize": req.size, "memoryTypeIndex": type_index})
         pmem = ffi.new("VkDeviceMemory*")
-        result = lib.vkAllocateMemory(device, ainfo, ffi.NULL, pmem)
+        injected = faults.due(faults.ALLOCATE) if faults.armed else 0  # a test hook; 0 when off
+        result = injected or lib.vkAllocateMemory(device, ainfo, ffi.NULL, pmem)
         if result != 0:
             lib.vkDestroyBuffer(device, pbuf[0], ffi.NULL)
-            heap = self.info.device_local_bytes
-            check(result, "vkAllocateMemory", f"asked for {size} bytes; {self.in_use} in use, "
-                  f"{self.reserved} reserved, device-local heap {heap}")
+            check(result, "vkAllocateMemory", self.shortfall(size))
         check(lib.vkBindBufferMemory(device, pbuf[0], pmem[0], 0), "vkBindBufferMemory")
         host = None
         if use is not Use.DEVICE or self.direct:

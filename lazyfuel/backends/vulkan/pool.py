@@ -13,6 +13,12 @@ of recording contexts so that concurrent tasks each record their own command buf
 nothing, so work on one never waits for another.
 With `LAZYFUEL_VALIDATION=1` (or `sync`: with synchronization validation) the Khronos validation
 layer is on and `validation_messages` lists every warning and error it reported.
+
+A pool whose submit or fence wait reports VK_ERROR_DEVICE_LOST is marked `lost`: `get_pool` then
+builds a fresh pool in its place (once, however many threads saw the loss) and closes the lost
+one. Closing refuses new batches at once but destroys the Vulkan objects only when the last batch
+in flight has closed, so other threads' work on it ends (with its own error, or its result where
+the device still answers) before anything it uses is destroyed.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from typing import Any
 
 import vulkan as vk
 
+from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.batch import Batch, Context
-from lazyfuel.backends.vulkan.check import VK_TIMEOUT, check
+from lazyfuel.backends.vulkan.check import VK_ERROR_DEVICE_LOST, VK_TIMEOUT, DeviceLostError, check
 from lazyfuel.backends.vulkan.devices import (
     PUSH_DESCRIPTOR,
     DeviceInfo,
@@ -85,6 +92,9 @@ class DevicePool:
         self.submits = 0
         self.dispatches = 0
         self.closed = False
+        self.lost = False  # a submit or wait reported VK_ERROR_DEVICE_LOST: get_pool replaces it
+        self._active = 0  # batches holding a context; the last to close destroys a closed pool
+        self._destroyed = False
 
     @property
     def label(self) -> str:
@@ -107,25 +117,49 @@ class DevicePool:
 
     def batch(self) -> Batch:
         """A new batch on a free recording context (use it as a context manager)."""
-        if self.closed:
-            raise RuntimeError("the Vulkan device pool is closed")
         with self._context_lock:
+            if self.lost:  # a task that picked this pool just before the loss: retried, as if lost
+                raise DeviceLostError("vkQueueSubmit", VK_ERROR_DEVICE_LOST,
+                                      f"pool {self.label}: its device was lost; get_pool() gives a new one")
+            if self.closed:
+                raise RuntimeError(f"the Vulkan device pool {self.label} is closed")
             context = self._contexts.pop() if self._contexts else None
-        if context is None:
-            context = Context(self.device, self.queue_family, self.pipelines, self.push_descriptor_fn)
-            context.queue_slot = self.queues.next_slot()
-            with self._context_lock:
-                self._all_contexts.append(context)
-        return Batch(self, context)
+            self._active += 1
+        try:
+            if context is None:
+                context = Context(self.device, self.queue_family, self.pipelines, self.push_descriptor_fn)
+                context.queue_slot = self.queues.next_slot()
+                with self._context_lock:
+                    self._all_contexts.append(context)
+            return Batch(self, context)
+        except BaseException:
+            if context is None:
+                self._leave()
+            else:
+                self.release(context)
+            raise
 
     def release(self, context: Context) -> None:
         """Give a context back once its work is done."""
         with self._context_lock:
             self._contexts.append(context)
+        self._leave()
+
+    def _leave(self) -> None:
+        """One batch fewer in flight; the last one out destroys a closed pool."""
+        with self._context_lock:
+            self._active -= 1
+            last = self.closed and self._active == 0
+        if last:
+            self._destroy()
 
     def submit(self, context: Context) -> None:
         """Submit the context's command buffer, signalling its fence."""
-        self.queues.submit(context.queue_slot, context.submit_info, context.fence_ptr[0])
+        try:
+            self.queues.submit(context.queue_slot, context.submit_info, context.fence_ptr[0])
+        except DeviceLostError:
+            self.lost = True
+            raise
         with self._count_lock:
             self.submits += 1
             self.dispatches += context.recorder.dispatches
@@ -135,14 +169,31 @@ class DevicePool:
         while True:
             result = vk.lib.vkWaitForFences(self.device, 1, context.fence_ptr, 1, _WAIT_NS)
             if result != VK_TIMEOUT:
+                if faults.armed:  # a test hook: report a loss after the real wait
+                    result = faults.due(faults.WAIT) or result
+                if result == VK_ERROR_DEVICE_LOST:
+                    self.lost = True
                 check(result, "vkWaitForFences")
                 return
 
     def close(self) -> None:
-        """Wait for the device, save the pipeline cache and destroy everything (idempotent)."""
-        if self.closed or os.getpid() != self.pid:
+        """Refuse new batches; once none is in flight, wait for the device, save the pipeline
+        cache and destroy everything (idempotent)."""
+        if os.getpid() != self.pid:
             return
-        self.closed = True
+        with self._context_lock:
+            if self.closed:
+                return
+            self.closed = True
+            idle = self._active == 0
+        if idle:
+            self._destroy()
+
+    def _destroy(self) -> None:
+        with self._context_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
         vk.lib.vkDeviceWaitIdle(self.device)
         for context in self._all_contexts:
             context.destroy()
@@ -230,13 +281,17 @@ def get_pool(device: int | str | None = None, replica: int = 0) -> DevicePool:
     """
     key = (resolve(device), replica)
     pool = _pools.get(key)
-    if pool is not None and not pool.closed and pool.pid == os.getpid():
+    if pool is not None and not pool.closed and not pool.lost and pool.pid == os.getpid():
         return pool
     with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None or pool.closed or pool.pid != os.getpid():
+        pool = stale = _pools.get(key)
+        if pool is None or pool.closed or pool.lost or pool.pid != os.getpid():
             pool = _pools[key] = DevicePool(str(key[0]), replica=replica)
             atexit.register(pool.close)
+        else:
+            stale = None
+    if stale is not None and stale.lost:
+        stale.close()  # destroyed once the batches still in flight on it have closed
     return pool
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import vulkan as vk
 
+from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.check import check
 
 DEFAULT_QUEUES = 4
@@ -59,4 +60,6 @@ class Queues:
     def submit(self, slot: int, submit_info: Any, fence: Any) -> None:
         """vkQueueSubmit one VkSubmitInfo to queue `slot`, signalling `fence`."""
         with self.locks[slot]:
-            check(vk.lib.vkQueueSubmit(self.handles[slot], 1, submit_info, fence), "vkQueueSubmit")
+            injected = faults.due(faults.SUBMIT) if faults.armed else 0  # a test hook; 0 when off
+            result = injected or vk.lib.vkQueueSubmit(self.handles[slot], 1, submit_info, fence)
+            check(result, "vkQueueSubmit")

@@ -94,7 +94,9 @@ def test_allocations_are_aligned_reused_and_counted(pool):
 
 def test_too_large_a_buffer_says_what_was_asked(pool):
     with pytest.raises(VulkanMemoryError,
-                       match=r"asked for \d+ bytes in one buffer; the device allows at most"):
+                       match=r"asked for \d+ bytes \(\d+ as allocated\) in one buffer, over the device's "
+                             r"maxMemoryAllocationSize of \d+ bytes; device-local heap \d+ bytes, this pool "
+                             r"holds \d+ in blocks \(\d+ in use\), so at most \d+ free"):
         pool.allocator.alloc(pool.info.max_memory_allocation_size + 1)
 
 

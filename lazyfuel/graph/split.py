@@ -1,0 +1,181 @@
+"""Running a chain in halves when the device is out of memory for the whole block.
+
+`run_splitting(run, chain, inputs)` calls `run(chain, inputs)` (plan and run one program); when
+that raises MemoryError (the Vulkan allocator's VulkanMemoryError is one) it runs the same chain
+on the two halves of the output along its leading axis, recursively, and concatenates them.
+Selects, masked_fill, Contiguize and views compute each output element from its own inputs, so
+the halves give the whole block's bits exactly.
+
+`halves(chain, inputs)` finds which program inputs follow the output's leading axis: walking the
+chain back from its output, each value is either cut along one of its axes (the same rows as
+the output) or needed whole (a select's source along the selected axis). Rules per op, in
+`_CUTS`: MaskedFill cuts data and mask alike; IndexSelect / Gather along another axis cut the
+source (and a gather's indices) on that axis, along the cut axis they cut the indices and need
+the source whole; Contiguize and transpose pass the cut on (transpose to its source axis);
+getitem where that axis is taken whole; broadcast_to where the axis is the source's own (a
+broadcast axis needs the source whole, and the node's shape is cut). FFT nodes and anything else
+are not split. Program inputs are cut as numpy views (no copy). A chain that cannot be cut, or
+an output of one row along the leading axis (the floor), turns the MemoryError into one that also
+names the block and why it could not be split further.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from lazyfuel.planner.chain import Chain, OpNode, decode_key
+
+Run = Callable[[Chain, list[np.ndarray]], np.ndarray]
+Cut = int | None  # the axis a value is cut along (the output's leading rows), or None: whole
+Half = tuple[Chain, list[np.ndarray]]
+
+
+def run_splitting(run: Run, chain: Chain, inputs: list[np.ndarray],
+                  whole: tuple[int, ...] | None = None) -> np.ndarray:
+    """`run(chain, inputs)`; on MemoryError the same in halves along the output's leading axis
+    (recursively, down to one row). MemoryError naming the block when it cannot be split
+    (`whole`: the shape of the block this is a piece of)."""
+    try:
+        return run(chain, inputs)
+    except MemoryError as err:
+        pair, why = halves(chain, inputs)
+        if pair is None:
+            shape = _out_shape(chain, inputs)
+            block = (f"a block of shape {shape}" if whole is None else
+                     f"a block of shape {whole}, split along axis 0 down to pieces of shape {shape}")
+            raise MemoryError(f"{err} (computing {block}, which {why})") from err
+    whole = _out_shape(chain, inputs) if whole is None else whole
+    return np.concatenate([run_splitting(run, *half, whole) for half in pair], axis=0)
+
+
+def _out_shape(chain: Chain, inputs: Sequence[np.ndarray]) -> Any:
+    return _shapes(chain, [a.shape for a in inputs])[chain.outputs[0]]
+
+
+def halves(chain: Chain, inputs: Sequence[np.ndarray]) -> tuple[tuple[Half, Half] | None, str]:
+    """The chain and inputs for the two halves of its output's leading axis, or None and why not."""
+    if len(chain.outputs) != 1:
+        return None, "has several outputs"
+    shapes = _shapes(chain, [a.shape for a in inputs])
+    out = chain.outputs[0]
+    if shapes[out] is None:
+        return None, "has an op that is not split (an FFT)"
+    if len(shapes[out]) == 0 or shapes[out][0] < 2:
+        return None, "is one row along its leading axis (as far as splitting goes)"
+    cuts = _cuts(chain, shapes)
+    if isinstance(cuts, str):
+        return None, cuts
+    rows = shapes[out][0]
+    middle = rows // 2
+    return (_half(chain, inputs, shapes, cuts, 0, middle),
+            _half(chain, inputs, shapes, cuts, middle, rows)), ""
+
+
+def _half(chain: Chain, inputs: Sequence[np.ndarray], shapes: list[Any], cuts: dict[int, Cut],
+          lo: int, hi: int) -> Half:
+    arrays = []
+    for i, a in enumerate(inputs):
+        axis = cuts.get(i)
+        arrays.append(a if axis is None else a[(slice(None),) * axis + (slice(lo, hi),)])
+    nodes = []
+    for k, node in enumerate(chain.nodes):
+        axis = cuts.get(chain.n_inputs + k)
+        if node.op == "broadcast_to" and axis is not None:  # its shape attr is the output's: cut it
+            shape = list(node.attr["shape"])
+            shape[axis] = hi - lo
+            node = replace(node, attrs=tuple((n, tuple(shape) if n == "shape" else v) for n, v in node.attrs))
+        nodes.append(node)
+    return replace(chain, nodes=tuple(nodes)), arrays
+
+
+def _cuts(chain: Chain, shapes: list[Any]) -> dict[int, Cut] | str:
+    """The axis each value is cut along (None: whole), from the output back; else why not."""
+    cuts: dict[int, Cut] = {chain.outputs[0]: 0}
+    for k in range(len(chain.nodes) - 1, -1, -1):
+        value = chain.n_inputs + k
+        if value not in cuts:
+            continue  # not read on the way to the output
+        node = chain.nodes[k]
+        axis = cuts[value]
+        args = ([None] * len(node.args) if axis is None
+                else _CUTS.get(node.op, _never)(node, axis, [shapes[a] for a in node.args]))
+        if args is None:
+            return f"has a {node.op} that does not keep the rows it is cut along"
+        for arg, cut in zip(node.args, args):
+            if cuts.setdefault(arg, cut) != cut:
+                return "reads one value both whole and cut"
+    return cuts
+
+
+def _never(node: OpNode, axis: int, shapes: list[Any]) -> None:
+    return None
+
+
+def _select(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut]:
+    """IndexSelect: the source keeps its other axes; along `dim` the indices are cut."""
+    return [None, 0] if axis == node.attr["dim"] else [axis, None]
+
+
+def _gather(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut]:
+    """Gather: the output has the indices' shape, and the source's extent off `dim`."""
+    return [None, axis] if axis == node.attr["dim"] else [axis, axis]
+
+
+def _getitem(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut] | None:
+    """The source axis the output axis comes from, when that axis is taken whole."""
+    key = decode_key(node.attr["key"])
+    kept = [i for i in range(len(shapes[0])) if i >= len(key) or isinstance(key[i], slice)]
+    source = kept[axis]
+    if source < len(key):
+        n = shapes[0][source]
+        if key[source].indices(n) != (0, n, 1):
+            return None
+    return [source]
+
+
+def _broadcast(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut]:
+    """The source's own axis (cut alike), or a broadcast one (the source whole)."""
+    source = axis - (len(node.attr["shape"]) - len(shapes[0]))
+    return [source] if source >= 0 and shapes[0][source] != 1 else [None]
+
+
+_CUTS: dict[str, Callable[[OpNode, int, list[Any]], list[Cut] | None]] = {
+    "MaskedFill": lambda node, axis, shapes: [axis, axis],
+    "Contiguize": lambda node, axis, shapes: [axis],
+    "IndexSelect": _select,
+    "Gather": _gather,
+    "transpose": lambda node, axis, shapes: [node.attr["axes"][axis]],
+    "getitem": _getitem,
+    "broadcast_to": _broadcast,
+}
+
+
+def _view_shape(shape: tuple[int, ...], key: Any) -> tuple[int, ...]:
+    """The shape `a[key]` has for an `a` of `shape` (on a stride-0 stand-in: no memory)."""
+    return np.broadcast_to(np.empty((), np.uint8), shape)[decode_key(key)].shape
+
+
+_SHAPES: dict[str, Callable[[OpNode, list[Any]], tuple[int, ...]]] = {
+    "MaskedFill": lambda node, s: s[0],
+    "Contiguize": lambda node, s: s[0],
+    "IndexSelect": lambda node, s: tuple(int(np.prod(s[1])) if i == node.attr["dim"] else n
+                                         for i, n in enumerate(s[0])),
+    "Gather": lambda node, s: s[1],
+    "transpose": lambda node, s: tuple(s[0][a] for a in node.attr["axes"]),
+    "getitem": lambda node, s: _view_shape(s[0], node.attr["key"]),
+    "broadcast_to": lambda node, s: tuple(node.attr["shape"]),
+}
+
+
+def _shapes(chain: Chain, input_shapes: list[tuple[int, ...]]) -> list[Any]:
+    """The shape of every value of the chain (None from a node `_SHAPES` has no rule for on)."""
+    shapes: list[Any] = list(input_shapes)
+    for node in chain.nodes:
+        args = [shapes[a] for a in node.args]
+        rule = _SHAPES.get(node.op)
+        shapes.append(None if rule is None or any(s is None for s in args) else rule(node, args))
+    return shapes

@@ -27,7 +27,8 @@ ELEMS = 4  # the default elements (or words) per invocation (specialisation cons
 # the choices on a device. Elements per invocation stay a multiple of 4 (gather's quads).
 GROUPS: dict[str, tuple[int, int]] = {
     "contiguize": (LOCAL_SIZE, ELEMS), "index_select": (LOCAL_SIZE, ELEMS),
-    "gather": (LOCAL_SIZE, ELEMS), "masked_fill": (LOCAL_SIZE, ELEMS)}
+    "gather": (LOCAL_SIZE, ELEMS), "masked_fill": (LOCAL_SIZE, ELEMS),
+    "strided_select": (LOCAL_SIZE, ELEMS)}
 # gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5).
 GATHER_QUADS = True
 MAX_RANK = 8

@@ -1,0 +1,95 @@
+#version 450
+// IndexSelect and Gather reading their source through any layout: strides in elements (words),
+// positive, negative (reversed) or zero (broadcast), and a start offset; no Contiguize first.
+// The output is row-major in `shape` (rank <= 6 after the host merges dims; DIM is the selected
+// dim). Output position e has the coordinates c of e in `shape`; it reads source word
+//     offset + sum(c[d] * strides[d] for d != DIM) + v * strides[DIM]
+// where v is the index for it: indices[c[DIM]] (index_select) or indices[e] (gather). An index
+// >= dim_size reads nothing, writes nothing and records its position (c[DIM], or e for gather).
+#define AUX_U32
+#include "common.glsl"
+
+layout(constant_id = 3) const int RANK = 1;
+layout(constant_id = 5) const int DIM = 0;
+// true: one index per output element (gather); false: one per position along DIM (index_select).
+layout(constant_id = 6) const bool GATHER = false;
+
+layout(push_constant) uniform Params {
+    uint64_t src;        // device addresses (unused with storage buffers)
+    uint64_t dst;
+    uint64_t aux;        // indices
+    uint64_t status;
+    uint64_t base;       // first output word of this dispatch
+    int64_t offset;      // the source view's first word
+    int64_t strides[6];  // source strides in words
+    uint shape[6];       // output extents (the source's, but `DIM`, which is the index count)
+    uint dim_size;       // the source's extent along DIM
+} p;
+
+// The walk for an unsigned position type U and a signed offset type S (32-bit unless WIDE).
+#define SELECT(U, S)                                                            \
+    U n = U(1);                                                                 \
+    for (int d = 0; d < RANK; ++d) n *= U(p.shape[d]);                          \
+    if (COALESCED) {                                                            \
+        for (uint q = 0; q < ELEMS; ++q) {                                      \
+            U e = POSITION(U, q);                                               \
+            if (e >= n) return;                                                 \
+            S off = S(p.offset);                                                \
+            uint j = 0u;                                                        \
+            U t = e;                                                            \
+            for (int d = RANK - 1; d >= 0; --d) {                               \
+                uint cd = uint(t % U(p.shape[d]));                              \
+                t /= U(p.shape[d]);                                             \
+                if (d == DIM) j = cd; else off += S(cd) * S(p.strides[d]);      \
+            }                                                                   \
+            uint v = GATHER ? LOAD_AUX(e) : LOAD_AUX(j);                        \
+            if (v < p.dim_size) {                                               \
+                STORE_DST(e, LOAD_SRC(off + S(v) * S(p.strides[DIM])));         \
+            } else {                                                            \
+                REPORT_BAD(GATHER ? clamp_position(uint64_t(e)) : j);           \
+            }                                                                   \
+        }                                                                       \
+        return;                                                                 \
+    }                                                                           \
+    U e = POSITION(U, 0);                                                       \
+    if (e >= n) return;                                                         \
+    uint c[6];                                                                  \
+    S rest = S(p.offset); /* the offset without DIM's term */                   \
+    U t = e;                                                                    \
+    for (int d = RANK - 1; d >= 0; --d) {                                       \
+        c[d] = uint(t % U(p.shape[d]));                                         \
+        t /= U(p.shape[d]);                                                     \
+        if (d != DIM) rest += S(c[d]) * S(p.strides[d]);                        \
+    }                                                                           \
+    uint v = GATHER ? LOAD_AUX(e) : LOAD_AUX(c[DIM]);                           \
+    bool ok = v < p.dim_size;                                                   \
+    if (!ok) REPORT_BAD(GATHER ? clamp_position(uint64_t(e)) : c[DIM]);         \
+    S sel = S(v) * S(p.strides[DIM]);                                           \
+    for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
+        if (e >= n) return;                                                     \
+        if (ok) STORE_DST(e, LOAD_SRC(rest + sel));                             \
+        if (q + 1 == ELEMS || e + 1 >= n) return;                               \
+        uint was = c[DIM];                                                      \
+        c[RANK - 1] += 1;                                                       \
+        if (RANK - 1 != DIM) rest += S(p.strides[RANK - 1]);                    \
+        for (int d = RANK - 1; d > 0; --d) {                                    \
+            if (c[d] < p.shape[d]) break;                                       \
+            c[d] = 0;                                                           \
+            if (d != DIM) rest -= S(p.strides[d]) * S(p.shape[d]);              \
+            c[d - 1] += 1;                                                      \
+            if (d - 1 != DIM) rest += S(p.strides[d - 1]);                      \
+        }                                                                       \
+        if (GATHER || c[DIM] != was) {                                          \
+            v = GATHER ? LOAD_AUX(e + U(1)) : LOAD_AUX(c[DIM]);                 \
+            ok = v < p.dim_size;                                                \
+            if (!ok) REPORT_BAD(GATHER ? clamp_position(uint64_t(e + U(1))) : c[DIM]); \
+            sel = S(v) * S(p.strides[DIM]);                                     \
+        }                                                                       \
+    }
+
+void select_wide() { SELECT(uint64_t, int64_t) }
+void select_narrow() { SELECT(uint, int) }
+
+void main() {
+    if (WIDE) select_wide(); else select_narrow();
+}

@@ -102,11 +102,11 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
     _require(idx.layout.size >= n_idx, f"strided select: {idx.layout.size} indices for {n_idx}")
     if n == 0:
         return
-    if layout.size:
+    if layout.size:  # the view must lie inside the allocation (its layout alone cannot say)
         lo, hi = _reach(layout)
-        _require(lo >= 0 and (hi + 1) * width <= src.nbytes,
+        _require(lo >= 0 and (hi + 1) * width <= src.allocation.size,
                  f"strided select: layout {layout} reaches elements {lo}..{hi}, outside the "
-                 f"{src.nbytes // width}-element source")
+                 f"{src.allocation.size // width}-element source")
     flat, d = merge_around(layout, dim)
     if flat.ndim > MAX_STRIDED_RANK:
         src = _contiguized(batch, DeviceValue(src.allocation, src.dtype, layout))

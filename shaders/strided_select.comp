@@ -13,6 +13,12 @@ layout(constant_id = 3) const int RANK = 1;
 layout(constant_id = 5) const int DIM = 0;
 // true: one index per output element (gather); false: one per position along DIM (index_select).
 layout(constant_id = 6) const bool GATHER = false;
+// The output dim each invocation walks, `walk_len` positions of it (the host picks the dim whose
+// source stride is smallest when that is not the innermost, and only with the sequential
+// mapping): neighbouring invocations then differ in the innermost dim, so they write neighbouring
+// words while each reads along its source's densest dim (a transposed source is read row by row).
+// -1: the plain walk, ELEMS consecutive positions per invocation.
+layout(constant_id = 7) const int WALK = -1;
 
 layout(push_constant) uniform Params {
     uint64_t src;        // device addresses (unused with storage buffers)
@@ -24,6 +30,7 @@ layout(push_constant) uniform Params {
     int64_t strides[6];  // source strides in words
     uint shape[6];       // output extents (the source's, but `DIM`, which is the index count)
     uint dim_size;       // the source's extent along DIM
+    uint walk_len;       // positions of WALK each invocation moves (WALK >= 0; `base` then counts invocations)
 } p;
 
 // The walk for an unsigned position type U and a signed offset type S (32-bit unless WIDE).
@@ -87,9 +94,54 @@ layout(push_constant) uniform Params {
         }                                                                       \
     }
 
+// The walk along dim WALK: invocation g takes the row-major coordinates of g in the grid `shape`
+// with WALK's extent divided (rounded up) by walk_len, and moves positions c[WALK] * walk_len ...
+// (at most walk_len of them) with the other coordinates fixed.
+#define SELECT_WALK(U, S)                                                       \
+    uint len = p.walk_len;                                                      \
+    U count = U(1);                                                             \
+    U inner = U(1); /* output positions between neighbours along WALK */       \
+    for (int d = 0; d < RANK; ++d) {                                            \
+        count *= U(d == WALK ? (p.shape[d] + len - 1u) / len : p.shape[d]);     \
+        if (d > WALK) inner *= U(p.shape[d]);                                   \
+    }                                                                           \
+    U g = U(p.base) + U(gl_GlobalInvocationID.x);                               \
+    if (g >= count) return;                                                     \
+    uint c[6];                                                                  \
+    U t = g;                                                                    \
+    for (int d = RANK - 1; d >= 0; --d) {                                       \
+        U ext = U(d == WALK ? (p.shape[d] + len - 1u) / len : p.shape[d]);      \
+        c[d] = uint(t % ext);                                                   \
+        t /= ext;                                                               \
+    }                                                                           \
+    c[WALK] *= len;                                                             \
+    U e = U(0);                                                                 \
+    S off = S(p.offset);                                                        \
+    for (int d = 0; d < RANK; ++d) {                                            \
+        e = e * U(p.shape[d]) + U(c[d]);                                        \
+        if (d != DIM) off += S(c[d]) * S(p.strides[d]);                         \
+    }                                                                           \
+    uint end = min(c[WALK] + len, p.shape[WALK]);                               \
+    S step = WALK == DIM ? S(0) : S(p.strides[WALK]);                           \
+    uint v = GATHER || WALK == DIM ? 0u : LOAD_AUX(c[DIM]);                     \
+    for (uint i = c[WALK]; i < end; ++i, e += inner, off += step) {             \
+        if (GATHER) v = LOAD_AUX(e); else if (WALK == DIM) v = LOAD_AUX(i);     \
+        if (v < p.dim_size) {                                                   \
+            STORE_DST(e, LOAD_SRC(off + S(v) * S(p.strides[DIM])));             \
+        } else {                                                                \
+            REPORT_BAD(GATHER ? clamp_position(uint64_t(e)) : (WALK == DIM ? i : c[DIM])); \
+        }                                                                       \
+    }
+
 void select_wide() { SELECT(uint64_t, int64_t) }
 void select_narrow() { SELECT(uint, int) }
+void walk_wide() { SELECT_WALK(uint64_t, int64_t) }
+void walk_narrow() { SELECT_WALK(uint, int) }
 
 void main() {
-    if (WIDE) select_wide(); else select_narrow();
+    if (WALK >= 0) {
+        if (WIDE) walk_wide(); else walk_narrow();
+    } else {
+        if (WIDE) select_wide(); else select_narrow();
+    }
 }

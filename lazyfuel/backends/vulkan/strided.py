@@ -21,6 +21,7 @@ from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.kernels import (
+    GROUPS,
     I31_LIMIT,
     ContiguizeKernel,
     DeviceValue,
@@ -39,7 +40,8 @@ from lazyfuel.layout import Layout
 
 MAX_STRIDED_RANK = 6  # dims the shader's push constants hold (128 bytes)
 FAMILY = "strided_select"
-_FORMAT = "<5Q7q7I"  # src dst aux status base | offset strides[6] | shape[6] dim_size
+_FORMAT = "<5Q7q8I"  # src dst aux status base | offset strides[6] | shape[6] dim_size walk_len
+WALK_INVOCATIONS = 4096  # invocations a walk along one dim aims for (enough for every CPU core)
 
 
 def merge_around(layout: Layout, dim: int) -> tuple[Layout, int]:
@@ -69,6 +71,18 @@ def index_select_dim(shape: tuple[int, ...], outer: int, dim_size: int, inner: i
             return d
     raise ValueError(f"index_select: params outer_count {outer}, source_dim_size {dim_size}, "
                      f"inner_count {inner} do not describe a source of shape {shape}")
+
+
+def walk_dim(layout: Layout) -> int:
+    """The dim whose source stride is smallest (not 0), when it is not the innermost and smaller than
+    the innermost's: invocations then walk it, reading along the source's densest dim (a transposed
+    source row by row) while neighbours write neighbouring words; -1: walk the innermost."""
+    live = [(abs(s), d) for d, (n, s) in enumerate(zip(layout.shape, layout.strides)) if n > 1 and s]
+    if not live or not layout.shape:
+        return -1
+    _, best = min(live, key=lambda sd: (sd[0], -sd[1]))
+    last = abs(layout.strides[-1])
+    return best if best != layout.ndim - 1 and abs(layout.strides[best]) < last else -1
 
 
 def _reach(layout: Layout) -> tuple[int, int]:
@@ -118,16 +132,27 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
     shape = (*flat.shape[:d], out_extent, *flat.shape[d + 1:])
     words = math.prod(shape)
     pad = MAX_STRIDED_RANK - rank
+    # CPUs (the sequential mapping) walk the source's densest dim; GPUs keep one position per step.
+    # A gather reads a random source position per element whatever it walks, and walking costs it
+    # strided index loads: it walks only its own dim (random reads then stay inside a source row).
+    walk = -1 if batch.pool.coalesced else walk_dim(Layout(shape, flat.strides, flat.offset))
+    if gather and walk != d:
+        walk = -1
+    walk_len = min(shape[walk], max(GROUPS[FAMILY][1], -(-words // WALK_INVOCATIONS))) if walk >= 0 else 0
     values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0,
-              flat.offset, *flat.strides, *([0] * pad), *shape, *([1] * pad), dim_size]
+              flat.offset, *flat.strides, *([0] * pad), *shape, *([1] * pad), dim_size, walk_len]
     ssbo = storage_buffers(batch, src.nbytes, words * word, 4 * n_idx)
     buffers = (bind(src.allocation, src.nbytes), bind(out, words * word), bind(idx.allocation, 4 * n_idx),
                bind(status.allocation, 4, status.offset)) if ssbo else None
     # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
     wide = words >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
-    spec = (*_spec(batch, FAMILY, wide, rank), d, int(gather))
+    spec = (*_spec(batch, FAMILY, wide, rank), d, int(gather), walk & 0xFFFFFFFF)  # an int32 constant
     pipeline = batch.pool.pipelines.get(f"{FAMILY}_w{word}{'_ssbo' if ssbo else ''}", spec)
-    batch.dispatch(pipeline, _FORMAT, values, 4, words, _per_group(FAMILY), buffers)
+    if walk < 0:
+        batch.dispatch(pipeline, _FORMAT, values, 4, words, _per_group(FAMILY), buffers)
+        return
+    invocations = words // shape[walk] * -(-shape[walk] // walk_len)
+    batch.dispatch(pipeline, _FORMAT, values, 4, invocations, GROUPS[FAMILY][0], buffers)
 
 
 class StridedIndexSelectKernel(IndexSelectKernel):

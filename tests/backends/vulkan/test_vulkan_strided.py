@@ -17,7 +17,7 @@ from vulkan_helpers import ALL_DTYPES, REPO, random_array, raw, same_bits
 
 from lazyfuel.backends.vulkan import kernels
 from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot
-from lazyfuel.backends.vulkan.strided import MAX_STRIDED_RANK, index_select_dim, merge_around
+from lazyfuel.backends.vulkan.strided import MAX_STRIDED_RANK, index_select_dim, merge_around, walk_dim
 from lazyfuel.contracts.model import OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.judge.workloads import program_for
@@ -147,6 +147,11 @@ def test_merge_around_keeps_the_selected_dim_and_merges_each_side():
     assert merge_around(lay, 2) == (Layout((6, 1, 20), (20, 7, 1), 3), 1)
     assert merge_around(lay, 0) == (Layout((2, 60), (60, 1), 3), 0)
     assert index_select_dim((2, 3, 1, 4), 6, 1, 4) == 2
+    # invocations walk the densest source dim when it is not the innermost (a transpose: dim 0)
+    assert walk_dim(Layout((4, 5), (1, 4), 0)) == 0
+    assert walk_dim(Layout((4, 5), (5, 1), 0)) == -1  # row-major: the plain walk
+    assert walk_dim(Layout((4, 5, 3), (0, 1, 20), 0)) == 1  # stride 0 (broadcast) never walks
+    assert walk_dim(Layout((4, 5), (1, 0), 0)) == -1
     with pytest.raises(ValueError, match="do not describe a source of shape"):
         index_select_dim((2, 3), 2, 4, 1)
 

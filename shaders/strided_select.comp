@@ -17,7 +17,7 @@ layout(constant_id = 6) const bool GATHER = false;
 // source stride is smallest when that is not the innermost, and only with the sequential
 // mapping): neighbouring invocations then differ in the innermost dim, so they write neighbouring
 // words while each reads along its source's densest dim (a transposed source is read row by row).
-// -1: the plain walk, ELEMS consecutive positions per invocation.
+// -1: the plain walk, ELEMS consecutive positions per invocation. See SELECT_WALK.
 layout(constant_id = 7) const int WALK = -1;
 
 layout(push_constant) uniform Params {
@@ -94,27 +94,40 @@ layout(push_constant) uniform Params {
         }                                                                       \
     }
 
-// The walk along dim WALK: invocation g takes the row-major coordinates of g in the grid `shape`
-// with WALK's extent divided (rounded up) by walk_len, and moves positions c[WALK] * walk_len ...
-// (at most walk_len of them) with the other coordinates fixed.
+// The walk along dim WALK (never the innermost): invocations come in tiles of LANES neighbours
+// along the innermost dim, each tile's neighbouring invocations on the next chunks of WALK, so
+// that the invocations running together read a few source rows (cached) and write whole
+// output lines. Invocation g: lane = g % LANES, chunk = (g / LANES) % chunks, then the innermost
+// block and the other dims, row-major; it moves positions chunk * walk_len ... (at most walk_len
+// of them) along WALK with the other coordinates fixed.
+const uint LANES = 16u;
 #define SELECT_WALK(U, S)                                                       \
     uint len = p.walk_len;                                                      \
-    U count = U(1);                                                             \
+    uint chunks = (p.shape[WALK] + len - 1u) / len;                             \
+    uint last = p.shape[RANK - 1];                                              \
+    U count = U(LANES) * U(chunks) * U((last + LANES - 1u) / LANES);            \
     U inner = U(1); /* output positions between neighbours along WALK */       \
-    for (int d = 0; d < RANK; ++d) {                                            \
-        count *= U(d == WALK ? (p.shape[d] + len - 1u) / len : p.shape[d]);     \
+    for (int d = 0; d < RANK - 1; ++d) {                                        \
+        if (d != WALK) count *= U(p.shape[d]);                                  \
         if (d > WALK) inner *= U(p.shape[d]);                                   \
     }                                                                           \
+    inner *= U(last);                                                           \
     U g = U(p.base) + U(gl_GlobalInvocationID.x);                               \
     if (g >= count) return;                                                     \
     uint c[6];                                                                  \
-    U t = g;                                                                    \
-    for (int d = RANK - 1; d >= 0; --d) {                                       \
-        U ext = U(d == WALK ? (p.shape[d] + len - 1u) / len : p.shape[d]);      \
-        c[d] = uint(t % ext);                                                   \
-        t /= ext;                                                               \
+    uint lane = uint(g % U(LANES));                                             \
+    U t = g / U(LANES);                                                         \
+    c[WALK] = uint(t % U(chunks)) * len;                                        \
+    t /= U(chunks);                                                             \
+    U blocks = U((last + LANES - 1u) / LANES);                                  \
+    c[RANK - 1] = uint(t % blocks) * LANES + lane;                              \
+    t /= blocks;                                                                \
+    if (c[RANK - 1] >= last) return;                                            \
+    for (int d = RANK - 2; d >= 0; --d) {                                       \
+        if (d == WALK) continue;                                                \
+        c[d] = uint(t % U(p.shape[d]));                                         \
+        t /= U(p.shape[d]);                                                     \
     }                                                                           \
-    c[WALK] *= len;                                                             \
     U e = U(0);                                                                 \
     S off = S(p.offset);                                                        \
     for (int d = 0; d < RANK; ++d) {                                            \

@@ -41,7 +41,8 @@ from lazyfuel.layout import Layout
 MAX_STRIDED_RANK = 6  # dims the shader's push constants hold (128 bytes)
 FAMILY = "strided_select"
 _FORMAT = "<5Q7q8I"  # src dst aux status base | offset strides[6] | shape[6] dim_size walk_len
-WALK_INVOCATIONS = 4096  # invocations a walk along one dim aims for (enough for every CPU core)
+WALK_INVOCATIONS = 1024  # invocations a walk along one dim aims for (16 workgroups: every CPU core)
+WALK_LANES = 16  # neighbouring invocations along the innermost dim in one tile (the shader's LANES)
 
 
 def merge_around(layout: Layout, dim: int) -> tuple[Layout, int]:
@@ -138,7 +139,10 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
     walk = -1 if batch.pool.coalesced else walk_dim(Layout(shape, flat.strides, flat.offset))
     if gather and walk != d:
         walk = -1
-    walk_len = min(shape[walk], max(GROUPS[FAMILY][1], -(-words // WALK_INVOCATIONS))) if walk >= 0 else 0
+    walk_len = 0
+    if walk >= 0:  # long walks keep a tile's source rows cached; enough of them for every core
+        tiles = words // shape[walk] // shape[-1] * -(-shape[-1] // WALK_LANES) * WALK_LANES
+        walk_len = -(-shape[walk] // max(1, min(shape[walk], WALK_INVOCATIONS // max(tiles, 1))))
     values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0,
               flat.offset, *flat.strides, *([0] * pad), *shape, *([1] * pad), dim_size, walk_len]
     ssbo = storage_buffers(batch, src.nbytes, words * word, 4 * n_idx)
@@ -151,7 +155,7 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
     if walk < 0:
         batch.dispatch(pipeline, _FORMAT, values, 4, words, _per_group(FAMILY), buffers)
         return
-    invocations = words // shape[walk] * -(-shape[walk] // walk_len)
+    invocations = tiles * -(-shape[walk] // walk_len)
     batch.dispatch(pipeline, _FORMAT, values, 4, invocations, GROUPS[FAMILY][0], buffers)
 
 

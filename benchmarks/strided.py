@@ -71,8 +71,10 @@ def two_step(op: OpKind, inputs: list[np.ndarray], attrs: dict) -> Program:
                    tuple(Layout.of(a) for a in inputs), steps, (n_in + 1,))
 
 
-def time_program(executor: VulkanExecutor, program: Program, inputs: list[np.ndarray]) -> Callable:
-    def run() -> tuple[float, float, np.ndarray]:
+def time_program(executor: VulkanExecutor, program: Program,
+                 inputs: list[np.ndarray]) -> Callable[[], tuple[float, np.ndarray]]:
+    """A callable running `program` once: (wall seconds, result)."""
+    def run() -> tuple[float, np.ndarray]:
         t0 = time.perf_counter()
         (out,) = executor.run(program, inputs)
         return time.perf_counter() - t0, out
@@ -103,6 +105,20 @@ def planned(planner: Planner, op: OpKind, inputs: list[np.ndarray], attrs: dict)
     program = planner.plan(chain, [DType.from_numpy(a.dtype) for a in inputs], [Layout.of(a) for a in inputs])
     kinds = [s.binding.op_kind for s in program.steps]
     return "contiguize + kernel" if OpKind.Contiguize in kinds else "strided"
+
+
+def choices_by_size(planner: Planner, sizes: tuple[int, ...] = (16, 64, 256, 1024, 4096, 8192)) -> None:
+    """The planner's estimate of both plans for index_select(x.T, 0, N indices), x (N, N) f32."""
+    print("\n| N | strided (estimate) | contiguize + kernel (estimate) | picked |")
+    print("| --- | --- | --- | --- |")
+    chain = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),), (2,))
+    for n in sizes:
+        layouts = [Layout((n, n), (1, n), 0), Layout.contiguous((n,))]
+        choice = planner.plan(chain, [DType.F32, DType.U32], layouts).choices[1]
+        costs = {("strided" if "_strided [" in c.plan else "two"): c for c in choice.candidates}
+        picked = "strided" if "_strided [" in choice.winner.plan else "contiguize + kernel"
+        print(f"| {n} | {costs['strided'].cost * 1e3:.3f} ms ({costs['strided'].source}) "
+              f"| {costs['two'].cost * 1e3:.3f} ms ({costs['two'].source}) | {picked} ({choice.why}) |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         picks = f"{planned(measured, op, inputs, attrs)} / {planned(priors, op, inputs, attrs)}"
         print(f"| {name} | {t1 * 1e3:.1f} | {moved / t1 / 1e9:.2f} | {t2 * 1e3:.1f} | {moved / t2 / 1e9:.2f} "
               f"| {t2 / t1:.2f}x | {picks} |")
+    choices_by_size(measured)
     return 0
 
 

@@ -28,10 +28,11 @@ from lazyfuel.backends.vulkan.kernels import (
     GatherKernel,
     IndexSelectKernel,
     StatusSlot,
-    _per_group,
-    _require,
-    _spec,
     bind,
+    gather_params,
+    per_group,
+    require,
+    spec_constants,
     storage_buffers,
     widen,
 )
@@ -114,12 +115,12 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
     out_shape = (*layout.shape[:dim], out_extent, *layout.shape[dim + 1:])
     n = math.prod(out_shape)
     n_idx = n if gather else out_extent
-    _require(idx.layout.size >= n_idx, f"strided select: {idx.layout.size} indices for {n_idx}")
+    require(idx.layout.size >= n_idx, f"strided select: {idx.layout.size} indices for {n_idx}")
     if n == 0:
         return
     if layout.size:  # the view must lie inside the allocation (its layout alone cannot say)
         lo, hi = _reach(layout)
-        _require(lo >= 0 and (hi + 1) * width <= src.allocation.size,
+        require(lo >= 0 and (hi + 1) * width <= src.allocation.size,
                  f"strided select: layout {layout} reaches elements {lo}..{hi}, outside the "
                  f"{src.allocation.size // width}-element source")
     flat, d = merge_around(layout, dim)
@@ -150,10 +151,10 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
                bind(status.allocation, 4, status.offset)) if ssbo else None
     # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
     wide = words >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
-    spec = (*_spec(batch, FAMILY, wide, rank), d, int(gather), walk & 0xFFFFFFFF)  # an int32 constant
+    spec = (*spec_constants(batch, FAMILY, wide, rank), d, int(gather), walk & 0xFFFFFFFF)  # int32 bits
     pipeline = batch.pool.pipelines.get(f"{FAMILY}_w{word}{'_ssbo' if ssbo else ''}", spec)
     if walk < 0:
-        batch.dispatch(pipeline, _FORMAT, values, 4, words, _per_group(FAMILY), buffers)
+        batch.dispatch(pipeline, _FORMAT, values, 4, words, per_group(FAMILY), buffers)
         return
     invocations = tiles * -(-shape[walk] // walk_len)
     batch.dispatch(pipeline, _FORMAT, values, 4, invocations, GROUPS[FAMILY][0], buffers)
@@ -186,13 +187,8 @@ class StridedGatherKernel(GatherKernel):
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
         src, idx = args
-        p = step.param
-        src_shape, out_shape, dim = tuple(p["source_shape"]), tuple(p["output_shape"]), int(p["dim"])
-        _require(len(src_shape) == len(out_shape) and 0 <= dim < max(len(src_shape), 1),
-                 f"gather: source_shape {src_shape}, output_shape {out_shape} and dim {dim} disagree")
-        _require(all(a == b for i, (a, b) in enumerate(zip(src_shape, out_shape)) if i != dim),
-                 f"gather: output_shape {out_shape} must equal source_shape {src_shape} except on dim {dim}")
-        _require((src.layout.shape or (1,)) == (src_shape or (1,)),
+        src_shape, out_shape, dim = gather_params(step)
+        require((src.layout.shape or (1,)) == (src_shape or (1,)),
                  f"gather: source_shape {src_shape} but the source's view has shape {src.layout.shape}")
         record_strided(batch, src, idx, out, status, dim, (out_shape or (1,))[dim], gather=True)
 

@@ -102,10 +102,10 @@ class Planner:
             except _Unplannable as why:
                 reasons.append(f"  {backend}: {why}")
                 programs.append(None)
-                candidates.append(Candidate(f"program on {backend}", math.nan, note=str(why)))
+                candidates.append(Candidate(f"the whole chain on {backend}", math.nan, note=str(why)))
                 continue
             programs.append(program)
-            candidates.append(Candidate(f"program on {backend}", program.cost,
+            candidates.append(Candidate(f"the whole chain on {backend}", program.cost,
                                         _source(self.costs, [s.binding for s in program.steps])))
         if all(p is None for p in programs):
             raise NoBindingError("no backend can run this chain:\n" + "\n".join(reasons), [])

@@ -44,7 +44,7 @@ def test_explain_shows_the_costs_compared_for_each_decision(monkeypatch):
     assert "costs compared (3 decision(s); * = chosen):" in text
     backend = text[text.index("    backend: "):].splitlines()
     assert backend[0].startswith("    backend: cheaper (the next costs")
-    assert {line.split("program on ")[-1] for line in backend[1:3]} == {"Vulkan", "Cpu"}
+    assert {line.split("the whole chain on ")[-1] for line in backend[1:3]} == {"Vulkan", "Cpu"}
     assert all("(prior)" in line for line in backend[1:3])
     assert "IndexSelect (chain node 0): " in text and "MaskedFill (chain node 1): " in text
 

@@ -108,7 +108,8 @@ def test_explain_text_lists_every_candidate_cost_and_the_forced_backend() -> Non
 
 def test_decide_refuses_when_nothing_can_run_and_names_why_others_cannot() -> None:
     with pytest.raises(ValueError, match="no candidate can run"):
-        decide("backend", [Candidate("program on Cpu", float("nan"), note="no binding")], lambda i, j: False)
+        decide("backend", [Candidate("the whole chain on Cpu", float("nan"), note="no binding")],
+               lambda i, j: False)
     choice = decide("backend", [Candidate("a", float("nan"), note="no binding"), Candidate("b", 1.0)],
                     lambda i, j: False)
     assert choice.chosen == 1 and choice.why == "only candidate (the others cannot run it)"

@@ -433,7 +433,7 @@ def irfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None)
 def explain(x: Any) -> str:
     """Each fused task group of `x`: the ops fused, the bindings the planner chooses for a
     representative block, the Contiguize steps inserted and why (which cap), and the estimated
-    cost. Plans only; runs nothing."""
+    cost, with the candidate plans priced for each decision. Plans only; runs nothing."""
     arr = asarray(x)
     runtime = DefaultRuntime.from_env()
     return explain_node(arr._node, runtime, runtime.planner(), left_out(runtime.backend))

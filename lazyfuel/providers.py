@@ -33,7 +33,8 @@ class BuiltinProvider:
 
 BUILTIN = (
     BuiltinProvider("lazyfuel.backends.cpu", Backend.Cpu, ("cpu.md",)),
-    BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan, ("vulkan_select.md", "vulkan.md")),
+    BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan,
+                    ("vulkan_select.md", "vulkan.md", "vulkan_strided.md")),
     BuiltinProvider("lazyfuel.backends.vkfft", Backend.OpenCL, ("vkfft.md",)),
     BuiltinProvider("lazyfuel.backends.vkfft", Backend.Cuda, ("vkfft_cuda.md",)),
 )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "lazyfuel" / "backends" / "vulkan" / "spirv"
-KERNELS = ("contiguize", "index_select", "gather", "masked_fill")
+KERNELS = ("contiguize", "index_select", "gather", "masked_fill", "strided_select")
 WIDTHS = (1, 2, 4, 8, 16)
 MODES = {"": [], "_ssbo": ["-DSSBO"]}  # file-name suffix -> extra glslc flags
 TARGET = "vulkan1.2"

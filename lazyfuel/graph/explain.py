@@ -3,7 +3,8 @@
 For every group (in the order they run) it names the ops fused into one task, the numpy views
 applied to source chunks, the number of tasks, and the program the planner chooses for the first
 non-empty block assuming contiguous source chunks: the binding of each step, the Contiguize steps
-it inserts and the cap that demanded each, the estimated cost, and the devices its tasks run on
+it inserts and the cap that demanded each, the estimated cost, the candidate plans the planner
+priced for each decision (costs, measured or prior, the winner and why), and the devices its tasks run on
 (spread round-robin by block number where the backend has several). Groups are cut where ops
 prefer different backends (`graph.family`); a group reading another group's result computed on
 another backend says so: the result crosses through host memory (a numpy chunk between the two
@@ -14,6 +15,7 @@ reason. It plans; it runs nothing.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 
 from lazyfuel.backends.base import devices
@@ -22,7 +24,7 @@ from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
-from lazyfuel.planner import Planner, describe_program
+from lazyfuel.planner import Planner, describe_choices, describe_program
 from lazyfuel.registry import NoBindingError
 
 
@@ -132,6 +134,7 @@ def _group(number: int, node: Node, partition: Partition,
         lines.append(f"  no plan: {err}")
         return lines, None
     lines.append(describe_program(program, indent="  "))
+    lines.append(describe_choices(program, indent="  ", forced=_forced(planner)))
     lines.append(_devices(program.backend, len(blocks)))
     inserted = [s for s in program.steps if s.reason]
     if inserted:
@@ -140,6 +143,12 @@ def _group(number: int, node: Node, partition: Partition,
     if task.recipe.post:
         lines.append(f"  then numpy views of the result: {', '.join(op for op, _ in task.recipe.post)}")
     return lines, program.backend
+
+
+def _forced(planner: Planner) -> str:
+    """`LAZYFUEL_BACKEND=<name>` when that setting restricts the planner to one backend, else ''."""
+    choice = os.environ.get("LAZYFUEL_BACKEND", "auto").lower()
+    return f"LAZYFUEL_BACKEND={choice}" if choice != "auto" and len(planner.backends) == 1 else ""
 
 
 def _devices(backend: Backend, tasks: int) -> str:

@@ -106,6 +106,10 @@ class MeasuredCosts:
         j = self.judgement(binding)
         return 0.0 if j is None else max(j.spread, NOISE_FLOOR)
 
+    def measured(self, binding: Binding) -> bool:
+        """Whether `binding`'s current revision has a measurement here (else the priors price it)."""
+        return self.judgement(binding) is not None
+
     def cost_fn(self, binding: Binding) -> CostFn:
         """The measured model of a one-step program, `latency + bytes_moved / bandwidth`, as a cost
         function (the binding's shared `cost_fn` when it is unmeasured)."""

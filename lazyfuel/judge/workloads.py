@@ -211,12 +211,17 @@ def program_for(binding: Binding, inputs: Sequence[np.ndarray], attrs: dict[str,
                     math.prod(first.out_shape))
 
 
+STRIDED_READ = "strided_read"  # the cost class of kernels that read a view of their source directly
+
+
 def _select_ladder(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
     """About `n` output elements in rows of 64 elements.
 
     IndexSelect picks as many rows as the source has (dim 0), Gather picks along the rows (dim 1),
     MaskedFill fills half, Contiguize copies a transposed view (the case the planner inserts it
-    for) when the binding accepts one, else a contiguous array.
+    for) when the binding accepts one, else a contiguous array. A kernel of cost class
+    `strided_read` reads a transposed source too: the planner weighs it against Contiguize + a
+    contiguous kernel for such chunks, so that is the cost to measure.
     """
     cols = min(n, 64)
     rows = max(n // cols, 1)
@@ -228,6 +233,8 @@ def _select_ladder(binding: Binding, n: int, rng: np.random.Generator, steps: in
         inputs = [view if spec.layout.violation(Layout.of(view)) is None else np.ascontiguousarray(view)]
     else:
         inputs, attrs = make_inputs(binding, (rows, cols), dim, rng)
+        if binding.contract.cost.cls == STRIDED_READ:
+            inputs[0] = np.ascontiguousarray(inputs[0].T).T  # the same values, stored transposed
     return program_for(binding, inputs, attrs, steps)
 
 

@@ -1,7 +1,11 @@
-"""Human-readable plans: which binding each step uses, which Contiguize steps were inserted and why."""
+"""Human-readable plans: which binding each step uses, which Contiguize steps were inserted and why,
+and the candidate plans the planner priced for each decision, with the winner and the reason."""
 
 from __future__ import annotations
 
+import math
+
+from lazyfuel.planner.choice import Choice
 from lazyfuel.planner.program import Program
 
 
@@ -22,6 +26,28 @@ def describe_program(program: Program, indent: str = "  ") -> str:
         lines.append(line)
     lines.append(f"{indent}  returns {', '.join(name(v) for v in program.outputs)}")
     return "\n".join(lines)
+
+
+def describe_choices(program: Program, indent: str = "  ", forced: str = "") -> str:
+    """The planner's decisions for `program`: per decision, each candidate with its estimated cost
+    and the cost's source (measured / prior), the winner marked and why it won. `forced` names
+    what forced the backend (e.g. `LAZYFUEL_BACKEND=vulkan`), shown when only one was allowed."""
+    lines = [f"{indent}costs compared ({len(program.choices)} decision(s); * = chosen):"]
+    for choice in program.choices:
+        lines.extend(_choice(choice, indent + "  ", forced if choice.what == "backend" else ""))
+    return "\n".join(lines)
+
+
+def _choice(choice: Choice, indent: str, forced: str) -> list[str]:
+    why = choice.why
+    if forced and len(choice.candidates) == 1:
+        why = f"forced backend ({forced})"
+    lines = [f"{indent}{choice.what}: {why}"]
+    for i, c in enumerate(choice.candidates):
+        mark = "*" if i == choice.chosen else "-"
+        cost = f"~{_seconds(c.cost)} ({c.source})" if not math.isnan(c.cost) else f"cannot run: {c.note}"
+        lines.append(f"{indent}  {mark} {cost}  {c.plan}")
+    return lines
 
 
 def _seconds(s: float) -> str:

@@ -5,20 +5,25 @@
 bindings of that backend whose dtype key fits; an input whose layout breaks a binding's caps is
 contiguized first when the binding `requires_contiguous` (the Contiguize step's cost is added and
 its reason records the cap), and the binding is passed over when it claims `native_strided` but
-still rejects the layout. Plans are cached by signature, so planning a chunk costs a dict lookup;
-the cache keeps the `cache_size` plans used most recently (about 4 KB each), so a long-running
-process whose chunks keep changing shape (index blocks of every length) does not grow without end.
+still rejects the layout. So for a strided chunk "a strided-reading kernel" and "Contiguize + a
+contiguous kernel" are both candidates, priced alike. Each decision is kept on the program
+(`Program.choices`: the candidates, their costs, the winner and why) for `explain`. Plans are
+cached by signature, so planning a chunk costs a dict lookup; the cache keeps the `cache_size`
+plans used most recently (about 4 KB each), so a long-running process whose chunks keep changing
+shape (index blocks of every length) does not grow without end.
 
 Costs come from each binding's `cost_fn` (the shared priors of `lazyfuel.registry.cost`) unless the
 planner is given a `CostModel` (the judge's measurements, `lazyfuel.judge.MeasuredCosts`): then a
 step costs what the model says, the first step of a program also pays the model's per-program
 overhead (a submit and its wait are paid once per program, not per step), and a candidate replaces
 the incumbent only when it is cheaper by more than the measured noise of both, so ties go to the
-earlier backend in `backends` (the declared priority) and plans stay stable run to run.
+earlier backend in `backends` and the earlier binding in the registry (the declared priority) and
+plans stay stable run to run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -35,6 +40,7 @@ from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.chain import Chain, OpNode, decode_key
+from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry import Binding, NoBindingError, Registry
 
@@ -61,6 +67,10 @@ class CostModel(Protocol):
 
     def noise(self, binding: Binding) -> float:
         """Relative spread of `binding`'s measured cost (0 when unmeasured): the width of a tie."""
+        ...
+
+    def measured(self, binding: Binding) -> bool:
+        """Whether `binding`'s cost comes from a measurement (else from the shared priors)."""
         ...
 
 
@@ -91,19 +101,30 @@ class Planner:
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
-        best: Program | None = None
+        programs: list[Program | None] = []
+        candidates: list[Candidate] = []
         reasons: list[str] = []
         for backend in self.backends:
             try:
                 program = _Builder(self.registry, backend, dtypes, in_layouts, self.costs).build(chain)
             except _Unplannable as why:
                 reasons.append(f"  {backend}: {why}")
+                programs.append(None)
+                candidates.append(Candidate(f"the whole chain on {backend}", math.nan, note=str(why)))
                 continue
-            if best is None or _cheaper(program.cost, best.cost, self.costs,
-                                        [s.binding for s in (*program.steps, *best.steps)]):
-                best = program
-        if best is None:
+            programs.append(program)
+            candidates.append(Candidate(f"the whole chain on {backend}", program.cost,
+                                        _source(self.costs, [s.binding for s in program.steps])))
+        if all(p is None for p in programs):
             raise NoBindingError("no backend can run this chain:\n" + "\n".join(reasons), [])
+
+        def cheaper(i: int, j: int) -> bool:
+            a, b = programs[i], programs[j]
+            return _cheaper(a.cost, b.cost, self.costs, [s.binding for s in (*a.steps, *b.steps)])
+
+        choice = decide("backend", candidates, cheaper)
+        chosen = programs[choice.chosen]
+        best = dataclasses.replace(chosen, choices=(choice, *chosen.choices))
         with self._lock:
             self._cache[key] = best
             while len(self._cache) > self.cache_size:
@@ -122,13 +143,15 @@ class _Builder:
         self.values = [_Value(d, lay, i) for i, (d, lay) in enumerate(zip(dtypes, in_layouts))]
         self.steps: list[Step] = []
         self.contiguous: dict[int, int] = {}  # chain value -> program value holding it contiguous
+        self.choices: list[Choice] = []
 
     def build(self, chain: Chain) -> Program:
         for node in chain.nodes:
             self.values.append(self._node(node))
         outputs = tuple(self._as_program_value(v, "the result is returned contiguous")
                         for v in chain.outputs)
-        return Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs)
+        return Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs,
+                       tuple(self.choices))
 
     def _node(self, node: OpNode) -> _Value:
         view = _VIEWS.get(node.op)
@@ -153,18 +176,25 @@ class _Builder:
         if not candidates:
             raise _Unplannable(f"no {op_kind} binding for inputs [{','.join(d.name for d in in_dtypes)}]")
         params, out_shape = PARAMS[op_kind]([a.layout.shape for a in args], args[0].dtype, node.attr)
-        best: tuple[float, Binding, dict[int, str]] | None = None
-        for binding in candidates:
+        options: list[tuple[Binding, dict[int, str], list[Binding]]] = []
+        priced: list[Candidate] = []
+        for binding in candidates:  # registry order: the declared priority
             needs = self._layout_needs(binding, node.args)
             if needs is None:
                 continue
-            cost = _cost(binding, params, out_shape, self.costs) + sum(
-                self._contiguize_cost(node.args[i]) for i, _ in needs)
-            if best is None or _cheaper(cost, best[0], self.costs, [binding, best[1]]):
-                best = (cost, binding, dict(needs))
-        if best is None:
+            cost, used = self._candidate_cost(binding, params, out_shape, needs, node.args)
+            options.append((binding, dict(needs), used))
+            plan = _describe(binding, needs, node.args, self.n_inputs)
+            priced.append(Candidate(plan, cost, _source(self.costs, used)))
+        if not options:
             raise _Unplannable(f"every {op_kind} binding rejects the input layouts")
-        _, binding, reasons = best
+
+        def cheaper(i: int, j: int) -> bool:
+            return _cheaper(priced[i].cost, priced[j].cost, self.costs, [*options[i][2], *options[j][2]])
+
+        choice = decide(f"{op_kind} (chain node {len(self.values) - self.n_inputs})", priced, cheaper)
+        self.choices.append(choice)
+        binding, reasons, _ = options[choice.chosen]
         pids = []
         for i, (spec, a) in enumerate(zip(binding.contract.inputs, node.args)):
             why = reasons.get(i)
@@ -176,6 +206,15 @@ class _Builder:
                     _cost(binding, params, out_shape, self.costs) + self._overhead(binding))
         self.steps.append(step)
         return self._step_value(self.n_inputs + len(self.steps) - 1)
+
+    def _candidate_cost(self, binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...],
+                        needs: list[tuple[int, str]], args: tuple[int, ...]) -> tuple[float, list[Binding]]:
+        """Seconds `binding` adds with the Contiguize steps it needs first (none for a value already
+        contiguized), and the bindings priced; the program's overhead when it would start it."""
+        fresh = [args[i] for i, _ in needs if args[i] not in self.contiguous]
+        firsts = [self._contiguize_binding(self.values[a]) for a in fresh]
+        cost = _cost(binding, params, out_shape, self.costs) + sum(self._contiguize_cost(a) for a in fresh)
+        return cost + self._overhead((*firsts, binding)[0]), [*firsts, binding]
 
     def _overhead(self, binding: Binding) -> float:
         """The model's per-program overhead, paid by a program's first step only."""
@@ -233,6 +272,23 @@ class _Builder:
         pid = self.n_inputs + len(self.steps) - 1
         self.contiguous[chain_value] = pid
         return pid
+
+
+def _describe(binding: Binding, needs: list[tuple[int, str]], args: tuple[int, ...], n_inputs: int) -> str:
+    """A candidate plan in words: the Contiguize steps first (with the cap each answers), then the
+    kernel. A program input is named `in<i>`, another value by the kernel input it feeds."""
+    kernel = f"{binding.contract.kernel} [{binding.kernel_source}]"
+    if not needs:
+        return f"{kernel} reading its inputs as they are"
+    names = {i: f"in{args[i]}" if args[i] < n_inputs else binding.contract.inputs[i].name for i, _ in needs}
+    firsts = " + ".join(f"Contiguize({names[i]}) (inserted: {binding.contract.kernel} input "
+                        f"{binding.contract.inputs[i].name}: {why})" for i, why in needs)
+    return f"{firsts} + {kernel}"
+
+
+def _source(costs: CostModel | None, bindings: Sequence[Binding]) -> str:
+    """Where the costs of `bindings` come from (see `choice.cost_source`)."""
+    return cost_source([costs is not None and costs.measured(b) for b in bindings])
 
 
 def _contiguize_params(layout: Layout) -> dict[str, Any]:

@@ -9,11 +9,12 @@ device; only the values named in `outputs` come back to the host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
+from lazyfuel.planner.choice import Choice
 from lazyfuel.registry.model import Binding
 
 
@@ -48,6 +49,8 @@ class Program:
     input_layouts: tuple[Layout, ...]
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
+    # the planner's decisions (backend, then each select node), for `explain`; not part of the plan
+    choices: tuple[Choice, ...] = field(default=(), compare=False)
 
     @property
     def n_inputs(self) -> int:

@@ -19,11 +19,34 @@ def test_explain_names_inserted_contiguize_and_its_cap_on_vulkan(monkeypatch):
     text = lf.explain(chain())
     assert "1 fused node(s), backends [Vulkan]" in text
     assert "chain (one task, one program): IndexSelect -> MaskedFill" in text
+    # whether the strided kernel or Contiguize + kernel wins depends on this machine's measurements;
+    # both are listed with their costs either way, and the broadcast mask is always contiguized
     assert "Contiguize(in0)" in text
     assert "inserted: index_select input source: contiguous: required (input is strided)" in text
     assert "masked_fill input mask: contiguous: required (input is broadcast_stride0)" in text
     assert "(IndexSelect,[F32,U32,F32],Vulkan)" in text and "estimated" in text
-    assert "2 Contiguize step(s) inserted by the planner" in text
+    assert "index_select_strided [lazyfuel-glsl-strided] reading its inputs as they are" in text
+    strided_won = "via (IndexSelect,[F32,U32,F32],Vulkan) lazyfuel-glsl-strided" in text
+    assert f"{1 if strided_won else 2} Contiguize step(s) inserted by the planner" in text
+    assert "backend: forced backend (LAZYFUEL_BACKEND=vulkan)" in text
+
+
+def test_explain_shows_the_costs_compared_for_each_decision(monkeypatch):
+    from lazyfuel.api import DefaultRuntime
+    from lazyfuel.contracts.model import Backend
+    from lazyfuel.graph.explain import explain_node
+    from lazyfuel.planner import Planner
+    from lazyfuel.providers import default_registry
+
+    monkeypatch.delenv("LAZYFUEL_BACKEND", raising=False)
+    planner = Planner(default_registry(), [Backend.Vulkan, Backend.Cpu])  # priors: no measurements
+    text = explain_node(chain()._node, DefaultRuntime(), planner)
+    assert "costs compared (3 decision(s); * = chosen):" in text
+    backend = text[text.index("    backend: "):].splitlines()
+    assert backend[0].startswith("    backend: cheaper (the next costs")
+    assert {line.split("the whole chain on ")[-1] for line in backend[1:3]} == {"Vulkan", "Cpu"}
+    assert all("(prior)" in line for line in backend[1:3])
+    assert "IndexSelect (chain node 0): " in text and "MaskedFill (chain node 1): " in text
 
 
 def test_explain_on_cpu_inserts_no_contiguize(monkeypatch):

@@ -157,6 +157,22 @@ def test_judge_measures_a_vulkan_binding_on_the_device(cache: JudgeCache, tiny) 
     assert v.measured and v.judgement.latency_s > 0 and v.judgement.device_fingerprint == fingerprint
 
 
+@pytest.mark.skipif(Backend.Vulkan not in available_backends(), reason="no Vulkan device here")
+def test_strided_read_kernels_are_judged_on_a_transposed_source(cache: JudgeCache, tiny) -> None:
+    registry = default_registry()
+    for op in ("IndexSelect", "Gather"):
+        strided = next(b for b in registry.bindings() if b.op_kind.name == op and b.dtypes[0] is DType.F32
+                       and b.kernel_source == "lazyfuel-glsl-strided")
+        plain = next(b for b in registry.bindings() if b.op_kind.name == op and b.dtypes[0] is DType.F32
+                     and b.kernel_source == "vulkan-slang")
+        source = ladder_workload(strided, 4096, np.random.default_rng(0)).program.input_layouts[0]
+        assert source.is_strided and source.strides == (1, source.shape[0])
+        assert ladder_workload(plain, 4096, np.random.default_rng(0)).program.input_layouts[0].is_contiguous
+    judge = Judge(executor(Backend.Vulkan), device_fingerprint(Backend.Vulkan), cache, budget=tiny)
+    (v,) = judge.judge([strided])
+    assert v.measured and v.judgement.latency_s > 0 and v.judgement.kernel_source == "lazyfuel-glsl-strided"
+
+
 def test_fft_ladders_transform_rows_and_reread_their_input() -> None:
     b = _pick(default_registry(), op="Irfft", dtype="C64")
     one = ladder_workload(b, 1 << 14, np.random.default_rng(0))

@@ -107,6 +107,7 @@ def test_explain_plans_without_running_or_writing(graphs: Path, capsys: pytest.C
     assert main(["explain", str(graphs / "out_of_core.yaml")]) == 0
     out = capsys.readouterr().out
     assert "## output 'features' (zarr -> " in out and "lazyfuel plan:" in out and "Gather" in out
+    assert "costs compared (" in out and "    backend: " in out and "Gather (chain node " in out
     assert "is not written yet" in out
     assert not (graphs.parent / "data").exists()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 
@@ -11,8 +13,8 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, describe_program
 from lazyfuel.planner.chain import encode_key
-from lazyfuel.providers import available_backends, default_registry
-from lazyfuel.registry import NoBindingError
+from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry, register_builtin_providers
+from lazyfuel.registry import NoBindingError, Registry
 
 
 def _chain_select_fill(value: float = -1.0) -> Chain:
@@ -29,8 +31,18 @@ def _inputs(rng: np.random.Generator):
     return data, idx, mask
 
 
-def _plan(backend: Backend, arrays) -> object:
-    planner = Planner(default_registry(), [backend])
+@cache
+def contiguous_only() -> Registry:
+    """The shipped documents without the strided-reading kernels: Vulkan selects need Contiguize."""
+    register_builtin_providers()
+    found = Registry()
+    for name in ("cpu.md", "vulkan_select.md", "vulkan.md"):
+        found.load(CONTRACTS_DIR / name)
+    return found
+
+
+def _plan(backend: Backend, arrays, registry: Registry | None = None) -> object:
+    planner = Planner(registry or contiguous_only(), [backend])
     dtypes = [DType.from_numpy(a.dtype) for a in arrays]
     return planner, planner.plan(_chain_select_fill(), dtypes, [Layout.of(a) for a in arrays])
 

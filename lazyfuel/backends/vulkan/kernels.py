@@ -27,7 +27,8 @@ ELEMS = 4  # the default elements (or words) per invocation (specialisation cons
 # the choices on a device. Elements per invocation stay a multiple of 4 (gather's quads).
 GROUPS: dict[str, tuple[int, int]] = {
     "contiguize": (LOCAL_SIZE, ELEMS), "index_select": (LOCAL_SIZE, ELEMS),
-    "gather": (LOCAL_SIZE, ELEMS), "masked_fill": (LOCAL_SIZE, ELEMS)}
+    "gather": (LOCAL_SIZE, ELEMS), "masked_fill": (LOCAL_SIZE, ELEMS),
+    "strided_select": (LOCAL_SIZE, ELEMS)}
 # gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5).
 GATHER_QUADS = True
 MAX_RANK = 8
@@ -87,7 +88,7 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
 FORCE_WIDE = False
 
 
-def _spec(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
+def spec_constants(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
     """Specialisation constants 0-4: workgroup size, elements per invocation, 64-bit positions,
     rank (contiguize), coalesced mapping of positions to invocations (GPUs); gather adds 5: quads."""
     local, elems = GROUPS[family]
@@ -95,7 +96,7 @@ def _spec(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ..
     return (*spec, int(GATHER_QUADS)) if family == "gather" else spec
 
 
-def _per_group(family: str) -> int:
+def per_group(family: str) -> int:
     """Items one workgroup of `family` moves."""
     local, elems = GROUPS[family]
     return local * elems
@@ -106,7 +107,7 @@ def _widest_word(nbytes: int) -> int:
     return next(w for w in (16, 8, 4, 2, 1) if nbytes % w == 0)
 
 
-def _require(ok: bool, message: str) -> None:
+def require(ok: bool, message: str) -> None:
     if not ok:
         raise ValueError(message)
 
@@ -180,7 +181,7 @@ class ContiguizeKernel(VulkanKernel):
             return
         lo = layout.offset + sum(min(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
         hi = layout.offset + sum(max(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
-        _require(lo >= 0 and (hi + 1) * width <= src.nbytes,
+        require(lo >= 0 and (hi + 1) * width <= src.nbytes,
                  f"contiguize: layout {layout} reaches elements {lo}..{hi}, outside the "
                  f"{src.nbytes // width}-element source")
         flat = collapse(layout)
@@ -189,7 +190,7 @@ class ContiguizeKernel(VulkanKernel):
             return
         flat, word = widen(flat, width)
         rank = flat.ndim
-        _require(rank <= MAX_RANK, f"contiguize: {rank} dims after merging (at most {MAX_RANK})")
+        require(rank <= MAX_RANK, f"contiguize: {rank} dims after merging (at most {MAX_RANK})")
         pad = MAX_RANK - rank
         # The offset rides in the spare stride slot; at rank 8 there is none and it is folded into
         # the source address, which only device addresses allow.
@@ -203,8 +204,8 @@ class ContiguizeKernel(VulkanKernel):
             buffers = (bind(src.allocation, src.nbytes), dst, dst, dst)
         # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
         wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
-        pipeline = self.pipeline(batch, word, _spec(batch, self.family, wide, rank), ssbo)
-        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, _per_group(self.family), buffers)
+        pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide, rank), ssbo)
+        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, per_group(self.family), buffers)
 
 
 class IndexSelectKernel(VulkanKernel):
@@ -223,9 +224,9 @@ class IndexSelectKernel(VulkanKernel):
         outer, dim, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size", "n_indices",
                                                          "inner_count"))
         width = src.dtype.itemsize
-        _require(src.nbytes >= outer * dim * inner * width,
+        require(src.nbytes >= outer * dim * inner * width,
                  f"index_select: source holds {src.nbytes} bytes, params need {outer * dim * inner * width}")
-        _require(idx.layout.size >= n_idx, f"index_select: {idx.layout.size} indices, params say {n_idx}")
+        require(idx.layout.size >= n_idx, f"index_select: {idx.layout.size} indices, params say {n_idx}")
         row = inner * width
         word = _widest_word(row) if row else width
         words_per_row = row // word
@@ -239,8 +240,8 @@ class IndexSelectKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
-        pipeline = self.pipeline(batch, word, _spec(batch, self.family, wide), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, _per_group(self.family), buffers)
+        pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         dim = step.param["source_dim_size"]
@@ -249,6 +250,17 @@ class IndexSelectKernel(VulkanKernel):
 
     def __repr__(self) -> str:
         return f"IndexSelectKernel({self.dtype or 'any'})"
+
+
+def gather_params(step: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """A gather step's (source_shape, output_shape, dim), checked to agree (ValueError if not)."""
+    p = step.param
+    src_shape, out_shape, dim = tuple(p["source_shape"]), tuple(p["output_shape"]), int(p["dim"])
+    require(len(src_shape) == len(out_shape) and 0 <= dim < max(len(src_shape), 1),
+             f"gather: source_shape {src_shape}, output_shape {out_shape} and dim {dim} disagree")
+    require(all(a == b for i, (a, b) in enumerate(zip(src_shape, out_shape)) if i != dim),
+             f"gather: output_shape {out_shape} must equal source_shape {src_shape} except on dim {dim}")
+    return src_shape, out_shape, dim
 
 
 class GatherKernel(VulkanKernel):
@@ -260,18 +272,13 @@ class GatherKernel(VulkanKernel):
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
         src, idx = args
-        p = step.param
-        src_shape, out_shape, dim = tuple(p["source_shape"]), tuple(p["output_shape"]), int(p["dim"])
-        _require(len(src_shape) == len(out_shape) and 0 <= dim < max(len(src_shape), 1),
-                 f"gather: source_shape {src_shape}, output_shape {out_shape} and dim {dim} disagree")
-        _require(all(a == b for i, (a, b) in enumerate(zip(src_shape, out_shape)) if i != dim),
-                 f"gather: output_shape {out_shape} must equal source_shape {src_shape} except on dim {dim}")
+        src_shape, out_shape, dim = gather_params(step)
         shape_src = src_shape or (1,)
         shape_out = out_shape or (1,)
         n = math.prod(shape_out)
         width = src.dtype.itemsize
-        _require(src.nbytes >= math.prod(shape_src) * width, "gather: source smaller than source_shape")
-        _require(idx.layout.size >= n, f"gather: {idx.layout.size} indices for {n} outputs")
+        require(src.nbytes >= math.prod(shape_src) * width, "gather: source smaller than source_shape")
+        require(idx.layout.size >= n, f"gather: {idx.layout.size} indices for {n} outputs")
         if n == 0:
             return
         inner = math.prod(shape_out[dim + 1:])
@@ -282,8 +289,8 @@ class GatherKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
-        pipeline = self.pipeline(batch, width, _spec(batch, self.family, wide), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, _per_group(self.family), buffers)
+        pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, wide), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         p = step.param
@@ -315,10 +322,10 @@ class MaskedFillKernel(VulkanKernel):
         data, mask = args
         width = data.dtype.itemsize
         fill = bytes(step.param["fill_bytes"])
-        _require(len(fill) == width,
+        require(len(fill) == width,
                  f"masked_fill: fill_bytes has {len(fill)} bytes; {data.dtype} needs {width}")
         n = math.prod(step.out_shape)
-        _require(data.layout.size >= n and mask.layout.size >= n,
+        require(data.layout.size >= n and mask.layout.size >= n,
                  f"masked_fill: data ({data.layout.size}) and mask ({mask.layout.size}) "
                  f"must hold {n} elements")
         if n == 0:
@@ -332,5 +339,5 @@ class MaskedFillKernel(VulkanKernel):
         buffers = None
         if ssbo:
             buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
-        pipeline = self.pipeline(batch, width, _spec(batch, self.family, words >= U32_LIMIT), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, _per_group(self.family), buffers)
+        pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, words >= U32_LIMIT), ssbo)
+        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, per_group(self.family), buffers)

@@ -5,7 +5,8 @@
 symbols resolve to four distinct KernelRefs; gather and masked_fill each dispatch through one
 dtype-agnostic wrapper, so all their symbols resolve to the same KernelRef.
 `lazyfuel_entry_points()` resolves `lazyfuel::vulkan::ENTRY_POINTS`, the kernels declared in
-`lazyfuel/contracts/vulkan.md` (contiguize, and the select family for the other dtypes).
+`lazyfuel/contracts/vulkan.md` (contiguize, and the select family for the other dtypes) and
+`lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source).
 Both are cached: a symbol resolves to the same KernelRef object every time.
 """
 
@@ -20,6 +21,7 @@ from lazyfuel.backends.vulkan.kernels import (
     MaskedFillKernel,
     VulkanKernel,
 )
+from lazyfuel.backends.vulkan.strided import StridedGatherKernel, StridedIndexSelectKernel
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.registry.model import KernelRef
@@ -59,14 +61,19 @@ def fuel_vulkan_entry_points() -> dict[str, KernelRef]:
 
 @cache
 def lazyfuel_entry_points() -> dict[str, KernelRef]:
-    """`lazyfuel::vulkan::ENTRY_POINTS`: the kernels of `lazyfuel/contracts/vulkan.md`."""
+    """`lazyfuel::vulkan::ENTRY_POINTS`: the kernels of `lazyfuel/contracts/vulkan.md` and
+    `lazyfuel/contracts/vulkan_strided.md`."""
     table: dict[str, KernelRef] = {}
     contiguize = _ref(f"{_OWN}contiguize", ContiguizeKernel())
     index_select = _ref(f"{_OWN}index_select", IndexSelectKernel())
     gather = _ref(f"{_OWN}gather", GatherKernel())
     masked_fill = _ref(f"{_OWN}masked_fill", MaskedFillKernel())
+    strided_index_select = _ref(f"{_OWN}index_select_strided", StridedIndexSelectKernel())
+    strided_gather = _ref(f"{_OWN}gather_strided", StridedGatherKernel())
     for dtype in CONTIGUIZE_DTYPES:
         table[f"{_OWN}contiguize_{dtype.suffix}"] = contiguize
+        table[f"{_OWN}index_select_strided_{dtype.suffix}"] = strided_index_select
+        table[f"{_OWN}gather_strided_{dtype.suffix}"] = strided_gather
     for dtype in EXTRA_INDEX_SELECT:
         table[f"{_OWN}index_select_{dtype.suffix}"] = index_select
     for dtype in EXTRA_SELECT:

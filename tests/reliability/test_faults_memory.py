@@ -91,7 +91,8 @@ def test_a_buffer_over_the_device_limit_is_a_memory_error_not_a_crash(fault_pool
     row = np.arange(1024, dtype=np.float32)
     rows = limit // row.nbytes + 1024
     huge = np.broadcast_to(row, (rows, row.size))  # a view: 4 KiB of memory, over the limit as a buffer
-    picked = lf.index_select(lf.from_array(huge, chunks=huge.shape), 0, [0, 5, 7])
+    # contiguous(): the strided kernel would read the view as it is and need no such buffer
+    picked = lf.index_select(lf.contiguous(lf.from_array(huge, chunks=huge.shape)), 0, [0, 5, 7])
     before = pool.allocator.in_use
     with pytest.raises(MemoryError) as caught:
         picked.compute()
@@ -104,6 +105,15 @@ def test_a_buffer_over_the_device_limit_is_a_memory_error_not_a_crash(fault_pool
     small = np.broadcast_to(row, (50, row.size))
     got = lf.index_select(lf.from_array(small), 0, [0, 5, 7]).compute()
     np.testing.assert_array_equal(got, small[[0, 5, 7]])
+
+
+def test_a_broadcast_view_over_the_device_limit_is_read_in_place(fault_pools):
+    """The same view without contiguous(): the strided kernel reads its 4 KiB as they are."""
+    pool = fault_pools.current()
+    row = np.arange(1024, dtype=np.float32)
+    huge = np.broadcast_to(row, (pool.info.max_memory_allocation_size // row.nbytes + 1024, row.size))
+    got = lf.index_select(lf.from_array(huge, chunks=huge.shape), 0, [0, 5, len(huge) - 1]).compute()
+    np.testing.assert_array_equal(got, huge[[0, 5, len(huge) - 1]])
 
 
 def test_chains_with_view_nodes_split_exactly(fault_pools):

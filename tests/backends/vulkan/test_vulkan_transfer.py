@@ -113,9 +113,11 @@ def test_zero_copy_falls_back_where_it_cannot_bind(executor, zero_copy):
     b = ProgramBuilder(stored, odd)
     got = run_one(executor, b, b.index_select(0, stored.shape, DType.U8, 1, 1, 3))  # 15 bytes
     same_bits(got, np.take(stored, odd, axis=1))
-    if zero_copy.direct:  # copied by the CPU into mapped memory (elsewhere: imported and copied)
+    if zero_copy.direct:  # copied by the CPU into and out of mapped memory
         assert not any(address == stored.ctypes.data + 1 for address, _, _ in zero_copy.calls)
-    assert not any(nbytes == 15 for _, nbytes, _ in zero_copy.calls)
+        assert not any(nbytes == 15 for _, nbytes, _ in zero_copy.calls)
+    # elsewhere (a discrete GPU: seen on the H200) both are imported for the device's copy, which
+    # has no binding alignment or 16-byte granularity; the bits above show the copy was right
 
 
 def test_imports_from_many_threads(executor, zero_copy):

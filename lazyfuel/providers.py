@@ -34,7 +34,7 @@ class BuiltinProvider:
 BUILTIN = (
     BuiltinProvider("lazyfuel.backends.cpu", Backend.Cpu, ("cpu.md",)),
     BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan,
-                    ("vulkan_select.md", "vulkan.md", "vulkan_strided.md")),
+                    ("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md")),
     BuiltinProvider("lazyfuel.backends.vkfft", Backend.OpenCL, ("vkfft.md",)),
     BuiltinProvider("lazyfuel.backends.vkfft", Backend.Cuda, ("vkfft_cuda.md",)),
 )

@@ -3,8 +3,9 @@
 `Judge(runner, device_fingerprint, cache)` times real one-step Programs through the runner it is
 given (a backend's executor: the judge sits below the backends and never imports them; the caller
 injects the executor and the device fingerprint the backend reports). For each binding it runs the
-ladder of `ladder_workload` sizes, each with warm-up runs and then repeats until a time budget is
-spent, keeps the median and the interquartile spread, and fits `latency + bytes / bandwidth` by
+ladder of `ladder_workloads` sizes, each with warm-up runs and then repeats until a time budget is
+spent, keeps the median and the interquartile spread (of the slowest view, where a rung times
+several: Contiguize), and fits `latency + bytes / bandwidth` by
 least squares on relative error (every rung counts alike, from microseconds to seconds). A
 program of several steps of the same binding at the smallest rung gives the per-dispatch cost.
 Results are stored in the cache as each binding finishes; a binding whose key (revision, device,
@@ -25,7 +26,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import Judgement, Point, dtype_key, judgement_key
 from lazyfuel.judge.progress import Progress
-from lazyfuel.judge.workloads import Workload, ladder_workload, supported
+from lazyfuel.judge.workloads import Workload, ladder_workload, ladder_workloads, supported
 from lazyfuel.planner.program import Program
 from lazyfuel.registry.model import Binding
 
@@ -168,8 +169,9 @@ class Judge:
         rng = np.random.default_rng(self.seed)
         points = []
         for n in self.budget.sizes:
-            workload = ladder_workload(binding, n, rng)
-            seconds, spread, repeats = time_runs(run_workload(self.runner, workload), self.budget)
+            timed = [(time_runs(run_workload(self.runner, w), self.budget), w)
+                     for w in ladder_workloads(binding, n, rng)]
+            (seconds, spread, repeats), workload = max(timed, key=lambda t: t[0][0])  # the slowest view
             points.append(Point(workload.n, workload.bytes_moved, seconds, spread, repeats))
         latency, per_byte = fit_line(points)
         dispatch = self._dispatch_cost(binding, rng, points[0], per_byte)

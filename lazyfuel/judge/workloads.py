@@ -7,8 +7,8 @@ attributes of the op (`dim`, the fill `value`). FFT inputs are finite (an FFT mi
 of a row, so one NaN or infinity spoils the whole row). `program_for(binding, inputs, attrs, steps)`
 builds the Program that runs the binding `steps` times in a row (each step reads the previous
 result, or the inputs again with `reread`), with the same op params the planner computes, so a
-timed or audited program is what a plan would run. `ladder_workload(binding, n, rng)` is the
-judge's workload of about `n` elements, built by the op kind's row of `LADDERS`.
+timed or audited program is what a plan would run. `ladder_workloads(binding, n, rng)` are the
+judge's workloads of about `n` elements (one per view timed), built by the op kind's row of `LADDERS`.
 """
 
 from __future__ import annotations
@@ -214,58 +214,79 @@ def program_for(binding: Binding, inputs: Sequence[np.ndarray], attrs: dict[str,
 STRIDED_READ = "strided_read"  # the cost class of kernels that read a view of their source directly
 
 
-def _select_ladder(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+def _select_ladder(binding: Binding, n: int, rng: np.random.Generator,
+                   steps: int = 1) -> tuple[Workload, ...]:
     """About `n` output elements in rows of 64 elements.
 
     IndexSelect picks as many rows as the source has (dim 0), Gather picks along the rows (dim 1),
-    MaskedFill fills half, Contiguize copies a transposed view (the case the planner inserts it
-    for) when the binding accepts one, else a contiguous array. A kernel of cost class
-    `strided_read` reads a transposed source too: the planner weighs it against Contiguize + a
-    contiguous kernel for such chunks, so that is the cost to measure.
+    MaskedFill fills half. A kernel of cost class `strided_read` reads a transposed source: the
+    planner weighs it against Contiguize + a contiguous kernel for such chunks, so that is the cost
+    to measure. Contiguize: see `_contiguize_ladder`.
     """
     cols = min(n, 64)
     rows = max(n // cols, 1)
     dim = 1 if binding.op_kind is OpKind.Gather else 0
-    if binding.op_kind is OpKind.Contiguize:
-        (base,), attrs = make_inputs(binding, (cols, rows), 0, rng)
-        view = base.T
-        spec = binding.contract.inputs[0]
-        inputs = [view if spec.layout.violation(Layout.of(view)) is None else np.ascontiguousarray(view)]
-    else:
-        inputs, attrs = make_inputs(binding, (rows, cols), dim, rng)
-        if binding.contract.cost.cls == STRIDED_READ:
-            inputs[0] = np.ascontiguousarray(inputs[0].T).T  # the same values, stored transposed
-    return program_for(binding, inputs, attrs, steps)
+    inputs, attrs = make_inputs(binding, (rows, cols), dim, rng)
+    if binding.contract.cost.cls == STRIDED_READ:
+        inputs[0] = np.ascontiguousarray(inputs[0].T).T  # the same values, stored transposed
+    return (program_for(binding, inputs, attrs, steps),)
 
 
+def _contiguize_ladder(binding: Binding, n: int, rng: np.random.Generator,
+                       steps: int = 1) -> tuple[Workload, ...]:
+    """The views a Contiguize binding is timed on, about `n` elements in rows of 64 (docs/decisions.md).
+
+    First a dense view at a start offset (rows 1.. of an array one row taller): every Contiguize
+    binding accepts it, so the buffer copy and the copy shader are compared on the same view at
+    each rung, which is where the planner chooses between them. Then, where the binding's caps
+    accept one, a transposed view (what the planner inserts Contiguize for ahead of a contiguous
+    kernel): the judge keeps the slower of the two at each rung, so a binding that reads strided
+    views is never priced below what a strided view costs it.
+    """
+    cols = min(n, 64)
+    rows = max(n // cols, 1)
+    (base,), attrs = make_inputs(binding, (rows + 1, cols), 0, rng)
+    views = [base[1:]]
+    (square,), _ = make_inputs(binding, (cols, rows), 0, rng)
+    if binding.contract.inputs[0].layout.violation(Layout.of(square.T)) is None:
+        views.append(square.T)
+    return tuple(program_for(binding, [view], attrs, steps) for view in views)
 FFT_LADDER_LENGTH = 4096
 
 
-def _fft_ladder(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+def _fft_ladder(binding: Binding, n: int, rng: np.random.Generator,
+                steps: int = 1) -> tuple[Workload, ...]:
     """Rows of `min(n, FFT_LADDER_LENGTH)`-point signals, about `n` points in all, transformed along
     the last axis (as a chunk whose other axes are chunked); `steps` transforms each read the input
     again (rfft and irfft change the dtype, so their output cannot feed them)."""
     length = min(max(n, 2), FFT_LADDER_LENGTH)
     inputs, attrs = make_inputs(binding, (max(n // length, 1), length), 1, rng)
-    return program_for(binding, inputs, attrs, steps, reread=True)
+    return (program_for(binding, inputs, attrs, steps, reread=True),)
 
 
-Ladder = Callable[[Binding, int, np.random.Generator, int], Workload]
+Ladder = Callable[[Binding, int, np.random.Generator, int], tuple[Workload, ...]]
 LADDERS: dict[OpKind, Ladder] = {
     OpKind.IndexSelect: _select_ladder,
     OpKind.Gather: _select_ladder,
     OpKind.MaskedFill: _select_ladder,
-    OpKind.Contiguize: _select_ladder,
+    OpKind.Contiguize: _contiguize_ladder,
     **{kind: _fft_ladder for kind in FFT_POINTS_IN},
 }
 
 
-def ladder_workload(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
-    """The judge's workload of about `n` elements for `binding`, built by its op kind's row of
-    `LADDERS`; `steps` > 1 runs the binding that many times in one program (the per-dispatch cost).
-    Raises KeyError naming the op kinds known if `binding`'s has no ladder."""
+def ladder_workloads(binding: Binding, n: int, rng: np.random.Generator,
+                     steps: int = 1) -> tuple[Workload, ...]:
+    """The judge's workloads of about `n` elements for `binding`, built by its op kind's row of
+    `LADDERS`: one for most op kinds; for Contiguize, one per view it is timed on (the judge keeps
+    the slowest). `steps` > 1 runs the binding that many times in one program (the per-dispatch
+    cost). Raises KeyError naming the op kinds known if `binding`'s has no ladder."""
     ladder = LADDERS.get(binding.op_kind)
     if ladder is None:
         known = " ".join(k.name for k in LADDERS)
         raise KeyError(f"no judge workload for op kind {binding.op_kind}; known: {known}")
     return ladder(binding, n, rng, steps)
+
+
+def ladder_workload(binding: Binding, n: int, rng: np.random.Generator, steps: int = 1) -> Workload:
+    """The first of `ladder_workloads` (for Contiguize: the dense view at a start offset)."""
+    return ladder_workloads(binding, n, rng, steps)[0]

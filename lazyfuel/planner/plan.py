@@ -6,7 +6,10 @@ bindings of that backend whose dtype key fits; an input whose layout breaks a bi
 contiguized first when the binding `requires_contiguous` (the Contiguize step's cost is added and
 its reason records the cap), and the binding is passed over when it claims `native_strided` but
 still rejects the layout. So for a strided chunk "a strided-reading kernel" and "Contiguize + a
-contiguous kernel" are both candidates, priced alike. Each decision is kept on the program
+contiguous kernel" are both candidates, priced alike. Each Contiguize (inserted or an explicit
+`contiguous()`) is itself a choice among the backend's Contiguize bindings whose caps accept the
+view — on Vulkan one vkCmdCopyBuffer for a dense view, or the copy shader for any view — priced
+the same way. Each decision is kept on the program
 (`Program.choices`: the candidates, their costs, the winner and why) for `explain`. Plans are
 cached by signature, so planning a chunk costs a dict lookup; the cache keeps the `cache_size`
 plans used most recently (about 4 KB each), so a long-running process whose chunks keep changing
@@ -212,7 +215,7 @@ class _Builder:
         """Seconds `binding` adds with the Contiguize steps it needs first (none for a value already
         contiguized), and the bindings priced; the program's overhead when it would start it."""
         fresh = [args[i] for i, _ in needs if args[i] not in self.contiguous]
-        firsts = [self._contiguize_binding(self.values[a]) for a in fresh]
+        firsts = [self._contiguize_choice(a)[0] for a in fresh]
         cost = _cost(binding, params, out_shape, self.costs) + sum(self._contiguize_cost(a) for a in fresh)
         return cost + self._overhead((*firsts, binding)[0]), [*firsts, binding]
 
@@ -249,22 +252,42 @@ class _Builder:
             return v.storage
         return self._contiguize(chain_value, reason)
 
-    def _contiguize_binding(self, v: _Value) -> Binding:
-        for b in self.registry.candidates(OpKind.Contiguize, (v.dtype, v.dtype)):
-            if b.backend is self.backend and b.contract.inputs[0].layout.violation(v.layout) is None:
-                return b
-        raise _Unplannable(f"no Contiguize binding for {v.dtype} accepting layout {v.layout}")
+    def _contiguize_choice(self, chain_value: int, reason: str = "") -> tuple[Binding, Choice]:
+        """The cheapest Contiguize binding of this backend whose caps accept the value's layout
+        (e.g. one vkCmdCopyBuffer for a dense view, a copy shader for any view), ties to the one
+        declared first, and the decision for `explain` (`reason`: why the copy is made)."""
+        v = self.values[chain_value]
+        options = [b for b in self.registry.candidates(OpKind.Contiguize, (v.dtype, v.dtype))
+                   if b.backend is self.backend]
+        refused = [b.contract.inputs[0].layout.violation(v.layout) for b in options]
+        if all(refused):
+            raise _Unplannable(f"no Contiguize binding for {v.dtype} accepting layout {v.layout}")
+        params = _contiguize_params(v.layout)
+        priced = [Candidate(f"{b.contract.kernel} [{b.kernel_source}]", math.nan, note=why) if why else
+                  Candidate(f"{b.contract.kernel} [{b.kernel_source}]",
+                            _cost(b, params, v.layout.shape, self.costs) + self._overhead(b),
+                            _source(self.costs, [b])) for b, why in zip(options, refused)]
+
+        def cheaper(i: int, j: int) -> bool:
+            return _cheaper(priced[i].cost, priced[j].cost, self.costs, [options[i], options[j]])
+
+        n_in = self.n_inputs
+        name = f"in{chain_value}" if chain_value < n_in else f"chain node {chain_value - n_in}"
+        choice = decide(f"Contiguize of {name}" + (f" ({reason})" if reason else ""), priced, cheaper)
+        return options[choice.chosen], choice
 
     def _contiguize_cost(self, chain_value: int) -> float:
+        """The step cost of the Contiguize binding `_contiguize` would choose (no program overhead)."""
         v = self.values[chain_value]
-        params = _contiguize_params(v.layout)
-        return _cost(self._contiguize_binding(v), params, v.layout.shape, self.costs)
+        binding, _ = self._contiguize_choice(chain_value)
+        return _cost(binding, _contiguize_params(v.layout), v.layout.shape, self.costs)
 
     def _contiguize(self, chain_value: int, reason: str, force: bool = False) -> int:
         if not force and chain_value in self.contiguous:
             return self.contiguous[chain_value]
         v = self.values[chain_value]
-        binding = self._contiguize_binding(v)
+        binding, choice = self._contiguize_choice(chain_value, reason)
+        self.choices.append(choice)
         params = _contiguize_params(v.layout)
         cost = _cost(binding, params, v.layout.shape, self.costs) + self._overhead(binding)
         self.steps.append(Step(binding, (v.storage,), tuple(params.items()), v.layout.shape, v.dtype,

@@ -107,12 +107,18 @@ class VulkanExecutor:
 
     @staticmethod
     def _check_contiguous(i: int, step: Step, args: list[DeviceValue]) -> None:
-        """Each argument's layout is one the binding's caps accept (native_strided kernels read views)."""
-        for k, (spec, value) in enumerate(zip(step.binding.contract.inputs, args)):
-            why = spec.layout.violation(value.layout) if value.layout.size else None
+        """Each argument's layout is one the binding's caps accept (native_strided kernels read views).
+        A Contiguize step reads the view its params give (not its argument's whole storage)."""
+        layouts, fix = [a.layout for a in args], "insert a Contiguize step before it"
+        if step.binding.op_kind is OpKind.Contiguize:
+            p = step.param
+            layouts = [Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))]
+            fix = "copy it with a Contiguize binding whose caps accept it (the copy shader reads any view)"
+        for k, (spec, layout) in enumerate(zip(step.binding.contract.inputs, layouts)):
+            why = spec.layout.violation(layout) if layout.size else None
             if why is not None:
-                raise ValueError(f"step {i} ({step.binding.op_kind}) argument {k} has layout {value.layout} "
-                                 f"({why}); insert a Contiguize step before it")
+                raise ValueError(f"step {i} ({step.binding.op_kind}) argument {k} has layout {layout} "
+                                 f"({why}); {fix}")
 
     # -- running --------------------------------------------------------------------------------
     def _run(self, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],

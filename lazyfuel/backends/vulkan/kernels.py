@@ -165,29 +165,40 @@ def widen(layout: Layout, width: int) -> tuple[Layout, int]:
     return layout, width
 
 
+def contiguize_view(step: Any, src: DeviceValue, kernel: str) -> Layout:
+    """The view a Contiguize step copies (its params' shape, strides, offset), checked to lie
+    inside `src` (ValueError naming `kernel` and the elements it reaches if not)."""
+    p = step.param
+    layout = Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))
+    if layout.size == 0:
+        return layout
+    width = src.dtype.itemsize
+    lo = layout.offset + sum(min(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
+    hi = layout.offset + sum(max(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
+    require(lo >= 0 and (hi + 1) * width <= src.nbytes,
+            f"{kernel}: layout {layout} reaches elements {lo}..{hi}, outside the "
+            f"{src.nbytes // width}-element source")
+    return layout
+
+
 class ContiguizeKernel(VulkanKernel):
-    """Copy any strided / offset / reversed / broadcast view into a row-major buffer."""
+    """Copy any strided / offset / reversed / broadcast view, dense ones included, into a
+    row-major buffer with the copy shader (a dense view as vkCmdCopyBuffer is `BufferCopyKernel`,
+    a binding of its own: the planner chooses between them by measured cost)."""
 
     family = "contiguize"
 
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
         (src,) = args
-        p = step.param
-        layout = Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))
+        layout = contiguize_view(step, src, "contiguize")
         width = src.dtype.itemsize
         n = layout.size
         if n == 0:
             return
-        lo = layout.offset + sum(min(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
-        hi = layout.offset + sum(max(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
-        require(lo >= 0 and (hi + 1) * width <= src.nbytes,
-                 f"contiguize: layout {layout} reaches elements {lo}..{hi}, outside the "
-                 f"{src.nbytes // width}-element source")
         flat = collapse(layout)
-        if not flat.shape or flat.strides == (1,):
-            batch.copy(src.allocation, flat.offset * width, out, 0, n * width)
-            return
+        if not flat.shape:  # one element (a 0-d view, or extent-1 dims only): a 1-d walk of one
+            flat = Layout((1,), (1,), flat.offset)
         flat, word = widen(flat, width)
         rank = flat.ndim
         require(rank <= MAX_RANK, f"contiguize: {rank} dims after merging (at most {MAX_RANK})")
@@ -206,6 +217,33 @@ class ContiguizeKernel(VulkanKernel):
         wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
         pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide, rank), ssbo)
         batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, per_group(self.family), buffers)
+
+
+class BufferCopyKernel(VulkanKernel):
+    """Contiguize of a dense view (its elements contiguous, row-major, at any start offset) as one
+    vkCmdCopyBuffer of its bytes; any other view is refused (the copy shader reads those).
+    vkCmdCopyBuffer needs no alignment of its offsets, so any element offset is copied as is."""
+
+    family = "copy_buffer"
+    MECHANISM = b"vkCmdCopyBuffer(src, src_offset = offset * width, dst, 0, n * width) v1"
+
+    def code(self) -> bytes:
+        """No shader: the revision hashes the mechanism's description (and the contract)."""
+        return self.MECHANISM
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        (src,) = args
+        layout = contiguize_view(step, src, "copy_buffer")
+        if layout.size == 0:
+            return
+        flat = collapse(layout)
+        require(not flat.shape or flat.strides == (1,),
+                f"copy_buffer: layout {layout} is not dense row-major (strides after merging dims: "
+                f"{flat.strides}); only a dense view at a start offset is one vkCmdCopyBuffer "
+                f"(the copy shader, kernel contiguize, reads any view)")
+        width = src.dtype.itemsize
+        batch.copy(src.allocation, flat.offset * width, out, 0, layout.size * width)
 
 
 class IndexSelectKernel(VulkanKernel):

@@ -5,8 +5,9 @@
 symbols resolve to four distinct KernelRefs; gather and masked_fill each dispatch through one
 dtype-agnostic wrapper, so all their symbols resolve to the same KernelRef.
 `lazyfuel_entry_points()` resolves `lazyfuel::vulkan::ENTRY_POINTS`, the kernels declared in
-`lazyfuel/contracts/vulkan.md` (contiguize, and the select family for the other dtypes) and
-`lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source).
+`lazyfuel/contracts/vulkan.md` (contiguize, and the select family for the other dtypes),
+`lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source)
+and `lazyfuel/contracts/vulkan_copy.md` (Contiguize of a dense view as one vkCmdCopyBuffer).
 Both are cached: a symbol resolves to the same KernelRef object every time.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from functools import cache
 
 from lazyfuel.backends.vulkan.kernels import (
+    BufferCopyKernel,
     ContiguizeKernel,
     GatherKernel,
     IndexSelectKernel,
@@ -61,10 +63,11 @@ def fuel_vulkan_entry_points() -> dict[str, KernelRef]:
 
 @cache
 def lazyfuel_entry_points() -> dict[str, KernelRef]:
-    """`lazyfuel::vulkan::ENTRY_POINTS`: the kernels of `lazyfuel/contracts/vulkan.md` and
-    `lazyfuel/contracts/vulkan_strided.md`."""
+    """`lazyfuel::vulkan::ENTRY_POINTS`: the kernels of `lazyfuel/contracts/vulkan.md`,
+    `lazyfuel/contracts/vulkan_strided.md` and `lazyfuel/contracts/vulkan_copy.md`."""
     table: dict[str, KernelRef] = {}
     contiguize = _ref(f"{_OWN}contiguize", ContiguizeKernel())
+    copy_buffer = _ref(f"{_OWN}copy_buffer", BufferCopyKernel())
     index_select = _ref(f"{_OWN}index_select", IndexSelectKernel())
     gather = _ref(f"{_OWN}gather", GatherKernel())
     masked_fill = _ref(f"{_OWN}masked_fill", MaskedFillKernel())
@@ -72,6 +75,7 @@ def lazyfuel_entry_points() -> dict[str, KernelRef]:
     strided_gather = _ref(f"{_OWN}gather_strided", StridedGatherKernel())
     for dtype in CONTIGUIZE_DTYPES:
         table[f"{_OWN}contiguize_{dtype.suffix}"] = contiguize
+        table[f"{_OWN}copy_buffer_{dtype.suffix}"] = copy_buffer
         table[f"{_OWN}index_select_strided_{dtype.suffix}"] = strided_index_select
         table[f"{_OWN}gather_strided_{dtype.suffix}"] = strided_gather
     for dtype in EXTRA_INDEX_SELECT:

@@ -10,10 +10,10 @@ import pytest
 
 from lazyfuel.backends.base import executor
 from lazyfuel.backends.cpu.links import entry_points as cpu_entry_points
-from lazyfuel.contracts.model import Backend
+from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, Point, Progress, UnmeasuredCostWarning, fit_line
-from lazyfuel.judge.workloads import ladder_workload, supported
+from lazyfuel.judge.workloads import ladder_workload, ladder_workloads, supported
 from lazyfuel.layout import Layout
 from lazyfuel.measured import cpu_fingerprint, device_fingerprint, measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
@@ -171,6 +171,29 @@ def test_strided_read_kernels_are_judged_on_a_transposed_source(cache: JudgeCach
     judge = Judge(executor(Backend.Vulkan), device_fingerprint(Backend.Vulkan), cache, budget=tiny)
     (v,) = judge.judge([strided])
     assert v.measured and v.judgement.latency_s > 0 and v.judgement.kernel_source == "lazyfuel-glsl-strided"
+
+
+@pytest.mark.skipif(Backend.Vulkan not in available_backends(), reason="no Vulkan device here")
+def test_both_contiguize_bindings_are_judged_on_the_same_dense_offset_view(cache: JudgeCache, tiny) -> None:
+    """At each rung the buffer copy and the copy shader time the same dense view at a start offset;
+    the shader, which also reads strided views, times a transposed one too (the slower is kept)."""
+    registry = default_registry()
+    copy, shader = (next(b for b in registry.bindings() if b.op_kind is OpKind.Contiguize
+                         and b.backend is Backend.Vulkan and b.dtypes[0] is DType.F32
+                         and b.kernel_source == source) for source in ("vulkan-copy-buffer", "lazyfuel-glsl"))
+    (copy_dense,) = ladder_workloads(copy, 4096, np.random.default_rng(0))
+    shader_dense, shader_transposed = ladder_workloads(shader, 4096, np.random.default_rng(0))
+    for w in (copy_dense, shader_dense):
+        (step,) = w.program.steps
+        assert step.param == {"shape": (64, 64), "strides": (64, 1), "offset": 64}  # rows 1.. of 65
+        assert w.inputs[0].shape == (65, 64) and w.bytes_moved == 2 * 4096 * 4
+    assert copy_dense.inputs[0].tobytes() == shader_dense.inputs[0].tobytes()  # same seed, same data
+    assert Layout(**shader_transposed.program.steps[0].param).is_strided
+    assert shader_transposed.bytes_moved == shader_dense.bytes_moved
+    judge = Judge(executor(Backend.Vulkan), device_fingerprint(Backend.Vulkan), cache, budget=tiny)
+    verdicts = judge.judge([copy, shader])
+    assert [v.judgement.kernel_source for v in verdicts] == ["vulkan-copy-buffer", "lazyfuel-glsl"]
+    assert all(v.measured and v.judgement.bytes_per_s > 0 for v in verdicts)
 
 
 def test_fft_ladders_transform_rows_and_reread_their_input() -> None:

@@ -13,11 +13,13 @@ from lazyfuel.judge.costs import MeasuredCosts
 from lazyfuel.judge.model import Judgement
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, describe_choices
+from lazyfuel.planner.chain import encode_key
 from lazyfuel.planner.choice import Candidate, decide
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Binding
 
 STRIDED = "lazyfuel-glsl-strided"
+SHADER, COPY = "lazyfuel-glsl", "vulkan-copy-buffer"  # the two Contiguize bindings
 SELECT = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),), (2,))
 
 
@@ -65,7 +67,7 @@ def test_with_priors_the_strided_kernel_wins_a_strided_chunk_and_both_plans_are_
 
 def test_measured_costs_pick_contiguize_plus_kernel_when_strided_reading_is_slower() -> None:
     slow = {_vulkan(OpKind.IndexSelect, STRIDED): 1e-6, _vulkan(OpKind.IndexSelect, "vulkan-slang"): 1e-9,
-            _vulkan(OpKind.Contiguize): 1e-9}
+            _vulkan(OpKind.Contiguize, SHADER): 1e-9}
     program = _plan(_transposed(), _judged(slow))
     assert _kinds(program) == [(OpKind.Contiguize, "lazyfuel-glsl"), (OpKind.IndexSelect, "vulkan-slang")]
     node = program.choices[1]
@@ -79,7 +81,7 @@ def test_a_tie_within_the_noise_goes_to_the_declared_first_plan_every_time() -> 
     # Contiguize moves the whole (48, 64) source (24576 bytes), index_select 8256 bytes: the strided
     # kernel at 3.9 ns per byte is 2% cheaper than both steps at 1 ns, well within a 20% spread.
     even = {_vulkan(OpKind.IndexSelect, STRIDED): 3.9e-9, _vulkan(OpKind.IndexSelect, "vulkan-slang"): 1e-9,
-            _vulkan(OpKind.Contiguize): 1e-9}
+            _vulkan(OpKind.Contiguize, SHADER): 1e-9}
     for _ in range(3):  # fresh planners: the plan is stable
         program = _plan(_transposed(), _judged(even, spread=0.2))
         assert _kinds(program)[0] == (OpKind.Contiguize, "lazyfuel-glsl")
@@ -113,3 +115,78 @@ def test_decide_refuses_when_nothing_can_run_and_names_why_others_cannot() -> No
     choice = decide("backend", [Candidate("a", float("nan"), note="no binding"), Candidate("b", 1.0)],
                     lambda i, j: False)
     assert choice.chosen == 1 and choice.why == "only candidate (the others cannot run it)"
+
+
+ROWS_FROM_1 = OpNode("getitem", (0,), (("key", encode_key((slice(1, None),))),))
+CONTIGUOUS = Chain(1, (ROWS_FROM_1, OpNode("Contiguize", (1,), ())), (2,))  # x[1:].contiguous()
+SELECT_ROWS_FROM_1 = Chain(2, (ROWS_FROM_1, OpNode("IndexSelect", (2, 1), (("dim", 0),))), (3,))
+
+
+def _contiguous(source: np.ndarray, costs: MeasuredCosts | None = None):
+    planner = Planner(default_registry(), [Backend.Vulkan], costs=costs)
+    return planner.plan(CONTIGUOUS, [DType.F32], [Layout.of(source)])
+
+
+def _dense_offset() -> np.ndarray:
+    """A (65, 64) source: the chains above read rows 1.., a dense view at a start offset."""
+    return np.zeros((65, 64), np.float32)
+
+
+def test_contiguize_of_a_dense_view_takes_the_cheaper_binding_either_way() -> None:
+    copy, shader = _vulkan(OpKind.Contiguize, COPY), _vulkan(OpKind.Contiguize, SHADER)
+    for fast, slow, winner in ((copy, shader, COPY), (shader, copy, SHADER)):
+        program = _contiguous(_dense_offset(), _judged({fast: 1e-10, slow: 1e-9}))
+        assert _kinds(program) == [(OpKind.Contiguize, winner)]
+        _, node = program.choices
+        assert node.what == "Contiguize of chain node 0 (explicit contiguous())"
+        assert [c.plan for c in node.candidates] == ["copy_buffer [vulkan-copy-buffer]",
+                                                     "contiguize [lazyfuel-glsl]"]
+        assert node.winner.plan.endswith(f"[{winner}]") and node.why.startswith("cheaper (the next costs")
+        assert {c.source for c in node.candidates} == {"measured"}
+
+
+def test_contiguize_ties_go_to_the_buffer_copy_declared_first() -> None:
+    copy, shader = _vulkan(OpKind.Contiguize, COPY), _vulkan(OpKind.Contiguize, SHADER)
+    for costs in (None, _judged({copy: 1.02e-9, shader: 1e-9}, spread=0.1)):  # priors alike; within noise
+        program = _contiguous(_dense_offset(), costs)
+        assert _kinds(program) == [(OpKind.Contiguize, COPY)]
+        assert program.choices[1].why.startswith("priority tie")
+
+
+def test_a_strided_view_leaves_only_the_copy_shader_and_says_why() -> None:
+    copy, shader = _vulkan(OpKind.Contiguize, COPY), _vulkan(OpKind.Contiguize, SHADER)
+    program = _contiguous(np.zeros((64, 65), np.float32).T, _judged({copy: 1e-12, shader: 1e-9}))
+    assert _kinds(program) == [(OpKind.Contiguize, SHADER)]
+    node = program.choices[1]
+    assert node.why == "only candidate (the others cannot run it)"
+    assert node.candidates[0].note == "strided: rejected"
+
+
+def test_an_inserted_contiguize_is_chosen_by_cost_and_prices_the_select_candidate() -> None:
+    """index_select of a source at a start offset: the contiguous kernel needs a Contiguize first;
+    the cheaper Contiguize binding is the one priced in that candidate and the one inserted."""
+    copy, shader = _vulkan(OpKind.Contiguize, COPY), _vulkan(OpKind.Contiguize, SHADER)
+    plain, strided = _vulkan(OpKind.IndexSelect, "vulkan-slang"), _vulkan(OpKind.IndexSelect, STRIDED)
+    for fast, slow, winner in ((copy, shader, COPY), (shader, copy, SHADER)):
+        costs = _judged({fast: 1e-11, slow: 1e-9, plain: 1e-11, strided: 1e-8})
+        program = Planner(default_registry(), [Backend.Vulkan], costs=costs).plan(
+            SELECT_ROWS_FROM_1, [DType.F32, DType.U32], _layouts(_dense_offset()))
+        assert _kinds(program) == [(OpKind.Contiguize, winner), (OpKind.IndexSelect, "vulkan-slang")]
+        _, select, contiguize = program.choices
+        assert contiguize.what.startswith("Contiguize of chain node 0 (index_select input source: ")
+        assert contiguize.winner.plan.endswith(f"[{winner}]")
+        two_steps = select.candidates[0].cost
+        assert two_steps == pytest.approx(program.cost)
+
+
+def test_explain_shows_both_contiguize_costs() -> None:
+    copy, shader = _vulkan(OpKind.Contiguize, COPY), _vulkan(OpKind.Contiguize, SHADER)
+    program = _contiguous(_dense_offset(), _judged({copy: 1e-9, shader: 2e-10}))
+    text = describe_choices(program)
+    assert ("Contiguize of chain node 0 (explicit contiguous()): cheaper (the next costs 5.00x as much)"
+            in text)
+    lines = text.splitlines()
+    assert any(line.strip().startswith("* ~") and "(measured)  contiguize [lazyfuel-glsl]" in line
+               for line in lines)
+    assert any(line.strip().startswith("- ~") and "(measured)  copy_buffer [vulkan-copy-buffer]" in line
+               for line in lines)

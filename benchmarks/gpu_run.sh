@@ -17,6 +17,11 @@
 # Usage (device command, carry [".gl", ".whl", ".shared-copy"]):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
+# choices (not in the default list): `python3 -m lazyfuel judge --quick` on the device, then
+#   benchmarks/choices.py: the judge's fitted GB/s of both Contiguize bindings (vkCmdCopyBuffer of a
+#   dense view, the copy shader) and both index_select bindings, both Contiguize bindings timed on a
+#   dense offset view of 64M f32, and `lf.explain` of x[1:].contiguous() and of index_select on a
+#   transposed source with the costs compared (CHOICES_ARGS). About a minute on the H200.
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
 #   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS).
 # fftcuda (not in the default list): the vkfft provider's Cuda backend. Builds pyvkfft's CUDA back
@@ -69,6 +74,9 @@ for stage in $stages; do
     kernels_gpu) python3 benchmarks/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
+    choices)  python3 -m lazyfuel judge --quick 2>&1 | tail -n 120 >"$OUT/judge.txt"
+              grep -E "^op_kind|Contiguize|IndexSelect .*F32,U32,F32" "$OUT/judge.txt"
+              python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
     transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer.txt" ;;
     fftcuda)  fftcuda ;;
     *)        echo "unknown stage $stage" ;;

@@ -12,7 +12,8 @@ value and its position, and returns nothing. A lost device rebuilds the pool and
 second loss is a DeviceLostError saying so (the next run gets a fresh pool again).
 Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
 the pool's label). `VulkanExecutor(device=i)` runs on pool i of the spread list (`spread_slots`:
-`LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool.
+`LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool. `export` runs a program of
+one output into exportable device memory (`export.py`) that another API on the same GPU takes over.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from lazyfuel.backends.base import Outs, deliver, destinations
 from lazyfuel.backends.vulkan import transfer
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
+from lazyfuel.backends.vulkan.export import ExportedMemory, supported
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
+from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
@@ -79,6 +82,29 @@ class VulkanExecutor:
                                   "running this program (the pool was rebuilt after each loss, and the "
                                   "next task runs on a fresh one)") from again
 
+    def export(self, program: Program, inputs: Sequence[np.ndarray]) -> ExportedMemory | np.ndarray:
+        """Run a program of one output, leaving the result (C-contiguous, `program.value_meta`'s
+        shape and dtype) in exportable device memory instead of bringing it back; the caller frees
+        it. Where that cannot be (the device lacks VK_KHR_external_memory_fd, the output is a
+        program input, the device was lost) the result comes back as `run` gives it. Raises as `run`.
+        """
+        arrays = [np.asarray(x) for x in inputs]
+        kernels = self._validate(program, arrays)
+        pool = self.pool
+        if len(program.outputs) != 1 or program.outputs[0] < program.n_inputs or not supported(pool):
+            return self.run(program, arrays)[0]
+        shape, dtype = program.value_meta(program.outputs[0])
+        memory = ExportedMemory.allocate(pool, Layout.contiguous(shape).size * dtype.itemsize)
+        try:
+            self._run(program, arrays, kernels, [None], exported=memory.allocation)
+        except DeviceLostError:
+            memory.free()
+            return self.run(program, arrays)[0]  # retried on a fresh pool, through host memory
+        except BaseException:
+            memory.free()
+            raise
+        return memory
+
     # -- checks ---------------------------------------------------------------------------------
     @staticmethod
     def _validate(program: Program, arrays: list[np.ndarray]) -> list[VulkanKernel]:
@@ -122,7 +148,9 @@ class VulkanExecutor:
 
     # -- running --------------------------------------------------------------------------------
     def _run(self, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],
-             dests: list[np.ndarray | None]) -> list[np.ndarray]:
+             dests: list[np.ndarray | None], exported: Allocation | None = None) -> list[np.ndarray]:
+        """Record, submit, wait, deliver; with `exported`, the program's one output is written
+        there and nothing comes back (an empty list)."""
         pool = self.pool
         n_in = program.n_inputs
         with pool.batch() as batch:
@@ -143,8 +171,11 @@ class VulkanExecutor:
                     unfenced.clear()
                 layout = Layout.contiguous(step.out_shape)
                 wanted = len(values) in results_wanted
-                out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted,
-                                              into.get(len(values)))
+                if exported is not None and wanted:
+                    out, result = exported, None
+                else:
+                    out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted,
+                                                  into.get(len(values)))
                 if result is not None:
                     landed[len(values)] = result
                 kernel.record(batch, step, args, out, StatusSlot(status, i))
@@ -153,7 +184,7 @@ class VulkanExecutor:
             if unfenced:  # staging downloads copy on the device: they must see every write
                 batch.barrier()
             results: list[np.ndarray] = []
-            for v, dest in zip(program.outputs, dests):
+            for v, dest in zip(program.outputs if exported is None else (), dests):
                 if v < n_in:  # an input returned as it is: no device work needed
                     results.append(np.array(arrays[v], order="C", copy=True) if dest is None else arrays[v])
                     continue

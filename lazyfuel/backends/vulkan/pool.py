@@ -41,6 +41,7 @@ from lazyfuel.backends.vulkan.devices import (
     list_devices,
     spread,
 )
+from lazyfuel.backends.vulkan.export import EXTENSION as EXPORT_FD
 from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
@@ -64,7 +65,7 @@ class DevicePool:
             self.physical = physical = found[self.info.index][0]
             self.queue_family = _compute_family(physical)
             n_queues = queue_count(physical, self.queue_family)
-            extra = tuple(e for e in (HOST_MEMORY,) if e in _device_extensions(physical))
+            extra = tuple(e for e in (HOST_MEMORY, EXPORT_FD) if e in _device_extensions(physical))
             self.device = _create_device(physical, self.queue_family, self.info.push_descriptor, n_queues,
                                          extra)
         except BaseException:

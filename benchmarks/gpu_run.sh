@@ -30,6 +30,11 @@
 #   Vulkan -> Cuda crossing), the audit of the Cuda FFT bindings, and rfft lazyfuel cuda vs CuPy's
 #   cuFFT (FFTCUDA_ARGS: benchmarks/fft.py's arguments, no spaces inside one). At most ~9.5 minutes
 #   (build 200 s, tests 130 s, audit 90 s, benchmark 150 s), about 4 expected.
+# crossing (not in the default list; run right after fftcuda in the same call, which builds pyvkfft's
+#   CUDA back end and sets its env: `bash benchmarks/gpu_run.sh fftcuda crossing`): the Vulkan ->
+#   Cuda crossing through exported memory: tests/graph/test_crossing.py and
+#   tests/backends/vulkan/test_vulkan_export.py, then benchmarks/crossing.py (gather -> masked_fill
+#   -> rfft, crossing auto vs host; CROSSING_ARGS). About 1-2 minutes (tests 40 s, benchmark 80 s).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -62,6 +67,13 @@ cupy.cuda.runtime.runtimeGetVersion(), cupy.cuda.runtime.getDeviceProperties(0)[
   timeout 150 python3 benchmarks/fft.py ${FFTCUDA_ARGS:---repeats 3 --cases 8192x8192:float32,8192x8191:float32,64x65537:float64 \
     --configs "numpy,cupy,cupy + copies,vkfft cuda,lazyfuel cuda"} 2>&1 | tee "$OUT/fftcuda_bench.txt"
 }
+crossing() {  # see the header
+  python3 -c "import cuda.bindings.runtime as r; print('cuda-python', r.cudaRuntimeGetVersion())" 2>&1 \
+    | tee "$OUT/crossing_env.txt"
+  timeout 60 python3 -m pytest -q -r sfE -p no:cacheprovider tests/graph/test_crossing.py \
+    tests/backends/vulkan/test_vulkan_export.py >"$OUT/crossing_tests.txt" 2>&1; tail -n 25 "$OUT/crossing_tests.txt"
+  timeout 120 python3 benchmarks/crossing.py ${CROSSING_ARGS:-} 2>&1 | tee "$OUT/crossing_bench.txt"
+}
 stages=${*:-check tests audit kernels pipeline}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
 for stage in $stages; do
@@ -79,6 +91,7 @@ for stage in $stages; do
               python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
     transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer.txt" ;;
     fftcuda)  fftcuda ;;
+    crossing) crossing ;;
     *)        echo "unknown stage $stage" ;;
   esac
 done

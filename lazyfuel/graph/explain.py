@@ -7,8 +7,9 @@ it inserts and the cap that demanded each, the estimated cost, the candidate pla
 priced for each decision (costs, measured or prior, the winner and why), and the devices its tasks run on
 (spread round-robin by block number where the backend has several). Groups are cut where ops
 prefer different backends (`graph.family`); a group reading another group's result computed on
-another backend says so: the result crosses through host memory (a numpy chunk between the two
-tasks). Backends whose bindings are left out (not usable here, or not chosen) are named with the
+another backend says so, and how the result crosses (`graph.crossing`): device to device through
+exported memory (Vulkan -> Cuda on one GPU), or through host memory (a numpy chunk between the two
+tasks) and why. Backends whose bindings are left out (not usable here, or not chosen) are named with the
 reason. It plans; it runs nothing.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 
 from lazyfuel.backends.base import devices
 from lazyfuel.contracts.model import Backend
+from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
@@ -64,15 +66,14 @@ def _crossings(node: Node, backend: Backend | None, partition: Partition,
         number, source = ran.get(leaf.name, (None, None))
         if number is None:
             continue
-        mine, theirs = _preferred(node, prefer), _preferred(leaf, prefer)
+        mine, theirs = prefer.of_group(node), prefer.of_group(leaf)
         if mine is not None and theirs is not None and mine is not theirs:
             lines.append(f"  cut from fused node {number}: its ops prefer {theirs.name}, this one "
                          f"{mine.name} (one program runs on one backend)")
         if source is not None and backend is not None and source is not backend:
+            how = crossing.describe(source, backend, rechunked=bool(via))
             lines.append(f"  crossing: reads fused node {number}'s result{via}, computed on "
-                         f"{source.name}, through host memory: {source.name} hands it back as a "
-                         f"numpy chunk and {backend.name} takes it in (no copy beyond that where "
-                         f"both devices use host memory, as lavapipe and PoCL do)")
+                         f"{source.name}, {how}")
     return lines
 
 
@@ -94,13 +95,6 @@ def _groups(root: Node, partition: Partition) -> list[Node]:
 
     visit(root)
     return order
-
-
-def _preferred(node: Node, prefer: Families) -> Backend | None:
-    """The backend the op computing a group's result prefers (None: views of a leaf only)."""
-    while not hasattr(node, "op_kind") and node.inputs and not isinstance(node, (Source, Rechunk)):
-        node = node.inputs[0]
-    return prefer(node) if hasattr(node, "op_kind") else None
 
 
 def _group(number: int, node: Node, partition: Partition,

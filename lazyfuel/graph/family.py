@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
-from lazyfuel.graph.ir import Node
+from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.planner import Planner
 
 
@@ -39,6 +39,12 @@ class Families:
             if key not in self._found:
                 self._found[key] = self._preferred(*key)
             return self._found[key]
+
+    def of_group(self, node: Node) -> Backend | None:
+        """The backend the op computing a group's result prefers (None: views of a leaf only)."""
+        while not hasattr(node, "op_kind") and node.inputs and not isinstance(node, (Source, Rechunk)):
+            node = node.inputs[0]
+        return self(node) if hasattr(node, "op_kind") else None
 
     def _preferred(self, op: str, dtype: DType) -> Backend | None:
         if not isinstance(self._planner, Planner):

@@ -10,7 +10,9 @@ hand-made graph), so both modes work. A select read per source chunk (`graph.pie
 layer of read tasks, one per source chunk, between the chunks and the group that uses them.
 Each task's recipe carries its block's number (row-major), from which the task picks its device.
 Groups are cut where ops prefer different backends (`graph.family`): each group is one program on
-one backend, and a result crossing to another backend's group moves as a numpy chunk.
+one backend, and a result crossing to another backend's group moves as a numpy chunk, or as a
+`crossing.DeviceChunk` where `crossing.may_hand_over` marks the producer's tasks (`export`): that
+variant of the producer gets dask keys of its own, so no other reader of it ever sees one.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
+from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
@@ -32,38 +35,47 @@ from lazyfuel.graph.task import Runtime, read_pieces, run_block, store_block
 
 def lower(root: Node, runtime: Runtime) -> da.Array:
     """The dask array computing `root`; nothing runs."""
-    return _Lowering(Partition.of(root, Families(runtime.planner)), runtime).array(root)
+    prefer = Families(runtime.planner)
+    return _Lowering(Partition.of(root, prefer), runtime, prefer).array(root)
 
 
 class _Lowering:
     """Lowers the nodes of one graph, each once (memoized by name)."""
 
-    def __init__(self, partition: Partition, runtime: Runtime) -> None:
-        self.partition, self.runtime = partition, runtime
-        self.done: dict[str, da.Array] = {}
+    def __init__(self, partition: Partition, runtime: Runtime, prefer: Families) -> None:
+        self.partition, self.runtime, self.prefer = partition, runtime, prefer
+        self.done: dict[tuple[str, bool], da.Array] = {}
 
-    def array(self, node: Node) -> da.Array:
-        found = self.done.get(node.name)
+    def array(self, node: Node, handover: bool = False) -> da.Array:
+        """`node`'s dask array; `handover`: its tasks may return device chunks (`graph.crossing`)."""
+        found = self.done.get((node.name, handover))
         if found is None:
-            found = self.done[node.name] = self._lower(node)
+            found = self.done[(node.name, handover)] = self._lower(node, handover)
         return found
 
-    def _lower(self, node: Node) -> da.Array:
+    def _lower(self, node: Node, handover: bool) -> da.Array:
         if isinstance(node, Source):
             return node.array
         if isinstance(node, Rechunk):
             return self.array(node.input).rechunk(node.chunks)
-        name, layer, deps, reads = self.group(node)
+        name, layer, deps, reads = self.group(node, handover=handover)
         return from_layer(name, layer, deps, node.chunks, node.dtype, reads)
 
-    def group(self, node: Node, into: np.ndarray | None = None
+    def _hands_over(self, leaf: Node, node: Node) -> bool:
+        """Whether `leaf`, a group read by `node`'s group, may hand over device chunks."""
+        return (not isinstance(leaf, (Source, Rechunk))
+                and crossing.may_hand_over(self.prefer.of_group(leaf), self.prefer.of_group(node)))
+
+    def group(self, node: Node, into: np.ndarray | None = None, handover: bool = False
               ) -> tuple[str, dict, list[da.Array], dict[str, dict]]:
         """The layer of `node`'s fused group (`run_block` tasks; `store_block` tasks writing into
-        `into` when given), the dask arrays it reads, and its layers of read tasks."""
+        `into` when given; tasks that may return device chunks with `handover`), the dask arrays
+        it reads, and its layers of read tasks."""
         leaves = self.partition.rooted_at(node).leaves(node)
-        deps = {leaf.name: self.array(leaf) for leaf in leaves}
+        deps = {leaf.name: self.array(leaf, self._hands_over(leaf, node)) for leaf in leaves}
         keys = {name: arr.__dask_keys__() for name, arr in deps.items()}
         kind = node.label if into is None else f"{node.label}-into"
+        kind += "-handover" if handover else ""
         name = f"lazyfuel-{kind}-{tokenize(node.name, self.runtime)}"
         layer: dict = {}
         reads: dict[str, dict] = {}  # layers of read tasks (selects read per source chunk)
@@ -75,7 +87,7 @@ class _Lowering:
 
         starts = [np.concatenate(([0], np.cumsum(c))).tolist() for c in node.chunks]
         for number, (block, task) in enumerate(tasks(self.partition, node)):
-            body = replace(task.recipe, block=number)
+            body = replace(task.recipe, block=number, export=handover)
             if into is None:
                 layer[(name, *block)] = (run_block, body, self.runtime, *map(arg, task.keys))
             else:
@@ -101,7 +113,8 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, li
     `root` is not a fused group (a source or a rechunk: nothing of lazyfuel's to run)."""
     if isinstance(root, (Source, Rechunk)):
         return None
-    lowering = _Lowering(Partition.of(root, Families(runtime.planner)), runtime)
+    prefer = Families(runtime.planner)
+    lowering = _Lowering(Partition.of(root, prefer), runtime, prefer)
     _, layer, deps, reads = lowering.group(root, into)
     graph: dict = {}
     for dep in deps:

@@ -41,6 +41,7 @@ from lazyfuel.backends.base import devices, executor
 from lazyfuel.checks import as_indices
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
+from lazyfuel.graph import crossing
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
@@ -95,7 +96,10 @@ class Part:
     views: tuple[ViewOp, ...] = ()
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return [apply_views(np.asarray(args[self.arg]), self.views)]
+        chunk = args[self.arg]
+        if not self.views and crossing.is_device_chunk(chunk):
+            return [chunk]  # left on the device for the next program (`graph.crossing`)
+        return [apply_views(np.asarray(chunk), self.views)]
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
         shape, dtype = metas[self.arg]
@@ -270,7 +274,8 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
 @dataclass(frozen=True, eq=False)
 class BlockRecipe:
     """How one output block is computed: inputs, the chain to plan (None: views only), post views,
-    and the block's number (row-major in its group), which picks its device (`device_for`)."""
+    the block's number (row-major in its group), which picks its device (`device_for`), and
+    `export`: whether a Vulkan program may leave the block on the device (`graph.crossing`)."""
 
     inputs: tuple[InputSpec, ...]
     chain: Chain | None
@@ -278,6 +283,7 @@ class BlockRecipe:
     shape: tuple[int, ...]
     dtype: np.dtype
     block: int = 0
+    export: bool = False
 
     def signature(self, metas: Sequence[ArgMeta]) -> tuple[list[DType], list[Layout]]:
         """Program input dtypes and layouts, assuming every argument chunk is contiguous."""
@@ -292,14 +298,18 @@ def device_for(block: int, backend: Backend) -> int | None:
     return block % count if count else None
 
 
-def _runner(runtime: Runtime, block: int,
-            into: np.ndarray | None = None) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
+def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
+            handover: bool = False) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
     """Plan a chain for its inputs and run it on block `block`'s device; its one output, written
-    into `into` where that has the output's shape and dtype (a split block's halves do not)."""
+    into `into` where that has the output's shape and dtype (a split block's halves do not), or
+    with `handover` left on the device where `crossing.hand_over` can."""
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
         program = runtime.planner().plan(chain, [DType.from_numpy(a.dtype) for a in inputs],
                                          [Layout.of(a) for a in inputs])
-        execute = executor(program.backend, device_for(block, program.backend)).run
+        chosen = executor(program.backend, device_for(block, program.backend))
+        if handover and program.backend is Backend.Vulkan:
+            return crossing.hand_over(chosen, program, inputs)
+        execute = chosen.run
         shape, dtype = program.value_meta(program.outputs[0])
         if into is not None and into.shape == shape and into.dtype == dtype.numpy:
             (out,) = execute(program, inputs, out=[into])
@@ -335,7 +345,8 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
     if recipe.chain is None:
         out = inputs[0]
     else:
-        out = run_splitting(_runner(runtime, recipe.block, into), recipe.chain, inputs)
+        handover = recipe.export and not recipe.post
+        out = run_splitting(_runner(runtime, recipe.block, into, handover), recipe.chain, inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

@@ -10,7 +10,9 @@ run here.
 one non-blocking stream: VkFFT's apps are built on it and every CuPy operation of a program runs on
 it (`_context` makes the device and stream current in the thread running the program, as dask's
 worker threads each start without them). The step logic is `executor.py`'s: device arrays are CuPy
-arrays, copies are CuPy's (pageable host memory), and irfft's Hermitian fix is CuPy indexing.
+arrays, copies are CuPy's (pageable host memory), and irfft's Hermitian fix is CuPy indexing. An input
+that CUDA can read where it lies (`__cuda_array_interface__`: a CuPy array, or another API's result
+on this GPU mapped through `external.py`) is read there, with no upload.
 """
 
 from __future__ import annotations
@@ -98,6 +100,13 @@ class CudaDevice:
         return False
 
     @property
+    def uuid(self) -> bytes:
+        """The GPU's 16-byte UUID (what Vulkan's deviceUUID says for the same GPU)."""
+        from lazyfuel.backends.vkfft.external import device_uuid
+
+        return device_uuid(self.index)
+
+    @property
     def has_double(self) -> bool:
         """True: every CUDA GPU computes in double precision."""
         return True
@@ -133,6 +142,12 @@ class CudaExecutor(VkFFTExecutor):
 
     def _on_device(self, value: Any) -> bool:
         return isinstance(value, self.cupy.ndarray)
+
+    def _take(self, value: Any) -> Any:
+        if not isinstance(value, np.ndarray) and hasattr(value, "__cuda_array_interface__"):
+            with self.cupy.cuda.Device(self.device.index):
+                return self.cupy.asarray(value)  # wraps the pointer: no copy
+        return super()._take(value)
 
     def _new_app(self, shape: tuple[int, int], dtype: np.dtype, **options: Any) -> Any:
         return self.vkfft.VkFFTApp(shape, dtype, stream=self.device.stream, **options)

@@ -84,6 +84,11 @@ class VkFFTExecutor:
     def _finish(self) -> None:
         """Wait until the device has finished everything the program queued."""
 
+    def _take(self, value: Any) -> Any:
+        """A program input as the steps read it: a numpy array (a back end whose device can read
+        `value` where it lies returns a device array instead)."""
+        return np.asarray(value)
+
     # --- the copies, overridable where a device does better -------------------------------------
 
     def _upload(self, host: np.ndarray) -> Any:
@@ -223,13 +228,12 @@ class VkFFTExecutor:
                               "bytes; use smaller chunks along the other axes")
         return self._allocate(shape, dtype)
 
-    @staticmethod
-    def _check_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[Any]:
+    def _check_inputs(self, program: Program, inputs: Sequence[np.ndarray]) -> list[Any]:
         if len(inputs) != program.n_inputs:
             raise ValueError(f"the program takes {program.n_inputs} inputs, got {len(inputs)}")
         values: list[Any] = []
         for i, (a, dtype, layout) in enumerate(zip(inputs, program.input_dtypes, program.input_layouts)):
-            a = np.asarray(a)
+            a = self._take(a)
             if a.dtype != dtype.numpy:
                 raise TypeError(f"input {i} has dtype {a.dtype}, the program expects {dtype} ({dtype.numpy})")
             if Layout.of(a) != layout:

@@ -76,7 +76,7 @@ def test_exported_pages_outlive_the_exporters_handle(executor, exporting):
 
 
 def test_an_unimported_fd_is_the_callers_to_close(executor, exporting):
-    program, inputs, want = _chain(np.random.default_rng(13), rows=8)
+    program, inputs, _ = _chain(np.random.default_rng(13), rows=8)
     exported = executor.export(program, inputs)
     before = open_fds()
     for _ in range(5):
@@ -86,7 +86,7 @@ def test_an_unimported_fd_is_the_callers_to_close(executor, exporting):
 
 
 def test_export_allocates_nothing_from_the_pool_and_a_program_input_comes_back_as_it_is(executor, exporting):
-    program, inputs, want = _chain(np.random.default_rng(14), rows=16)
+    program, inputs, _ = _chain(np.random.default_rng(14), rows=16)
     in_use = exporting.allocator.in_use
     exported = executor.export(program, inputs)
     assert exporting.allocator.in_use == in_use  # the batch's allocations were given back

@@ -137,9 +137,9 @@ def import_fd(pool: DevicePool, fd: int, size: int) -> ExportedMemory:
     if not supported(pool):
         raise RuntimeError(f"{pool.label} cannot import memory: {EXTENSION} is not enabled on it")
     ffi, lib, device = vk.ffi, vk.lib, pool.device
-    props = ffi.new("VkMemoryFdPropertiesKHR*", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_FD_PROPERTIES_KHR})
-    fd_properties = _proc(pool, "vkGetMemoryFdPropertiesKHR")
-    check(fd_properties(device, OPAQUE_FD, fd, props), "vkGetMemoryFdPropertiesKHR")
+    # no vkGetMemoryFdPropertiesKHR: it is not allowed for OPAQUE_FD (VUID-...-handleType-00674;
+    # NVIDIA's driver returns VK_ERROR_UNKNOWN), whose memory type must be the exporter's: the
+    # same choice from the same buffer requirements on the same physical device
     external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
         "sType": vk.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": OPAQUE_FD})
     binfo = ffi.new("VkBufferCreateInfo*", {
@@ -149,8 +149,8 @@ def import_fd(pool: DevicePool, fd: int, size: int) -> ExportedMemory:
     check(lib.vkCreateBuffer(device, binfo, ffi.NULL, pbuf), "vkCreateBuffer", "imported fd memory")
     req = ffi.new("VkMemoryRequirements*")
     lib.vkGetBufferMemoryRequirements(device, pbuf[0], req)
-    allowed = req.memoryTypeBits & (props.memoryTypeBits or req.memoryTypeBits)
-    type_index = memory_type(_type_flags(pool.physical), allowed, Use.DEVICE, pool.allocator.direct)
+    flags = _type_flags(pool.physical)
+    type_index = memory_type(flags, req.memoryTypeBits, Use.DEVICE, pool.allocator.direct)
     chain = _allocate_chain(pbuf[0], None)
     imported = ffi.new("VkImportMemoryFdInfoKHR*", {
         "sType": vk.VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, "pNext": chain[0],

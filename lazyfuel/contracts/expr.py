@@ -10,7 +10,8 @@ comparisons …) is refused with a `ContractError` naming the cost key. Texts lo
 `Expr.evaluate` walks the checked tree in float arithmetic, so no input can build a huge integer.
 A name bound to a sequence (a shape) stands for the product of its entries: an element count.
 Division, floor division or modulo by zero evaluates to `math.inf`: a cost that cannot be computed
-is treated as infinitely expensive, so the planner avoids the binding instead of crashing.
+is treated as infinitely expensive, so the planner avoids the binding instead of crashing; a
+result that is not a number (`1e999 - 1e999`) is infinite for the same reason.
 """
 
 from __future__ import annotations
@@ -84,9 +85,12 @@ class Expr:
         """The expression's value (a float) with each name bound by `env`.
 
         A sequence value counts as the product of its entries (an element count; `()` is 1).
-        Division or modulo by zero gives `math.inf`. KeyError if `env` lacks a name.
+        Division or modulo by zero gives `math.inf`, and so does a value that is not a number
+        (`inf - inf`, `0 * inf`): costs are compared, and NaN compares false with everything.
+        KeyError if `env` lacks a name.
         """
-        return _eval(self.tree, env, self.text)
+        value = _eval(self.tree, env, self.text)
+        return math.inf if math.isnan(value) else value
 
 
 def _check(tree: ast.expr, text: str, allowed: frozenset[str], loc: Location) -> frozenset[str]:

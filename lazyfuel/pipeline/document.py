@@ -77,6 +77,10 @@ def read(text: str, path: str) -> Y:
         if err.context and err.context_mark is not None and err.context_mark is not mark:
             problem += f" ({err.context} on line {err.context_mark.line + 1})"
         raise GraphError(f"YAML syntax: {problem}", path, line) from None
+    except yaml.reader.ReaderError as err:  # a character YAML refuses (control characters, NUL …)
+        line = text.count("\n", 0, err.position) + 1
+        raise GraphError(f"character {err.character!r} is not allowed in YAML; remove it or write it as an "
+                         "escape inside a double-quoted string", path, line) from None
     if root is None:
         raise GraphError("the graph is empty; expected a mapping with inputs, steps and outputs", path, 1)
     return _convert(root, path, yaml.SafeLoader(""))

@@ -4,14 +4,17 @@ A `Scope` knows the file, what part of the graph it reads ("step 'rows'", "input
 the graph's params; each reader converts one `Y` node or raises a `GraphError` at its line.
 
 Params: a scalar written `$rows` is the param's value; `$(rows // 4)` is an integer expression
-over params (numbers, names, + - * / // %, parentheses; parsed with `ast` against that
-whitelist, never `eval`); `${rows}` inside a longer string (a path) is replaced by its text.
+over params (numbers, names of numeric params, + - * / // %, parentheses; parsed with `ast`
+against that whitelist, never `eval`; at most `MAX_TEXT` characters and `MAX_DEPTH` levels, the
+bounds of the contracts' cost expressions, so a refused one costs no work); `${rows}` inside a
+longer string (a path) is replaced by its text.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from lazyfuel.contracts.expr import MAX_DEPTH, MAX_TEXT
 from lazyfuel.pipeline.document import GraphError, Y
 
 DTYPES: dict[str, np.dtype] = {
@@ -99,23 +103,31 @@ class Scope:
         return self.params[name]
 
     def _expr(self, text: str, line: int) -> Any:
+        if len(text) > MAX_TEXT:
+            raise self.error(f"the expression $(…) is {len(text)} characters long; at most {MAX_TEXT} are "
+                             "accepted", line)
         try:
             tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise self.error(f"cannot parse the expression $({text})", line) from None
 
-        def ev(node: ast.AST) -> Any:
+        def ev(node: ast.AST, depth: int = 0) -> Any:
+            if depth > MAX_DEPTH:
+                raise self.error(f"$({text}) nests deeper than {MAX_DEPTH} levels; simplify it", line)
             if isinstance(node, ast.Expression):
-                return ev(node.body)
+                return ev(node.body, depth + 1)
             if isinstance(node, ast.Constant) and type(node.value) in (int, float):
                 return node.value
             if isinstance(node, ast.Name):
-                return self._param(node.id, line)
+                value = self._param(node.id, line)
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise self.error(f"$({text}): param {node.id!r} is {value!r}, not a number", line)
+                return value
             if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-                v = ev(node.operand)
+                v = ev(node.operand, depth + 1)
                 return -v if isinstance(node.op, ast.USub) else v
             if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-                a, b = ev(node.left), ev(node.right)
+                a, b = ev(node.left, depth + 1), ev(node.right, depth + 1)
                 if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b == 0:
                     raise self.error(f"division by zero in $({text})", line)
                 return _BINOPS[type(node.op)](a, b)
@@ -206,14 +218,17 @@ class Scope:
             return v
         scaled = re.fullmatch(r"\s*\$\((.*)\)\s*([A-Za-z]+)\s*", str(v), re.S)
         if scaled and scaled.group(2).lower() in _UNITS:
-            amount = self._expr(scaled.group(1), y.line)
-            if amount <= 0:
-                raise self.error(f"{key} must be positive, got {amount} {scaled.group(2)}", y.line)
-            return int(amount * _UNITS[scaled.group(2).lower()])
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", str(v))
-        if not m or m.group(2).lower() not in _UNITS:
-            raise self.error(f"{key} must be a size like '512 MiB' or a number of bytes, got {v!r}", y.line)
-        return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            amount, unit = self._expr(scaled.group(1), y.line), scaled.group(2)
+        else:
+            m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", str(v))
+            if not m or m.group(2).lower() not in _UNITS:
+                raise self.error(f"{key} must be a size like '512 MiB' or a number of bytes, got {v!r}",
+                                 y.line)
+            amount, unit = float(m.group(1)), m.group(2)
+        size = amount * _UNITS[unit.lower()]
+        if not (math.isfinite(size) and size >= 1):
+            raise self.error(f"{key} must be a positive, finite size, got {amount} {unit}", y.line)
+        return int(size)
 
 
 def _shown(y: Y) -> str:

@@ -387,9 +387,13 @@ def _fft_params(op_kind: OpKind, shapes, dtype, attr):
     norm = "backward" if attr.get("norm") is None else attr["norm"]
     if norm not in FFT_NORMS:
         raise ValueError(f"{op_kind}: norm {norm!r}; expected None or one of {', '.join(FFT_NORMS)}")
+    out_shape = (*shape[:axis], out_length(length), *shape[axis + 1:])
+    if max(length, math.prod(out_shape)) > np.iinfo(np.intp).max:
+        raise ValueError(f"{op_kind}: n = {length} gives an output of shape {out_shape}, more elements "
+                         f"than numpy can index ({np.iinfo(np.intp).max})")
     params = {"shape": shape, "axis": axis, "length": length, "norm": norm,
               "log2_length": max(1, (length - 1).bit_length())}
-    return params, (*shape[:axis], out_length(length), *shape[axis + 1:])
+    return params, out_shape
 
 
 PARAMS = {

@@ -51,6 +51,10 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
     a = np.asarray(indices)
     if a.size == 0 and not isinstance(indices, np.ndarray):
         a = a.astype(np.uint32)
+    if a.dtype.kind == "f" and not isinstance(indices, np.ndarray):
+        # Python ints on both sides of 2**63 ([0, 2**64 - 1]) make numpy choose float64: keep them ints.
+        exact = np.asarray(indices, dtype=object)
+        a = exact if _all_python_ints(exact) else a
     if a.dtype == object and _all_python_ints(a):
         # Python ints (maybe beyond int64, where numpy falls back to object): check them one by one.
         if any(not 0 <= v < min(int(axis_len), U32_LIMIT) for v in a.flat):

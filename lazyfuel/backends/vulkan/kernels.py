@@ -333,7 +333,8 @@ class GatherKernel(VulkanKernel):
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         p = step.param
         shape, dim = tuple(p["output_shape"]) or (1,), int(p["dim"])
-        where = tuple(int(i) for i in _unravel(position, shape))
+        # positions read as the host check writes them: an int for 1-d indices, a tuple for n-d
+        where = position if len(shape) == 1 else tuple(int(i) for i in _unravel(position, shape))
         size = (tuple(p["source_shape"]) or (1,))[dim]
         return IndexError(f"gather: index {value} at position {where} of the indices is out of range "
                           f"for dim {dim} of size {size}")

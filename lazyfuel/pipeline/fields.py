@@ -137,7 +137,7 @@ class Scope:
         value = ev(tree)
         if not isinstance(value, (int, float)):
             raise self.error(f"$({text}) is not a number", line)
-        return int(value) if float(value).is_integer() else value
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
     def integer(self, y: Y, key: str, minimum: int | None = None) -> int:
         v = self.resolve(y)

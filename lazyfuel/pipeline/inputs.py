@@ -19,6 +19,7 @@ the source: what an out-of-core index_select wants.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -27,15 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks
+from dask.utils import parse_bytes
 
 import lazyfuel as lf
 from lazyfuel.pipeline.document import GraphError, Y
 from lazyfuel.pipeline.fields import Scope
 
 KINDS = ("zarr", "npy", "random", "indices", "mask", "values")
+MAX_BLOCKS = 1_000_000  # blocks of one generated input
 _SIBLINGS = {"zarr": ("component", "generate"), "npy": ("chunks",), "values": ("dtype", "chunks")}
 Log = Callable[[str], None]
 
@@ -132,7 +136,22 @@ def _random(scope: Scope, y: Y, kind: str) -> Random:
                               f["sorted"].line)
     if low is not None and high is not None and high <= low:
         raise scope.error(f"high ({high}) must be greater than low ({low})", f["high"].line)
+    blocks = _block_count(shape, chunks, dtype)
+    if blocks > MAX_BLOCKS:
+        many = f"{blocks:,}" if blocks < 10**12 else "more than 10**12"
+        raise scope.error(f"shape {list(shape)} in chunks {chunks} makes {many} blocks; at most "
+                          f"{MAX_BLOCKS} are accepted (dask would spend minutes planning them): use larger "
+                          "chunks or a smaller shape", f["shape"].line)
     return Random(shape, dtype, chunks, seed, dist, low, high, density, is_sorted)
+
+
+def _block_count(shape: tuple[int, ...], chunks: Any, dtype: np.dtype) -> int:
+    """About how many blocks a generated array of `shape` in `chunks` has ('auto' axes share dask's
+    chunk size), computed without building the chunks (which could take forever)."""
+    per_axis = chunks if isinstance(chunks, tuple) else (chunks,) * len(shape)
+    explicit = math.prod(-(-n // c) for n, c in zip(shape, per_axis) if c != "auto")
+    auto_bytes = dtype.itemsize * math.prod(n for n, c in zip(shape, per_axis) if c == "auto")
+    return explicit * max(1, -(-auto_bytes // parse_bytes(dask.config.get("array.chunk-size"))))
 
 
 def _values(scope: Scope, node: Y, fields: dict[str, Y]) -> Values:
@@ -162,7 +181,7 @@ def build(name: str, kind: str, options: Any, line: int, graph_path: str, log: L
         return lf.asarray(random_array(options))
     except GraphError:
         raise
-    except (OSError, ValueError, TypeError) as err:
+    except (OSError, ValueError, TypeError, OverflowError) as err:  # e.g. a shape numpy cannot index
         raise GraphError(str(err).splitlines()[0] if str(err) else type(err).__name__, graph_path, line,
                          f"input {name!r}") from err
 

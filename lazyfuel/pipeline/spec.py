@@ -133,9 +133,9 @@ def parse_graph(text: str, path: str = "<string>", overrides: Mapping[str, str] 
 
 
 def _params(scope: Scope, y: Y | None, overrides: dict[str, str], line: int) -> dict[str, Any]:
-    declared = dict(y.value) if y is not None else {}
     if y is not None and not y.is_map:
         raise scope.error("params must be a mapping of names to numbers or strings", y.line)
+    declared = dict(y.value) if y is not None else {}
     for name in overrides:
         if name not in declared:
             known = ", ".join(declared) or "none"

@@ -213,3 +213,18 @@ def test_memory_limits_that_are_not_a_size_are_refused(memory, tmp_path):
     with pytest.raises(GraphError, match="memory") as info:
         parse_graph(text, "g.yaml", base=tmp_path)
     assert info.value.line == 8
+
+
+@pytest.mark.parametrize(("old", "new", "reason", "line"), [
+    ("  rows: 64", "  rows: " + "9" * 400, r"more than 10\*\*12 blocks", 10),
+    ("  rows: 64", "  rows: 2147483648", "134,217,728 blocks; at most 1000000", 10),
+    ("[$rows, $cols], dtype: float32, chunks: [16, $cols]", "[1000000000000, 1000000000000], dtype: float32",
+     "blocks; at most 1000000", 10),
+    ("params:\n  rows: 64", "params:\n- \n  rows: 64", "params must be a mapping", 4),
+])
+def test_graphs_found_by_the_fuzzer(old, new, reason, line, tmp_path):
+    """Each escaped before: huge params as an OverflowError, huge block counts as a hang in dask's
+    chunk planning, a params list as a TypeError."""
+    with pytest.raises(GraphError, match=reason) as info:
+        parse_graph(SMALL.replace(old, new), "g.yaml", base=tmp_path)
+    assert info.value.line == line

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,10 +41,13 @@ from lazyfuel.providers import available_backends
 
 from .fuzzing import fuzz
 
-GUARD = 0x5A  # around device buffers (kernel level)
+# the guard helpers of the Vulkan tests (that folder is no package: pytest puts it on sys.path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends" / "vulkan"))
+from vulkan_helpers import GUARD, PAD, padded
+from vulkan_helpers import run_kernel as guarded_run
+
 SENTINEL = 0xEE  # around host slices (executor level)
 POISON = 0xA5  # inside outputs before a kernel writes them
-PAD = 64
 NO_BAD = 0xFFFFFFFF
 DTYPES = [DType.U8, DType.BOOL, DType.F16, DType.BF16, DType.U32, DType.F32, DType.F64]
 NEAR = [2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1, 2**32 - 5, 2**16, 2**24 + 1]
@@ -149,36 +154,6 @@ def _first_bad_position(idx: np.ndarray, length: int) -> int:
 
 
 # -- 1. kernel level ------------------------------------------------------------------------------
-def _carve(batch, nbytes: int):
-    from lazyfuel.backends.vulkan.memory import Allocation
-
-    nbytes = -(-nbytes // 16) * 16
-    outer = batch.alloc(PAD + nbytes + PAD)
-    outer.host[:] = GUARD
-    inner = Allocation(outer.block, outer.offset + PAD, nbytes, outer.address + PAD,
-                       outer.host[PAD:PAD + nbytes])
-    return outer, inner
-
-
-def _run_kernel(pool, step: Step, inputs: list[np.ndarray], out_nbytes: int) -> tuple[np.ndarray, int]:
-    from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot
-
-    with pool.batch() as batch:
-        values = []
-        for a in inputs:
-            _, inner = _carve(batch, a.nbytes)
-            inner.host[:a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            values.append(DeviceValue(inner, DType.from_numpy(a.dtype), Layout.contiguous(a.shape)))
-        out_outer, out = _carve(batch, out_nbytes)
-        out.host[:] = POISON
-        status = batch.alloc(4)
-        status.host[:4] = 0xFF
-        step.binding.kernel_ref.impl.record(batch, step, values, out, StatusSlot(status, 0))
-        batch.barrier()
-        batch.run()
-        return out_outer.host.copy(), int(status.host[:4].view(np.uint32)[0])
-
-
 @fuzz(60)
 @given(select_cases(), st.booleans(), st.booleans())
 def test_kernels_never_read_outside_the_source_nor_write_for_a_bad_index(device, case, ssbo, coalesced):
@@ -192,12 +167,12 @@ def test_kernels_never_read_outside_the_source_nor_write_for_a_bad_index(device,
     saved = pool.ssbo, pool.coalesced
     pool.ssbo, pool.coalesced = ssbo and pool.push_descriptor_fn is not None, coalesced
     try:
-        region, status = _run_kernel(pool, step, [src, idx], out_nbytes)
+        region, status = guarded_run(pool, step, [src, idx], out_nbytes, POISON)
     finally:
         pool.ssbo, pool.coalesced = saved
     assert status == _first_bad_position(idx, shape[dim])
-    padded = -(-out_nbytes // 16) * 16
-    assert (region[:PAD] == GUARD).all() and (region[PAD + padded:] == GUARD).all(), "a guard byte changed"
+    end = PAD + padded(out_nbytes)
+    assert (region[:PAD] == GUARD).all() and (region[end:] == GUARD).all(), "a guard byte changed"
     out = region[PAD:PAD + out_nbytes]
     assert not (out == GUARD).any(), "the output holds a byte from outside the source"
     w = dtype.itemsize

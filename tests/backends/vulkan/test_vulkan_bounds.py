@@ -13,19 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import POISON
-from vulkan_helpers import ProgramBuilder, binding, random_array, run_one, same_bits
+from vulkan_helpers import GUARD, PAD, ProgramBuilder, binding, padded, random_array, run_one, same_bits
+from vulkan_helpers import run_kernel as guarded_run
 
-from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot
-from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.contracts.model import OpKind
 from lazyfuel.dtypes import DType
-from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Step
 
 pytestmark = pytest.mark.usefixtures("memory_mode", "mapping")
-
-GUARD = 0x5A
-PAD = 64  # guard bytes on each side (a multiple of 16 keeps the buffers aligned)
 
 
 @pytest.fixture
@@ -35,38 +30,9 @@ def direct(pool):
     return pool
 
 
-def padded(nbytes: int) -> int:
-    return -(-nbytes // 16) * 16
-
-
-def carve(batch, nbytes: int) -> tuple[Allocation, Allocation]:
-    """An allocation of `nbytes` (rounded up to 16, as every device buffer is) with PAD guard bytes
-    before and after it (inside `outer`)."""
-    nbytes = padded(nbytes)
-    outer = batch.alloc(PAD + nbytes + PAD)
-    outer.host[:] = GUARD
-    inner = Allocation(outer.block, outer.offset + PAD, nbytes, outer.address + PAD,
-                       outer.host[PAD:PAD + nbytes])
-    return outer, inner
-
-
 def run_kernel(pool, step: Step, inputs: list[np.ndarray], out_nbytes: int):
-    """Record `step` with guarded inputs and output; return (output bytes + guards, status word)."""
-    kernel = step.binding.kernel_ref.impl
-    with pool.batch() as batch:
-        values = []
-        for a in inputs:
-            _, inner = carve(batch, a.nbytes)
-            inner.host[:a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            values.append(DeviceValue(inner, DType.from_numpy(a.dtype), Layout.contiguous(a.shape)))
-        out_outer, out = carve(batch, out_nbytes)
-        out.host[:] = POISON
-        status = batch.alloc(4)
-        status.host[:4] = 0xFF
-        kernel.record(batch, step, values, out, StatusSlot(status, 0))
-        batch.barrier()
-        batch.run()
-        return out_outer.host.copy(), int(status.host[:4].view(np.uint32)[0])
+    """`vulkan_helpers.run_kernel` with the pool's poison in the output."""
+    return guarded_run(pool, step, inputs, out_nbytes, POISON)
 
 
 def assert_guards(region: np.ndarray, nbytes: int) -> None:

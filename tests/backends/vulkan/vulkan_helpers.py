@@ -1,4 +1,5 @@
-"""Building programs by hand and checking results bit for bit against numpy."""
+"""Building programs by hand, running one kernel inside guard bytes, and checking results bit for
+bit against numpy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from lazyfuel.backends.vulkan import register
+from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot
+from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.contracts.model import OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
@@ -154,3 +157,43 @@ def make_view(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], ki
         small = tuple(1 if i % 2 == 0 else n for i, n in enumerate(shape))
         return np.broadcast_to(random_array(rng, dtype, small), shape)
     raise ValueError(kind)
+
+
+GUARD = 0x5A  # the byte around guarded buffers
+PAD = 64  # guard bytes on each side (a multiple of 16 keeps the buffers aligned)
+
+
+def padded(nbytes: int) -> int:
+    """`nbytes` rounded up to 16, as every device buffer is."""
+    return -(-nbytes // 16) * 16
+
+
+def carve(batch, nbytes: int) -> tuple[Allocation, Allocation]:
+    """An allocation of `nbytes` (rounded up to 16) with PAD guard bytes before and after it (inside
+    `outer`)."""
+    nbytes = padded(nbytes)
+    outer = batch.alloc(PAD + nbytes + PAD)
+    outer.host[:] = GUARD
+    inner = Allocation(outer.block, outer.offset + PAD, nbytes, outer.address + PAD,
+                       outer.host[PAD:PAD + nbytes])
+    return outer, inner
+
+
+def run_kernel(pool, step: Step, inputs: list[np.ndarray], out_nbytes: int, poison: int):
+    """Record `step` with guarded inputs and a guarded output poisoned with `poison`; return
+    (the output's bytes with PAD guard bytes on each side, the status word)."""
+    kernel = step.binding.kernel_ref.impl
+    with pool.batch() as batch:
+        values = []
+        for a in inputs:
+            _, inner = carve(batch, a.nbytes)
+            inner.host[:a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            values.append(DeviceValue(inner, DType.from_numpy(a.dtype), Layout.contiguous(a.shape)))
+        out_outer, out = carve(batch, out_nbytes)
+        out.host[:] = poison
+        status = batch.alloc(4)
+        status.host[:4] = 0xFF
+        kernel.record(batch, step, values, out, StatusSlot(status, 0))
+        batch.barrier()
+        batch.run()
+        return out_outer.host.copy(), int(status.host[:4].view(np.uint32)[0])

@@ -190,7 +190,7 @@ def test_masked_fill(x, data):
         [True, 1j, 2**70, -1, "1", None, np.float32(2), np.array(3), np.array([1, 2]), b"\x01"])))
 
     def reference():
-        m = np.asarray(mask)
+        m = np.asarray(mask) if not (isinstance(mask, list) and not mask) else np.empty(0, bool)  # documented
         if m.dtype != np.bool_:
             raise TypeError("mask")
         if isinstance(value, (str, bytes)) or value is None or np.ndim(value):

@@ -12,8 +12,7 @@ import pytest
 from conftest import POISON
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_vulkan_bounds import GUARD, PAD, carve, padded
-from vulkan_helpers import ALL_DTYPES, REPO, random_array, raw, same_bits
+from vulkan_helpers import ALL_DTYPES, GUARD, PAD, REPO, carve, padded, random_array, raw, same_bits
 
 from lazyfuel.backends.vulkan import kernels
 from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot

@@ -190,6 +190,11 @@ NEAR = [0, 1, AXIS - 1, AXIS, AXIS + 1, 2**7 - 1, 2**8 - 1, 2**15, 2**31 - 1, 2*
         2**32, 2**32 + AXIS - 1, 2**63 - 1, -1, -2, -AXIS, -(2**31), -(2**63)]
 
 
+# The source as it is, and as views of a larger array (transposed, reversed, strided, offset).
+_BIG = np.arange(AXIS * 4 * 3, dtype=np.float32).reshape(4 * 3, AXIS)
+SOURCES = [X, _BIG[:4].T, _BIG[::3].T[::-1], _BIG[1::3, :].T]
+
+
 @st.composite
 def adversarial_indices(draw: st.DrawFn, shape: tuple[int, ...]) -> np.ndarray:
     dtype = np.dtype(draw(st.sampled_from(INT_DTYPES)))
@@ -212,20 +217,21 @@ def test_values_near_the_bounds_give_the_numpy_result_or_the_first_bad_value(bac
     if kind == "list" and idx.size == 0:
         kind = "numpy"  # [] has no second axis: a list cannot say "shape (0, 4)"
     arg = as_input(idx, kind)
+    x = data.draw(st.sampled_from(SOURCES))  # views reach the strided-reading kernels
     wide = idx.astype(object)
     if all(0 <= v < AXIS for v in wide.reshape(-1)):
-        got = run(op, arg)
+        got = run(op, arg, x)
         wide64 = idx.astype(np.int64)
-        ref = np.take(X, wide64, axis=0) if op == "index_select" else np.take_along_axis(X, wide64, axis=0)
+        ref = np.take(x, wide64, axis=0) if op == "index_select" else np.take_along_axis(x, wide64, axis=0)
         np.testing.assert_array_equal(got, ref)
         return
     if kind in ("dask", "lazyfuel"):  # blocks are checked as they compute: any bad one may be named
         with pytest.raises(IndexError) as info:
-            run(op, arg)
+            run(op, arg, x)
         found = re.search(r"index (-?\d+) at position (\d+|\([\d, ]+\))", str(info.value))
         value, where = int(found[1]), ast.literal_eval(found[2])
         assert wide[where] == value and not 0 <= value < AXIS, str(info.value)
         return
     value, where = _first_bad(idx, AXIS)
     with pytest.raises(IndexError, match=rf"index {value} {_position_text(where)}"):
-        run(op, arg)
+        run(op, arg, x)

@@ -3,6 +3,10 @@ the device.
 
 Executors call `record(...)` after each batch; `with profile() as p:` collects every record made
 by any thread of this process while the block runs (dask's threaded scheduler included).
+`device_seconds` is the wall time from submit to fence; `kernel_seconds` the GPU time of the
+programs' steps alone (uploads and downloads left out), which a backend with a device clock
+(Vulkan: timestamp queries) records while a profile is `active()`: it costs two timestamps per
+program, so they are written only then.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class Profile:
     bytes_uploaded: int = 0
     bytes_downloaded: int = 0
     device_seconds: float = 0.0
+    kernel_seconds: float = 0.0  # GPU time of the steps alone, by the backends that clock it
     programs: int = 0
     bindings: Counter = field(default_factory=Counter)
     devices: Counter = field(default_factory=Counter)  # device label -> programs run there
@@ -32,7 +37,8 @@ class Profile:
         where = "; devices: " + ", ".join(f"{k} x{n}" for k, n in sorted(self.devices.items()))
         return (f"{self.programs} program(s), {self.submits} submit(s), {self.dispatches} dispatch(es), "
                 f"{self.bytes_uploaded} B up, {self.bytes_downloaded} B down, "
-                f"{self.device_seconds * 1e3:.3f} ms on the device; bindings: {used}"
+                f"{self.device_seconds * 1e3:.3f} ms on the device ({self.kernel_seconds * 1e3:.3f} ms "
+                f"in kernels); bindings: {used}"
                 f"{where if self.devices else ''}")
 
 
@@ -41,7 +47,7 @@ _lock = threading.Lock()
 
 
 def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
-           bytes_downloaded: int = 0, device_seconds: float = 0.0,
+           bytes_downloaded: int = 0, device_seconds: float = 0.0, kernel_seconds: float = 0.0,
            bindings: tuple[str, ...] = (), programs: int = 0, device: str | None = None) -> None:
     """Add to every active profile (cheap when none is active); `device` names where the
     `programs` ran."""
@@ -54,10 +60,16 @@ def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
             p.bytes_uploaded += bytes_uploaded
             p.bytes_downloaded += bytes_downloaded
             p.device_seconds += device_seconds
+            p.kernel_seconds += kernel_seconds
             p.programs += programs
             p.bindings.update(bindings)
             if device is not None:
                 p.devices[device] += programs
+
+
+def active() -> bool:
+    """Whether a `profile()` block is collecting now (backends then clock their kernels)."""
+    return bool(_active)
 
 
 @contextmanager

@@ -12,6 +12,10 @@ Work that repeats (the same kernel on the same buffers, task after task) is pack
 kernel's checks and every per-call allocation; `reusable()` before recording lets `run()` submit
 the same command buffer again without recording it anew.
 
+`kernels_begin()` / `kernels_end()` around part of the recording (the executor: after the
+uploads, before the downloads) make `run()` set `kernel_seconds`, the GPU time between them by
+timestamp queries; otherwise it stays None and nothing extra is recorded.
+
 Grids larger than maxComputeWorkGroupCount[0] are split into several dispatches in the same
 command buffer: the push-constant value at `base_slot` is the first item of each tile. Buffers
 are bound as storage buffers only while every range fits maxStorageBufferRange; kernels with a
@@ -32,6 +36,7 @@ import vulkan as vk
 from lazyfuel.backends.vulkan.check import check
 from lazyfuel.backends.vulkan.dispatch import Prepared, Recorder
 from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.backends.vulkan.timestamps import Timestamps
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool
@@ -62,6 +67,7 @@ class Context:
             "pCommandBuffers": self.cmd_ptr})
         self.recorder = Recorder(self.cmd_ptr[0], pipelines.layout, pipelines.ssbo_layout, push_descriptor_fn)
         self.queue_slot = 0  # which of the pool's queues this context submits to (queues.py)
+        self.stamps: Timestamps | None = None  # made at the first timed batch (`Batch.kernels_begin`)
 
     def reset(self) -> None:
         """Ready for a new recording: reset the command pool and the fence."""
@@ -71,6 +77,8 @@ class Context:
     def destroy(self) -> None:
         """Destroy the fence and the command pool (its work must have finished)."""
         lib, ffi = vk.lib, vk.ffi
+        if self.stamps is not None:
+            self.stamps.destroy()
         lib.vkDestroyFence(self.device, self.fence_ptr[0], ffi.NULL)
         lib.vkDestroyCommandPool(self.device, self.command_pool, ffi.NULL)
 
@@ -88,6 +96,8 @@ class Batch:
         self._reusable = False
         self.bytes_uploaded = self.bytes_downloaded = 0
         self.device_seconds = 0.0  # submit to fence, once run
+        self.kernel_seconds: float | None = None  # GPU time between kernels_begin and kernels_end
+        self._timed = False
         context.reset()
         check(self.recorder.begin(), "vkBeginCommandBuffer")
 
@@ -198,6 +208,22 @@ class Batch:
         """Reset timestamp queries before this batch writes them."""
         self.recorder.reset_queries(query_pool, first, count)
 
+    def kernels_begin(self) -> None:
+        """Start the GPU clock of `kernel_seconds` once the work recorded so far (the uploads) has
+        finished; `kernels_end()` stops it. Uses two timestamp queries of the batch's context."""
+        context = self.context
+        if context.stamps is None:
+            context.stamps = Timestamps(self.pool, 2)
+        context.stamps.reset(self)
+        context.stamps.write(self, 0)
+        self._timed = True
+
+    def kernels_end(self) -> None:
+        """Stop the GPU clock `kernels_begin` started, once the work recorded so far has finished."""
+        if not self._timed or self.context.stamps is None:
+            raise RuntimeError("kernels_end() without kernels_begin() in this batch")
+        self.context.stamps.write(self, 1)
+
     def barrier(self) -> None:
         """Later dispatches and copies see the writes recorded so far."""
         self.recorder.barrier()
@@ -221,6 +247,9 @@ class Batch:
         self.pool.submit(self.context)
         self.pool.wait(self.context)
         self.device_seconds = time.perf_counter() - start
+        if self._timed and self.context.stamps is not None:
+            begin, end = self.context.stamps.read()
+            self.kernel_seconds = max(end - begin, 0.0) * 1e-9
         for src, flat in self._downloads:
             flat[:] = src.host[:flat.nbytes]
 

@@ -11,7 +11,11 @@ first out-of-range position in a status word; the executor then raises IndexErro
 value and its position, and returns nothing. A lost device rebuilds the pool and retries once; a
 second loss is a DeviceLostError saying so (the next run gets a fresh pool again).
 Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
-the pool's label). `VulkanExecutor(device=i)` runs on pool i of the spread list (`spread_slots`:
+the pool's label); while a profile is active, GPU timestamps around the steps (after the
+uploads, before the downloads) also give `kernel_seconds`. For the judge, `time_kernels` runs a
+program and returns that GPU time of its steps, and `time_transfer` the wall time of one batch
+moving host bytes in and out the way the pool's transfer mode (`transfer_mode`) moves a
+program's inputs and results. `VulkanExecutor(device=i)` runs on pool i of the spread list (`spread_slots`:
 `LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool. `export` runs a program of
 one output into exportable device memory (`export.py`) that another API on the same GPU takes over.
 """
@@ -24,7 +28,7 @@ import numpy as np
 
 from lazyfuel import profiling
 from lazyfuel.backends.base import Outs, deliver, destinations
-from lazyfuel.backends.vulkan import transfer
+from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import ExportedMemory, supported
@@ -66,17 +70,41 @@ class VulkanExecutor:
         Raises ValueError / TypeError for inputs or steps that do not fit the program, IndexError
         for an out-of-range index (value and position named), MemoryError when the device is full.
         """
+        results, _ = self._run_retrying(program, inputs, out, profiling.active())
+        return results
+
+    def time_kernels(self, program: Program, inputs: Sequence[np.ndarray]) -> float | None:
+        """Run `program` on `inputs` and return the GPU seconds of its steps alone (timestamps after
+        the uploads and before the downloads); None where the device has no timestamps."""
+        if not timestamps.supported(self.pool):
+            self.run(program, inputs)
+            return None
+        _, seconds = self._run_retrying(program, inputs, None, True)
+        return seconds
+
+    @property
+    def transfer_mode(self) -> str:
+        """How the pool moves host arrays (`memtypes.Mode`: direct, staged, import, zero-copy)."""
+        return self.pool.allocator.mode.value
+
+    def time_transfer(self, upload: np.ndarray | None, result: np.ndarray | None) -> float:
+        """Wall seconds of one batch that uploads `upload` and downloads into `result` (either may
+        be None; both None: a submit and its wait) as programs move their inputs and results."""
+        return transfer.time_round_trip(self.pool, upload, result)
+
+    def _run_retrying(self, program: Program, inputs: Sequence[np.ndarray], out: Outs,
+                      timed: bool) -> tuple[list[np.ndarray], float | None]:
         arrays = [np.asarray(x) for x in inputs]
         kernels = self._validate(program, arrays)
         dests = destinations(program, out)
         try:
-            return self._run(program, arrays, kernels, dests)
+            return self._run(program, arrays, kernels, dests, timed=timed)
         except DeviceLostError:
             if self._pool is not None:
                 raise
         label = self.pool.label  # a fresh pool now: get_pool replaces a lost one
         try:
-            return self._run(program, arrays, kernels, dests)
+            return self._run(program, arrays, kernels, dests, timed=timed)
         except DeviceLostError as again:
             raise DeviceLostError(again.call, again.result, f"the device {label} was lost twice "
                                   "running this program (the pool was rebuilt after each loss, and the "
@@ -96,7 +124,8 @@ class VulkanExecutor:
         shape, dtype = program.value_meta(program.outputs[0])
         memory = ExportedMemory.allocate(pool, Layout.contiguous(shape).size * dtype.itemsize)
         try:
-            self._run(program, arrays, kernels, [None], exported=memory.allocation)
+            self._run(program, arrays, kernels, [None], exported=memory.allocation,
+                      timed=profiling.active())
         except DeviceLostError:
             memory.free()
             return self.run(program, arrays)[0]  # retried on a fresh pool, through host memory
@@ -148,11 +177,14 @@ class VulkanExecutor:
 
     # -- running --------------------------------------------------------------------------------
     def _run(self, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],
-             dests: list[np.ndarray | None], exported: Allocation | None = None) -> list[np.ndarray]:
+             dests: list[np.ndarray | None], exported: Allocation | None = None,
+             timed: bool = False) -> tuple[list[np.ndarray], float | None]:
         """Record, submit, wait, deliver; with `exported`, the program's one output is written
-        there and nothing comes back (an empty list)."""
+        there and nothing comes back (an empty list). Also returns, when `timed` (and the device
+        has timestamps), the GPU seconds of the steps, else None."""
         pool = self.pool
         n_in = program.n_inputs
+        timed = timed and timestamps.supported(pool)
         with pool.batch() as batch:
             values = transfer.upload_all(batch, arrays, program.input_dtypes)
             results_wanted = {v for v in program.outputs if v >= n_in}
@@ -162,6 +194,8 @@ class VulkanExecutor:
             status_bytes = STATUS_STRIDE * max(n_steps, 1)
             status = batch.alloc(status_bytes)
             batch.fill_u32(status, NO_BAD, status_bytes)
+            if timed:
+                batch.kernels_begin()
             unfenced: set[int] = set()  # values written since the last barrier
             for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
                 args = [values[a] for a in step.args]
@@ -183,6 +217,8 @@ class VulkanExecutor:
                 values.append(DeviceValue(out, step.out_dtype, layout))
             if unfenced:  # staging downloads copy on the device: they must see every write
                 batch.barrier()
+            if timed:
+                batch.kernels_end()
             results: list[np.ndarray] = []
             for v, dest in zip(program.outputs if exported is None else (), dests):
                 if v < n_in:  # an input returned as it is: no device work needed
@@ -202,6 +238,7 @@ class VulkanExecutor:
                              bytes_uploaded=batch.bytes_uploaded,
                              bytes_downloaded=batch.bytes_downloaded - flags.nbytes,
                              device_seconds=batch.device_seconds,
+                             kernel_seconds=batch.kernel_seconds or 0.0,
                              bindings=tuple(str(step.binding) for step in program.steps),
                              device=pool.label)
             for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
@@ -209,7 +246,7 @@ class VulkanExecutor:
                     step = program.steps[i]
                     raise self._index_error(pool, kernels[i], step, values[step.args[1]], int(flag), arrays,
                                             step.args[1])
-            return deliver(results, dests)
+            return deliver(results, dests), batch.kernel_seconds
 
     @staticmethod
     def _upload(batch: Batch, a: np.ndarray, dtype: DType) -> DeviceValue:

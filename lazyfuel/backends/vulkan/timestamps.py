@@ -14,6 +14,7 @@ are converted with the device's `timestampPeriod` (ns per tick) and masked to th
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +27,18 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 _RESULT_FLAGS = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT
+
+
+_supported: weakref.WeakKeyDictionary[DevicePool, bool] = weakref.WeakKeyDictionary()
+
+
+def supported(pool: DevicePool) -> bool:
+    """Whether `pool`'s compute queue writes timestamps (`Timestamps` raises RuntimeError if not)."""
+    found = _supported.get(pool)
+    if found is None:
+        family = vk.vkGetPhysicalDeviceQueueFamilyProperties(pool.physical)[pool.queue_family]
+        found = _supported[pool] = int(family.timestampValidBits) > 0
+    return found
 
 
 class Timestamps:

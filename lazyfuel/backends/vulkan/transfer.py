@@ -17,6 +17,9 @@ What each does per `memtypes.Mode` (the allocator's `mode`):
 
 ("copy" is a vkCmdCopyBuffer in the same command buffer.)
 
+`time_round_trip(pool, upload, download)` times one batch that moves host bytes in and out this
+way and nothing else (the judge's transfer term).
+
 `in_mode(pool, mode)` runs a block with the pool's allocator swapped for one of another mode (how
 tests and benchmarks cover every mode on one device).
 
@@ -30,6 +33,7 @@ the host bytes the device read or wrote, however they moved.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -119,6 +123,21 @@ def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
             batch.copy(src, 0, imported, 0, n)
             return
     batch.download(src, out)
+
+
+def time_round_trip(pool: DevicePool, upload: np.ndarray | None, result: np.ndarray | None) -> float:
+    """Wall seconds of one batch on `pool` that uploads `upload` (as `upload_all` uploads a program
+    input) and downloads device bytes into `result` (contiguous, as a result comes back), either
+    None for none: the batch, its allocations, the submit, the wait and the host copies, as a
+    program pays them."""
+    start = time.perf_counter()
+    with pool.batch() as batch:
+        if upload is not None:
+            upload_all(batch, [upload], [DType.from_numpy(upload.dtype)])
+        if result is not None:
+            download(batch, batch.alloc(max(result.nbytes, 1)), result)
+        batch.run()
+    return time.perf_counter() - start
 
 
 @contextmanager

@@ -85,13 +85,14 @@ def _select(args: argparse.Namespace) -> Callable[[Binding], bool]:
 
 def _judge(args: argparse.Namespace) -> int:
     from lazyfuel.judge import JudgeCache, Progress
-    from lazyfuel.measured import judge_registry
+    from lazyfuel.measured import judge_registry, measured_costs
 
     cache = JudgeCache()
-    verdicts = judge_registry(backends=available_backends(args.backend), quick=args.quick,
-                              force=args.force, cache=cache, select=_select(args), progress=Progress())
+    backends = available_backends(args.backend)
+    verdicts = judge_registry(backends=backends, quick=args.quick, force=args.force, cache=cache,
+                              select=_select(args), progress=Progress())
     rows = [("op_kind", "dtype key", "backend", "symbol", "latency", "per dispatch", "GB/s", "spread",
-             "source")]
+             "clock")]
     for v in verdicts:
         j, b = v.judgement, v.binding
         if j is None:
@@ -99,8 +100,12 @@ def _judge(args: argparse.Namespace) -> int:
             continue
         rows.append((b.op_kind.name, j.dtypes, b.backend.name, b.symbol, f"{j.latency_s * 1e6:.1f} µs",
                      f"{j.dispatch_s * 1e6:.1f} µs", f"{j.bytes_per_s / 1e9:.2f}", f"{j.spread:.0%}",
-                     "measured" if v.measured else "cached"))
+                     f"{j.clock}, {'measured' if v.measured else 'cached'}"))
     print(_table(rows))
+    for backend, t in measured_costs(backends=backends, cache=cache).transfers.items():
+        print(f"transfers on {backend} ({t.mode}): submit {t.submit_s * 1e6:.1f} µs; host to device "
+              f"{t.up_fixed_s * 1e6:.1f} µs + {t.up_bytes_per_s / 1e9:.2f} GB/s; device to host "
+              f"{t.down_fixed_s * 1e6:.1f} µs + {t.down_bytes_per_s / 1e9:.2f} GB/s per array")
     print(f"{sum(v.measured for v in verdicts)} measured, {sum(not v.measured for v in verdicts)} "
           f"cached; cache {cache.path}")
     return 1 if any(v.judgement is None for v in verdicts) else 0

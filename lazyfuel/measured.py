@@ -3,7 +3,9 @@
 The judge layer cannot import backends, so this top-layer module injects what it needs: each
 backend's executor and the fingerprint of the device it runs on (`FINGERPRINTS`, a table by
 backend). `judge_registry()` measures the default registry (what `lazyfuel judge` runs) and
-`measured_costs()` loads the cached measurements into the `MeasuredCosts` that a planner takes:
+`measured_costs()` loads the cached measurements (and each device's transfer term, for the
+backends whose executors time transfers: `transfer_modes()`) into the `MeasuredCosts` that a
+planner takes:
 
     planner = Planner(registry, backends, costs=measured_costs(registry, backends))
 """
@@ -19,7 +21,7 @@ import numpy as np
 
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend
-from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, Verdict
+from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict
 from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
 
@@ -113,10 +115,23 @@ def judge_registry(registry: Registry | None = None, backends: Sequence[Backend]
     return verdicts
 
 
+def transfer_modes(backends: Sequence[Backend] | None = None) -> dict[Backend, str]:
+    """The transfer mode of each of `backends` (default: those usable here) whose executor times
+    its transfers for the judge (Vulkan: the pool's `direct`, `staged`, `import` or `zero-copy`)."""
+    modes = {}
+    for backend in _backends(backends):
+        runner = executor(backend)
+        if isinstance(runner, TransferProbe):
+            modes[backend] = runner.transfer_mode
+    return modes
+
+
 def measured_costs(registry: Registry | None = None, backends: Sequence[Backend] | None = None,
                    cache: JudgeCache | None = None) -> MeasuredCosts:
-    """The cached measurements of `registry`'s bindings on this process's devices (measures nothing;
-    bindings never judged fall back to the shared cost priors, with one warning per process)."""
+    """The cached measurements of `registry`'s bindings on this process's devices, and their
+    transfer terms (measures nothing; bindings never judged fall back to the shared cost priors,
+    with one warning per process)."""
     registry = registry if registry is not None else default_registry()
-    prints = {b: device_fingerprint(b) for b in _backends(backends)}
-    return MeasuredCosts.load(registry.bindings(), prints, cache)
+    chosen = _backends(backends)
+    prints = {b: device_fingerprint(b) for b in chosen}
+    return MeasuredCosts.load(registry.bindings(), prints, cache, transfer_modes(chosen))

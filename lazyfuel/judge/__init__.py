@@ -6,6 +6,8 @@
 - `JudgeCache`: the JSON file under `$LAZYFUEL_CACHE_DIR`, `$XDG_CACHE_HOME/lazyfuel` or
   `~/.cache/lazyfuel`, keyed by judge version, device fingerprint, kernel_source, symbol, dtypes
   and revision hash.
+- `TransferJudgement`: a device's measured transfers (submit, upload, download lines), the term a
+  program on a kernel-clocked backend (Vulkan) pays besides its steps (`judge.transfers`).
 - `MeasuredCosts`: the planner's `CostModel` built from the cache
   (`Planner(registry, backends, costs=MeasuredCosts.load(...))`).
 
@@ -15,9 +17,10 @@ fingerprint (`lazyfuel.measured` does it for the built-in backends).
 
 from lazyfuel.judge.cache import JudgeCache, cache_dir
 from lazyfuel.judge.costs import MeasuredCosts, UnmeasuredCostWarning
-from lazyfuel.judge.measure import FULL, QUICK, Budget, Judge, Runner, Verdict, fit_line
+from lazyfuel.judge.measure import FULL, QUICK, Budget, Judge, KernelTimer, Runner, Verdict, fit_line
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement, Point, judgement_key
 from lazyfuel.judge.progress import Progress
+from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
 
 __all__ = [
     "FULL",
@@ -27,13 +30,17 @@ __all__ = [
     "Judge",
     "JudgeCache",
     "Judgement",
+    "KernelTimer",
     "MeasuredCosts",
     "Point",
     "Progress",
     "Runner",
+    "TransferJudgement",
+    "TransferProbe",
     "UnmeasuredCostWarning",
     "Verdict",
     "cache_dir",
     "fit_line",
     "judgement_key",
+    "transfer_key",
 ]

@@ -5,7 +5,9 @@ The directory is `$LAZYFUEL_CACHE_DIR` if set (tests point it at a temporary dir
 exclusive lock on `judge.lock`, re-read the file, merge and replace it atomically, so processes
 measuring at the same time lose nothing and a reader never sees half a file. Storing a judgement
 drops the entries it supersedes (same device, kernel_source, symbol and dtypes; another revision
-or judge version): they can never be read again, since the key no longer matches.
+or judge version): they can never be read again, since the key no longer matches. The devices'
+transfer terms (`judge.transfers`) live in the same file under `transfers`, superseded alike
+(same device, backend and transfer mode).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement
+from lazyfuel.judge.transfers import TransferJudgement, transfer_identity
 
 try:
     import fcntl
@@ -67,12 +70,35 @@ class JudgeCache:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         with self._locked():
-            raw = self._read().get("judgements", {})
+            data = self._read()
+            raw = data.get("judgements", {})
             replaced = {_identity(j) for j in new}
             kept = {k: v for k, v in raw.items()
                     if not isinstance(v, dict) or _raw_identity(v) not in replaced}
             kept.update({j.key: j.to_json() for j in new})
-            self._write({"format": FORMAT, "judgements": kept})
+            self._write({**data, "format": FORMAT, "judgements": kept})
+
+    def load_transfers(self) -> dict[str, TransferJudgement]:
+        """Every readable transfer judgement of the current judge version, by key."""
+        found = {}
+        for key, value in self._read().get("transfers", {}).items():
+            try:
+                judgement = TransferJudgement.from_json(value)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if judgement.key == key and judgement.judge_version == JUDGE_VERSION:
+                found[key] = judgement
+        return found
+
+    def put_transfer(self, judgement: TransferJudgement) -> None:
+        """Store a transfer judgement, replacing those of the same device, backend and mode."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            data = self._read()
+            mine = transfer_identity(judgement.backend, judgement.device_fingerprint, judgement.mode)
+            kept = {k: v for k, v in data.get("transfers", {}).items() if not k.endswith("/" + mine)}
+            kept[judgement.key] = judgement.to_json()
+            self._write({**data, "format": FORMAT, "transfers": kept})
 
     def clear(self) -> None:
         """Forget every judgement (the file is removed)."""

@@ -10,18 +10,27 @@ one-step program costs exactly the fitted line `latency + bytes / bandwidth` (`c
 A binding with no measurement keeps its shared cost function (`binding.cost_fn`, the priors of
 `lazyfuel.registry.cost`), and the first such lookup in the process warns once, naming the binding
 and how to measure it. Ties are as wide as the measured spread (at least `NOISE_FLOOR`).
+
+A backend whose bindings were timed on the device's clock (`Judgement.clock == "kernel"`: Vulkan)
+also has a transfer term (`judge.transfers`): `transfer_cost(backend, up, down)` prices one
+submit and the upload / download of a program's host inputs and results, which the planner adds
+to the program's steps. So the choice of backend counts the transfers, while choices among one
+backend's bindings (same inputs, same results) compare kernel costs alone. Wall-clocked backends
+(Cpu, the FFT providers) have no such term: their steps' times include whatever they move. A
+kernel-clocked backend whose transfers were not measured pays none, with one warning.
 """
 
 from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import NOISE_FLOOR, Judgement, judgement_key
+from lazyfuel.judge.transfers import TransferJudgement, transfer_key
 from lazyfuel.registry.cost import CostFn
 from lazyfuel.registry.model import Binding
 
@@ -34,16 +43,16 @@ _warned = False
 _warn_lock = threading.Lock()
 
 
-def _warn_once(binding: Binding) -> None:
+def _warn_once(missing: str, instead: str) -> None:
     """Warn about a missing measurement the first time one is met in this process."""
     global _warned
     with _warn_lock:
         if _warned:
             return
         _warned = True
-    warnings.warn(f"lazyfuel: no judge measurement for {binding} on this device; planning with the "
-                  f"shared cost priors of {binding.backend} (run `lazyfuel judge --quick` to measure; "
-                  f"this warning is shown once per process)", UnmeasuredCostWarning, stacklevel=3)
+    warnings.warn(f"lazyfuel: no judge measurement for {missing} on this device; planning with "
+                  f"{instead} (run `lazyfuel judge --quick` to measure; this warning is shown once "
+                  f"per process)", UnmeasuredCostWarning, stacklevel=3)
 
 
 def reset_warning() -> None:
@@ -60,26 +69,39 @@ def _ident(binding: Binding) -> tuple[Any, ...]:
 class MeasuredCosts:
     """Judgements by binding (key, symbol and revision); see the module docstring."""
 
-    def __init__(self, judgements: Mapping[Binding, Judgement] | None = None) -> None:
+    def __init__(self, judgements: Mapping[Binding, Judgement] | None = None,
+                 transfers: Mapping[Backend, TransferJudgement] | None = None) -> None:
         self._by_binding: dict[tuple[Any, ...], Judgement] = {
             _ident(b): j for b, j in (judgements or {}).items()}
+        self.transfers: dict[Backend, TransferJudgement] = dict(transfers or {})
+        self._kernel_clocked = {b.backend for b, j in (judgements or {}).items() if j.clock == "kernel"}
 
     @classmethod
     def load(cls, bindings: Iterable[Binding], fingerprints: Mapping[Backend, str],
-             cache: JudgeCache | None = None) -> MeasuredCosts:
-        """The cached judgements of `bindings` on the devices `fingerprints` (one per backend).
+             cache: JudgeCache | None = None,
+             transfer_modes: Mapping[Backend, str] | None = None) -> MeasuredCosts:
+        """The cached judgements of `bindings` on the devices `fingerprints` (one per backend), and
+        the transfer term of each backend in `transfer_modes` (its device's transfer mode).
 
         Bindings of a backend with no fingerprint, or with no judgement of their current revision
         on that device, stay unmeasured.
         """
-        stored = (cache if cache is not None else JudgeCache()).load()
+        cache = cache if cache is not None else JudgeCache()
+        stored = cache.load()
         found = {}
         for b in bindings:
             fp = fingerprints.get(b.backend)
             hit = stored.get(judgement_key(b, fp)) if fp is not None else None
             if hit is not None:
                 found[b] = hit
-        return cls(found)
+        moved = cache.load_transfers() if transfer_modes else {}
+        transfers = {}
+        for backend, mode in (transfer_modes or {}).items():
+            fp = fingerprints.get(backend)
+            hit = moved.get(transfer_key(backend, fp, mode)) if fp is not None else None
+            if hit is not None:
+                transfers[backend] = hit
+        return cls(found, transfers)
 
     def __len__(self) -> int:
         return len(self._by_binding)
@@ -92,7 +114,7 @@ class MeasuredCosts:
         """Seconds one more step of `binding` adds to a program (see the module docstring)."""
         j = self.judgement(binding)
         if j is None:
-            _warn_once(binding)
+            _warn_once(str(binding), f"the shared cost priors of {binding.backend}")
             return binding.cost_fn(dict(env)) if binding.cost_fn is not None else 0.0
         return j.dispatch_s + binding.contract.cost.bytes_moved.evaluate(env) * j.seconds_per_byte
 
@@ -100,6 +122,16 @@ class MeasuredCosts:
         """Seconds paid once by a program whose first step is `binding` (0 when unmeasured)."""
         j = self.judgement(binding)
         return 0.0 if j is None else j.program_overhead_s
+
+    def transfer_cost(self, backend: Backend, up: Sequence[int], down: Sequence[int]) -> float:
+        """Seconds a program on `backend` pays besides its steps: one submit, inputs of `up` bytes
+        and results of `down` bytes (0 for a backend whose steps were timed by wall clock)."""
+        transfers = self.transfers.get(backend)
+        if transfers is not None:
+            return transfers.seconds(up, down)
+        if backend in self._kernel_clocked:
+            _warn_once(f"the transfers of {backend}", "its kernels' costs alone")
+        return 0.0
 
     def noise(self, binding: Binding) -> float:
         """Relative width of a tie: the measured spread, at least NOISE_FLOOR (0 when unmeasured)."""

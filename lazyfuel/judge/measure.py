@@ -10,6 +10,14 @@ least squares on relative error (every rung counts alike, from microseconds to s
 program of several steps of the same binding at the smallest rung gives the per-dispatch cost.
 Results are stored in the cache as each binding finishes; a binding whose key (revision, device,
 judge version …) is already cached is not measured again unless `force` is given.
+
+What is timed: a runner that can clock its kernels on the device (`KernelTimer`: Vulkan's GPU
+timestamps) gives the device-side time of the program's steps alone, so bindings of one device
+are compared on what they cost inside a fused chain, whose intermediates never leave it; other
+runners (Cpu, the FFT providers) are timed by wall clock. A runner that is a `TransferProbe`
+also gets its transfers measured once per device and mode (`judge_transfer`): an empty batch
+(submit and wait), then uploads and downloads over `Budget.transfer_bytes`, each direction fitted
+as a line; the planner adds that term to a program's kernels (`judge.transfers`).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,6 +34,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import Judgement, Point, dtype_key, judgement_key
 from lazyfuel.judge.progress import Progress
+from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
 from lazyfuel.judge.workloads import Workload, ladder_workload, ladder_workloads, supported
 from lazyfuel.planner.program import Program
 from lazyfuel.registry.model import Binding
@@ -41,6 +50,15 @@ class Runner(Protocol):
     def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]: ...
 
 
+@runtime_checkable
+class KernelTimer(Protocol):
+    """A runner that clocks a program's steps on the device (the judge then times with it)."""
+
+    def time_kernels(self, program: Program, inputs: Sequence[np.ndarray]) -> float | None:
+        """Run `program`; the device seconds of its steps alone (None: no device clock here)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Budget:
     """How hard to measure: ladder sizes (output elements), warm-up runs, repeats and time limits."""
@@ -51,24 +69,38 @@ class Budget:
     max_repeats: int
     min_seconds: float  # keep repeating until this much time was spent (and min_repeats done)
     max_seconds: float  # stop repeating a rung after this long (once 2 repeats are done)
+    transfer_bytes: tuple[int, ...] = (1 << 12, 1 << 20)  # the transfer ladder (bytes per array)
 
 
 QUICK = Budget(sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 19), warmup=1, min_repeats=3, max_repeats=7,
-               min_seconds=0.01, max_seconds=0.15)
+               min_seconds=0.01, max_seconds=0.15, transfer_bytes=(1 << 12, 1 << 16, 1 << 20, 1 << 24))
 FULL = Budget(sizes=tuple(1 << k for k in range(8, 23, 2)), warmup=2, min_repeats=5, max_repeats=25,
-              min_seconds=0.05, max_seconds=1.0)
+              min_seconds=0.05, max_seconds=1.0, transfer_bytes=tuple(1 << k for k in range(12, 27, 2)))
 
 
-def time_runs(run: Callable[[], object], budget: Budget) -> tuple[float, float, int]:
-    """Median seconds, relative interquartile spread and repeat count of `run()` after warm-up."""
+class Timing(NamedTuple):
+    """What `time_runs` found: median seconds, relative interquartile spread, repeats, the clock."""
+
+    seconds: float
+    spread: float
+    repeats: int
+    clock: str  # "kernel": the seconds `run()` returned; "wall": the wall clock around it
+
+
+def time_runs(run: Callable[[], float | None], budget: Budget) -> Timing:
+    """Median, spread and repeat count of `run()` after warm-up: of the seconds it returns where it
+    returns them (a device clock), else of the wall clock around it."""
     for _ in range(budget.warmup):
         run()
     times: list[float] = []
+    clocked = True
     start = time.perf_counter()
     while len(times) < budget.max_repeats:
         t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
+        returned = run()
+        wall = time.perf_counter() - t0
+        clocked = clocked and returned is not None
+        times.append(returned if returned is not None else wall)
         spent = time.perf_counter() - start
         if len(times) >= budget.min_repeats and spent >= budget.min_seconds:
             break
@@ -76,7 +108,8 @@ def time_runs(run: Callable[[], object], budget: Budget) -> tuple[float, float, 
             break
     median = float(np.median(times))
     q1, q3 = np.percentile(times, [25, 75])
-    return median, float(q3 - q1) / median if median > 0 else 0.0, len(times)
+    return Timing(median, float(q3 - q1) / median if median > 0 else 0.0, len(times),
+                  "kernel" if clocked else "wall")
 
 
 def fit_line(points: Sequence[Point]) -> tuple[float, float]:
@@ -95,10 +128,16 @@ def fit_line(points: Sequence[Point]) -> tuple[float, float]:
     return float((w * t).sum() / w.sum()), 0.0  # no per-byte cost visible: a constant
 
 
-def run_workload(runner: Runner, workload: Workload) -> Callable[[], object]:
-    """A callable running the workload's program once through `runner`."""
+def run_workload(runner: Runner, workload: Workload) -> Callable[[], float | None]:
+    """A callable running the workload's program once through `runner`: it returns the device
+    seconds of the steps where the runner clocks them (`KernelTimer`), else None."""
     program, inputs = workload.program, list(workload.inputs)
-    return lambda: runner.run(program, inputs)
+    if isinstance(runner, KernelTimer):
+        return lambda: runner.time_kernels(program, inputs)
+
+    def run() -> None:
+        runner.run(program, inputs)
+    return run
 
 
 @dataclass(frozen=True)
@@ -161,18 +200,61 @@ class Judge:
                 progress.advance()
         if progress is not None:
             progress.finish()
+        if mine and isinstance(self.runner, TransferProbe):
+            self.judge_transfer(force=force)
         order = {b.key: i for i, b in enumerate(mine)}
         return sorted(verdicts, key=lambda v: order[v.binding.key])
+
+    def judge_transfer(self, *, force: bool = False) -> TransferJudgement:
+        """The runner's transfer term on this device and mode: cached unless `force` (or quick
+        while this judge is not), else measured now and stored. TypeError if the runner is not a
+        `TransferProbe`."""
+        probe = self.runner
+        if not isinstance(probe, TransferProbe):
+            raise TypeError(f"the {type(probe).__name__} of {probe.backend} cannot time transfers "
+                            "(it has no transfer_mode / time_transfer)")
+        key = transfer_key(probe.backend, self.device_fingerprint, probe.transfer_mode)
+        hit = None if force else self.cache.load_transfers().get(key)
+        if hit is not None and (self.quick or not hit.quick):
+            return hit
+        judgement = self.measure_transfer(probe)
+        self.cache.put_transfer(judgement)
+        return judgement
+
+    def measure_transfer(self, probe: TransferProbe) -> TransferJudgement:
+        """Time an empty batch, then uploads and downloads over the transfer ladder, and fit each
+        direction's line (not cached: `judge_transfer` does that)."""
+        submit = time_runs(lambda: probe.time_transfer(None, None), self.budget)
+        up, down = [], []
+        for n in self.budget.transfer_bytes:
+            data = np.full(n, 7, np.uint8)
+            timing = time_runs(lambda d=data: probe.time_transfer(d, None), self.budget)
+            up.append(Point(n, float(n), timing.seconds, timing.spread, timing.repeats))
+            timing = time_runs(lambda k=n: probe.time_transfer(None, np.empty(k, np.uint8)), self.budget)
+            down.append(Point(n, float(n), timing.seconds, timing.spread, timing.repeats))
+        up_latency, up_per_byte = fit_line(up)
+        down_latency, down_per_byte = fit_line(down)
+        return TransferJudgement(
+            key=transfer_key(probe.backend, self.device_fingerprint, probe.transfer_mode),
+            device_fingerprint=self.device_fingerprint, backend=probe.backend.name,
+            mode=probe.transfer_mode, submit_s=submit.seconds, up_latency_s=up_latency,
+            up_seconds_per_byte=up_per_byte, down_latency_s=down_latency,
+            down_seconds_per_byte=down_per_byte,
+            spread=float(np.median([p.spread for p in (*up, *down)] + [submit.spread])),
+            up_points=tuple(up), down_points=tuple(down), quick=self.quick,
+            measured_at=datetime.now(UTC).isoformat(timespec="seconds"))
 
     def measure(self, binding: Binding) -> Judgement:
         """Time `binding` over the ladder and fit its cost (not cached: `judge` does that)."""
         rng = np.random.default_rng(self.seed)
-        points = []
+        points, clocks = [], set()
         for n in self.budget.sizes:
             timed = [(time_runs(run_workload(self.runner, w), self.budget), w)
                      for w in ladder_workloads(binding, n, rng)]
-            (seconds, spread, repeats), workload = max(timed, key=lambda t: t[0][0])  # the slowest view
-            points.append(Point(workload.n, workload.bytes_moved, seconds, spread, repeats))
+            timing, workload = max(timed, key=lambda t: t[0].seconds)  # the slowest view
+            points.append(Point(workload.n, workload.bytes_moved, timing.seconds, timing.spread,
+                                timing.repeats))
+            clocks.update(t.clock for t, _ in timed)
         latency, per_byte = fit_line(points)
         dispatch = self._dispatch_cost(binding, rng, points[0], per_byte)
         spread = float(np.median([p.spread for p in points]))
@@ -182,12 +264,13 @@ class Judge:
             symbol=binding.symbol, dtypes=dtype_key(binding), revision_hash=binding.revision_hash,
             latency_s=latency, seconds_per_byte=per_byte, dispatch_s=min(dispatch, latency),
             spread=spread, points=tuple(points), quick=self.quick,
-            measured_at=datetime.now(UTC).isoformat(timespec="seconds"))
+            measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            clock="kernel" if clocks == {"kernel"} else "wall")
 
     def _dispatch_cost(self, binding: Binding, rng: np.random.Generator, first: Point,
                        per_byte: float) -> float:
         """What each further step of the binding adds to a program, at the smallest rung."""
         workload = ladder_workload(binding, first.n, rng, steps=CHAIN_STEPS)
-        seconds, _, _ = time_runs(run_workload(self.runner, workload), self.budget)
+        seconds = time_runs(run_workload(self.runner, workload), self.budget).seconds
         extra = (seconds - first.seconds) / (CHAIN_STEPS - 1) - first.bytes_moved * per_byte
         return max(extra, 0.0)

@@ -7,6 +7,11 @@ contract expression evaluated for the workload (so the planner evaluates the sam
 `dispatch_s` is what one more step of the same binding adds to a program at the smallest size: the
 rest of `latency_s` (a submit and its wait, on a device) is paid once per program.
 
+`clock` says what was timed: "wall", the whole run from host arrays to host arrays (Cpu, the FFT
+providers), or "kernel", the device's own clock around the program's steps alone (Vulkan: GPU
+timestamps after the uploads and before the downloads). A kernel-clocked binding's program pays
+its transfers and its submit as the separate term `judge.transfers.TransferJudgement` measures.
+
 A judgement is keyed by everything that may change the timing: the judge's version, the device
 fingerprint (vendor, device, driver, UUID as the backend reports them), the kernel_source, the
 symbol, the dtype key and the kernel's revision hash. Any change is a miss, never a stale hit.
@@ -21,7 +26,9 @@ from typing import Any
 from lazyfuel.registry.model import Binding
 
 # 2: Contiguize is timed on a dense view at a start offset and a transposed one (the slower kept)
-JUDGE_VERSION = 2
+# 3: Vulkan bindings are timed by GPU timestamps around their steps (`clock` "kernel"); the
+#    transfers of a program's inputs and results are a term of their own (`judge.transfers`)
+JUDGE_VERSION = 3
 # A measured spread below this is not trusted to separate two costs: ties are at least this wide.
 NOISE_FLOOR = 0.03
 
@@ -54,6 +61,7 @@ class Judgement:
     points: tuple[Point, ...]
     quick: bool
     measured_at: str
+    clock: str = "wall"  # "wall" or "kernel" (see the module docstring)
     judge_version: int = JUDGE_VERSION
 
     @property

@@ -27,6 +27,7 @@ class Candidate:
     cost: float
     source: str = "prior"  # "measured", "prior" or "mixed" (some steps measured)
     note: str = ""  # why it could not run, when `cost` is not a number
+    transfer: float = 0.0  # the part of `cost` that moves inputs in and results out (a backend's)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,11 @@ def describe_program(program: Program, indent: str = "  ") -> str:
 
     lines = [f"{indent}program on {program.backend}: {len(program.steps)} step(s), "
              f"estimated {_seconds(program.cost)}"]
+    if program.transfer_cost:
+        up, down = program.transfer_bytes()
+        lines.append(f"{indent}  transfers ~{_seconds(program.transfer_cost)}: one submit, {len(up)} "
+                     f"input(s) {_bytes(sum(up))} in, {len(down)} result(s) {_bytes(sum(down))} out; "
+                     f"steps ~{_seconds(program.steps_cost)}")
     for i, step in enumerate(program.steps):
         args = ", ".join(name(a) for a in step.args)
         line = (f"{indent}  s{i} = {step.binding.op_kind}({args}) via {step.binding.key} "
@@ -46,8 +51,17 @@ def _choice(choice: Choice, indent: str, forced: str) -> list[str]:
     for i, c in enumerate(choice.candidates):
         mark = "*" if i == choice.chosen else "-"
         cost = f"~{_seconds(c.cost)} ({c.source})" if not math.isnan(c.cost) else f"cannot run: {c.note}"
-        lines.append(f"{indent}  {mark} {cost}  {c.plan}")
+        split = (f" [steps ~{_seconds(c.cost - c.transfer)} + transfers ~{_seconds(c.transfer)}]"
+                 if c.transfer and not math.isnan(c.cost) else "")
+        lines.append(f"{indent}  {mark} {cost}  {c.plan}{split}")
     return lines
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def _seconds(s: float) -> str:

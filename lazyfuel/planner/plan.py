@@ -21,7 +21,10 @@ step costs what the model says, the first step of a program also pays the model'
 overhead (a submit and its wait are paid once per program, not per step), and a candidate replaces
 the incumbent only when it is cheaper by more than the measured noise of both, so ties go to the
 earlier backend in `backends` and the earlier binding in the registry (the declared priority) and
-plans stay stable run to run.
+plans stay stable run to run. The model also prices a program's transfers apart from its steps
+(`CostModel.transfer_cost`: one submit, the inputs in and the results out; zero for a backend whose
+steps were timed by wall clock): `Program.transfer_cost` is part of what the backend choice
+compares, and plays no part in choosing among one backend's bindings, which move the same data.
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ class CostModel(Protocol):
 
     def program_overhead(self, binding: Binding) -> float:
         """Seconds a program pays once when `binding` is its first step (submit, wait, transfers)."""
+        ...
+
+    def transfer_cost(self, backend: Backend, up: Sequence[int], down: Sequence[int]) -> float:
+        """Seconds a program on `backend` pays besides its steps: a submit, inputs of `up` bytes in
+        and results of `down` bytes out (0 where the steps' costs already include them)."""
         ...
 
     def noise(self, binding: Binding) -> float:
@@ -117,7 +125,8 @@ class Planner:
                 continue
             programs.append(program)
             candidates.append(Candidate(f"the whole chain on {backend}", program.cost,
-                                        _source(self.costs, [s.binding for s in program.steps])))
+                                        _source(self.costs, [s.binding for s in program.steps]),
+                                        transfer=program.transfer_cost))
         if all(p is None for p in programs):
             raise NoBindingError("no backend can run this chain:\n" + "\n".join(reasons), [])
 
@@ -153,8 +162,12 @@ class _Builder:
             self.values.append(self._node(node))
         outputs = tuple(self._as_program_value(v, "the result is returned contiguous")
                         for v in chain.outputs)
-        return Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs,
-                       tuple(self.choices))
+        program = Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs,
+                          tuple(self.choices))
+        if self.costs is None or not self.steps:
+            return program
+        transfer = self.costs.transfer_cost(self.backend, *program.transfer_bytes())
+        return dataclasses.replace(program, transfer_cost=transfer)
 
     def _node(self, node: OpNode) -> _Value:
         view = _VIEWS.get(node.op)

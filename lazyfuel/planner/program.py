@@ -9,6 +9,7 @@ device; only the values named in `outputs` come back to the host.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,9 @@ class Program:
     outputs: tuple[int, ...]
     # the planner's decisions (backend, then each select node), for `explain`; not part of the plan
     choices: tuple[Choice, ...] = field(default=(), compare=False)
+    # estimated seconds of moving the inputs in and the results out (one submit included), where
+    # the cost model prices them apart from the steps (a device-clocked backend: `judge.transfers`)
+    transfer_cost: float = 0.0
 
     @property
     def n_inputs(self) -> int:
@@ -58,8 +62,21 @@ class Program:
 
     @property
     def cost(self) -> float:
-        """Estimated seconds: the sum of the steps' costs."""
+        """Estimated seconds: the sum of the steps' costs and the transfer cost."""
+        return sum(s.cost for s in self.steps) + self.transfer_cost
+
+    @property
+    def steps_cost(self) -> float:
+        """Estimated seconds of the steps alone."""
         return sum(s.cost for s in self.steps)
+
+    def transfer_bytes(self) -> tuple[list[int], list[int]]:
+        """Bytes moved in per input (its memory span) and out per result computed on the device
+        (a result that is an input as it is comes back without the device)."""
+        up = [lay.span * d.itemsize for d, lay in zip(self.input_dtypes, self.input_layouts)]
+        down = [math.prod(shape) * dtype.itemsize
+                for shape, dtype in (self.value_meta(v) for v in self.outputs if v >= self.n_inputs)]
+        return up, down
 
     @property
     def backend(self):

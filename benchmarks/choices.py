@@ -3,9 +3,13 @@
 Run after `python -m lazyfuel judge --quick` (the `choices` stage of benchmarks/gpu_run.sh does
 both). Prints, for F32 on the Vulkan device:
 
-1. the judge's fitted line of each binding compared below (latency, GB/s, spread, and the GB/s of
-   each ladder rung): the two Contiguize bindings (one vkCmdCopyBuffer of a dense view, and the
-   copy shader) and the two index_select bindings (contiguous and strided-reading);
+1. the judge's fitted line of each binding compared below (the clock it was timed by: `kernel` =
+   GPU timestamps around the program's steps, uploads and downloads left out; latency, device-side
+   GB/s, spread, and the GB/s of each ladder rung): the two Contiguize bindings (one
+   vkCmdCopyBuffer of a dense view, and the copy shader) and the two index_select bindings
+   (contiguous and strided-reading); then the device's transfer term, which every Vulkan program
+   pays once besides its steps (submit and wait; host-to-device and device-to-host per array and
+   GB/s, in the pool's transfer mode) and what it comes to for the plans of section 3;
 2. both Contiguize bindings timed on the device on a dense view at a start offset (rows 1.. of a
    (rows + 1, 1024) array, `--n` elements in all; buffers resident, `--reps` copies recorded into one
    command buffer, best of about a second), and the copy shader on a transposed view for reference;
@@ -55,22 +59,38 @@ def binding(op: OpKind, source: str) -> Binding:
                 and b.dtypes[0] is DType.F32 and b.kernel_source == source)
 
 
-def judged() -> None:
+def judged(n: int, side: int) -> None:
     """Section 1: the judge's fitted line of each binding compared, and its rungs."""
     compared = [binding(OpKind.Contiguize, COPY), binding(OpKind.Contiguize, SHADER),
                 binding(OpKind.IndexSelect, CONTIGUOUS), binding(OpKind.IndexSelect, STRIDED)]
     costs = measured_costs(default_registry(), [Backend.Vulkan])
     print("\n## the judge's measurements (F32; run `python -m lazyfuel judge --quick` first)\n")
-    print("| binding | kernel_source | latency | GB/s (fitted) | spread | GB/s per rung (elements) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| binding | kernel_source | clock | latency | GB/s (fitted) | spread | GB/s per rung (elements) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for b in compared:
         j = costs.judgement(b)
         if j is None:
-            print(f"| {b.contract.kernel} | {b.kernel_source} | not measured | | | |")
+            print(f"| {b.contract.kernel} | {b.kernel_source} | not measured | | | | |")
             continue
         rungs = ", ".join(f"{gbs(p.bytes_moved, p.seconds):.2f} ({p.n})" for p in j.points)
-        print(f"| {b.contract.kernel} | {b.kernel_source} | {j.latency_s * 1e6:.1f} µs "
+        print(f"| {b.contract.kernel} | {b.kernel_source} | {j.clock} | {j.latency_s * 1e6:.1f} µs "
               f"| {j.bytes_per_s / 1e9:.2f} | {j.spread:.0%} | {rungs} |")
+    t = costs.transfers.get(Backend.Vulkan)
+    print("\n### the transfer term (paid once per program, besides its steps)\n")
+    if t is None:
+        print("not measured (run `python -m lazyfuel judge --quick`)")
+        return
+    print("| mode | submit + wait | host to device | device to host | spread |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| {t.mode} | {t.submit_s * 1e6:.1f} µs | {t.up_fixed_s * 1e6:.1f} µs + "
+          f"{t.up_bytes_per_s / 1e9:.2f} GB/s per array | {t.down_fixed_s * 1e6:.1f} µs + "
+          f"{t.down_bytes_per_s / 1e9:.2f} GB/s per array | {t.spread:.0%} |")
+    for name, up, down in ((f"x[1:].contiguous() of {n} f32", [(n + COLS) * 4], [n * 4]),
+                           (f"index_select of a ({side}, {side}) f32 source", [side * side * 4, side * 4],
+                            [side * side * 4])):
+        print(f"\n{name}: transfers ~{t.seconds(up, down) * 1e3:.2f} ms "
+              f"({sum(up) / 2**20:.0f} MiB in, {sum(down) / 2**20:.0f} MiB out)", end="")
+    print()
 
 
 def timed(n: int, reps: int) -> None:
@@ -122,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=4, help="copies recorded per command buffer")
     args = parser.parse_args(argv)
     print(f"# choices.py, {date.today()}, {platform.node()}: {device_fingerprint(Backend.Vulkan)}")
-    judged()
+    judged(max(args.n // COLS, 1) * COLS, args.side)
     timed(args.n, args.reps)
     explained(args.n, args.side)
     return 0

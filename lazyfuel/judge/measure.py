@@ -70,10 +70,14 @@ class Budget:
     min_seconds: float  # keep repeating until this much time was spent (and min_repeats done)
     max_seconds: float  # stop repeating a rung after this long (once 2 repeats are done)
     transfer_bytes: tuple[int, ...] = (1 << 12, 1 << 20)  # the transfer ladder (bytes per array)
+    # more rungs where the runner clocks kernels: a GPU's kernels of the `sizes` above can all be
+    # shorter than its launch latency, so its bandwidth only shows on a bigger one
+    device_sizes: tuple[int, ...] = ()
 
 
 QUICK = Budget(sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 19), warmup=1, min_repeats=3, max_repeats=7,
-               min_seconds=0.01, max_seconds=0.15, transfer_bytes=(1 << 12, 1 << 16, 1 << 20, 1 << 24))
+               min_seconds=0.01, max_seconds=0.15, transfer_bytes=(1 << 12, 1 << 16, 1 << 20, 1 << 24),
+               device_sizes=(1 << 20,))
 FULL = Budget(sizes=tuple(1 << k for k in range(8, 23, 2)), warmup=2, min_repeats=5, max_repeats=25,
               min_seconds=0.05, max_seconds=1.0, transfer_bytes=tuple(1 << k for k in range(12, 27, 2)))
 
@@ -248,7 +252,8 @@ class Judge:
         """Time `binding` over the ladder and fit its cost (not cached: `judge` does that)."""
         rng = np.random.default_rng(self.seed)
         points, clocks = [], set()
-        for n in self.budget.sizes:
+        extra = self.budget.device_sizes if isinstance(self.runner, KernelTimer) else ()
+        for n in (*self.budget.sizes, *extra):
             timed = [(time_runs(run_workload(self.runner, w), self.budget), w)
                      for w in ladder_workloads(binding, n, rng)]
             timing, workload = max(timed, key=lambda t: t[0].seconds)  # the slowest view

@@ -18,8 +18,9 @@
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
 # choices (not in the default list): `python3 -m lazyfuel judge --quick` on the device, then
-#   benchmarks/choices.py: the judge's fitted GB/s of both Contiguize bindings (vkCmdCopyBuffer of a
-#   dense view, the copy shader) and both index_select bindings, both Contiguize bindings timed on a
+#   benchmarks/choices.py: the judge's fitted device-side GB/s (GPU timestamps) of both Contiguize
+#   bindings (vkCmdCopyBuffer of a dense view, the copy shader) and both index_select bindings, the
+#   transfer term (submit, host<->device per array and GB/s), both Contiguize bindings timed on a
 #   dense offset view of 64M f32, and `lf.explain` of x[1:].contiguous() and of index_select on a
 #   transposed source with the costs compared (CHOICES_ARGS). About a minute on the H200.
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer

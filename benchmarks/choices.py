@@ -5,8 +5,9 @@ both). Prints, for F32 on the Vulkan device:
 
 1. the judge's fitted line of each binding compared below (the clock it was timed by: `kernel` =
    GPU timestamps around the program's steps, uploads and downloads left out; latency, device-side
-   GB/s, spread, and the GB/s of each ladder rung): the two Contiguize bindings (one
-   vkCmdCopyBuffer of a dense view, and the copy shader) and the two index_select bindings
+   GB/s, the dense view's GB/s where a binding was also timed on a transposed view (the copy
+   shader: it prices a dense view), spread, and the GB/s of each ladder rung): the two Contiguize
+   bindings (one vkCmdCopyBuffer of a dense view, and the copy shader) and the two index_select bindings
    (contiguous and strided-reading); then the device's transfer term, which every Vulkan program
    pays once besides its steps (submit and wait; host-to-device and device-to-host per array and
    GB/s, in the pool's transfer mode) and what it comes to for the plans of section 3;
@@ -65,16 +66,18 @@ def judged(n: int, side: int) -> None:
                 binding(OpKind.IndexSelect, CONTIGUOUS), binding(OpKind.IndexSelect, STRIDED)]
     costs = measured_costs(default_registry(), [Backend.Vulkan])
     print("\n## the judge's measurements (F32; run `python -m lazyfuel judge --quick` first)\n")
-    print("| binding | kernel_source | clock | latency | GB/s (fitted) | spread | GB/s per rung (elements) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| binding | kernel_source | clock | latency | GB/s (fitted) | GB/s dense view | spread "
+          "| GB/s per rung (elements) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for b in compared:
         j = costs.judgement(b)
         if j is None:
-            print(f"| {b.contract.kernel} | {b.kernel_source} | not measured | | | | |")
+            print(f"| {b.contract.kernel} | {b.kernel_source} | not measured | | | | | |")
             continue
         rungs = ", ".join(f"{gbs(p.bytes_moved, p.seconds):.2f} ({p.n})" for p in j.points)
+        dense = "" if not j.dense_seconds_per_byte else f"{1e-9 / j.dense_seconds_per_byte:.2f}"
         print(f"| {b.contract.kernel} | {b.kernel_source} | {j.clock} | {j.latency_s * 1e6:.1f} µs "
-              f"| {j.bytes_per_s / 1e9:.2f} | {j.spread:.0%} | {rungs} |")
+              f"| {j.bytes_per_s / 1e9:.2f} | {dense} | {j.spread:.0%} | {rungs} |")
     t = costs.transfers.get(Backend.Vulkan)
     print("\n### the transfer term (paid once per program, besides its steps)\n")
     if t is None:

@@ -4,7 +4,9 @@ It is built from the judge's cache for the bindings of a registry and the finger
 backend's device (`MeasuredCosts.load`), and handed to `Planner(registry, backends, costs=...)`:
 no global state is involved, and two planners may plan with different measurements side by side.
 
-For a measured binding a step costs `dispatch_s + bytes_moved * seconds_per_byte` and the first
+For a measured binding a step costs `dispatch_s + bytes_moved * seconds_per_byte` (the dense view's
+`dense_seconds_per_byte` for a Contiguize of a dense view, where the binding was also timed on
+one: the copy shader) and the first
 step of a program adds `latency_s - dispatch_s` (the submit and wait paid once per program), so a
 one-step program costs exactly the fitted line `latency + bytes / bandwidth` (`cost_fn(binding)`).
 A binding with no measurement keeps its shared cost function (`binding.cost_fn`, the priors of
@@ -31,6 +33,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import NOISE_FLOOR, Judgement, judgement_key
 from lazyfuel.judge.transfers import TransferJudgement, transfer_key
+from lazyfuel.layout import Layout
 from lazyfuel.registry.cost import CostFn
 from lazyfuel.registry.model import Binding
 
@@ -60,6 +63,15 @@ def reset_warning() -> None:
     global _warned
     with _warn_lock:
         _warned = False
+
+
+def _dense_view(env: Mapping[str, Any]) -> bool:
+    """Whether a Contiguize step's params (`shape`, `strides`, `offset`) give a dense row-major view
+    (at any start offset): the view the judge's dense line was timed on."""
+    if "strides" not in env or "shape" not in env:
+        return False
+    view = Layout(tuple(env["shape"]), tuple(env["strides"]), int(env.get("offset", 0)))
+    return not (view.is_strided or view.has_broadcast_stride0 or view.has_reverse_strides)
 
 
 def _ident(binding: Binding) -> tuple[Any, ...]:
@@ -116,7 +128,10 @@ class MeasuredCosts:
         if j is None:
             _warn_once(str(binding), f"the shared cost priors of {binding.backend}")
             return binding.cost_fn(dict(env)) if binding.cost_fn is not None else 0.0
-        return j.dispatch_s + binding.contract.cost.bytes_moved.evaluate(env) * j.seconds_per_byte
+        per_byte = j.seconds_per_byte
+        if j.dense_seconds_per_byte is not None and _dense_view(env):
+            per_byte = j.dense_seconds_per_byte
+        return j.dispatch_s + binding.contract.cost.bytes_moved.evaluate(env) * per_byte
 
     def program_overhead(self, binding: Binding) -> float:
         """Seconds paid once by a program whose first step is `binding` (0 when unmeasured)."""

@@ -132,6 +132,10 @@ def fit_line(points: Sequence[Point]) -> tuple[float, float]:
     return float((w * t).sum() / w.sum()), 0.0  # no per-byte cost visible: a constant
 
 
+def _point(timing: Timing, workload: Workload) -> Point:
+    return Point(workload.n, workload.bytes_moved, timing.seconds, timing.spread, timing.repeats)
+
+
 def run_workload(runner: Runner, workload: Workload) -> Callable[[], float | None]:
     """A callable running the workload's program once through `runner`: it returns the device
     seconds of the steps where the runner clocks them (`KernelTimer`), else None."""
@@ -251,14 +255,15 @@ class Judge:
     def measure(self, binding: Binding) -> Judgement:
         """Time `binding` over the ladder and fit its cost (not cached: `judge` does that)."""
         rng = np.random.default_rng(self.seed)
-        points, clocks = [], set()
+        points, dense, clocks = [], [], set()
         extra = self.budget.device_sizes if isinstance(self.runner, KernelTimer) else ()
         for n in (*self.budget.sizes, *extra):
             timed = [(time_runs(run_workload(self.runner, w), self.budget), w)
                      for w in ladder_workloads(binding, n, rng)]
             timing, workload = max(timed, key=lambda t: t[0].seconds)  # the slowest view
-            points.append(Point(workload.n, workload.bytes_moved, timing.seconds, timing.spread,
-                                timing.repeats))
+            points.append(_point(timing, workload))
+            if len(timed) > 1:
+                dense.append(_point(*timed[0]))  # the first view is the dense one
             clocks.update(t.clock for t, _ in timed)
         latency, per_byte = fit_line(points)
         dispatch = self._dispatch_cost(binding, rng, points[0], per_byte)
@@ -270,7 +275,8 @@ class Judge:
             latency_s=latency, seconds_per_byte=per_byte, dispatch_s=min(dispatch, latency),
             spread=spread, points=tuple(points), quick=self.quick,
             measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            clock="kernel" if clocks == {"kernel"} else "wall")
+            clock="kernel" if clocks == {"kernel"} else "wall",
+            dense_seconds_per_byte=fit_line(dense)[1] if dense else None)
 
     def _dispatch_cost(self, binding: Binding, rng: np.random.Generator, first: Point,
                        per_byte: float) -> float:

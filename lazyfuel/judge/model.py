@@ -7,6 +7,10 @@ contract expression evaluated for the workload (so the planner evaluates the sam
 `dispatch_s` is what one more step of the same binding adds to a program at the smallest size: the
 rest of `latency_s` (a submit and its wait, on a device) is paid once per program.
 
+A binding timed on two views at each rung (the copy shader: a dense view at a start offset and a
+transposed one) keeps the slower as its line, an upper bound for any view, and also the line of
+the dense view alone (`dense_seconds_per_byte`), which prices a dense view (decision 35, 36).
+
 `clock` says what was timed: "wall", the whole run from host arrays to host arrays (Cpu, the FFT
 providers), or "kernel", the device's own clock around the program's steps alone (Vulkan: GPU
 timestamps after the uploads and before the downloads). A kernel-clocked binding's program pays
@@ -62,6 +66,7 @@ class Judgement:
     quick: bool
     measured_at: str
     clock: str = "wall"  # "wall" or "kernel" (see the module docstring)
+    dense_seconds_per_byte: float | None = None  # the dense view's line, where two views were timed
     judge_version: int = JUDGE_VERSION
 
     @property

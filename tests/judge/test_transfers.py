@@ -5,6 +5,7 @@ decide between backends, kernel costs decide among one backend's bindings."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -65,9 +66,12 @@ def test_the_judge_fits_kernel_time_where_the_runner_clocks_it_and_wall_time_els
 @needs_vulkan
 def test_vulkan_is_judged_by_kernel_time_with_its_transfers_measured_and_cached(cache, tiny) -> None:
     b = _f32(OpKind.Contiguize, Backend.Vulkan, "lazyfuel-glsl")
+    copy = _f32(OpKind.Contiguize, Backend.Vulkan, "vulkan-copy-buffer")
     runner, fingerprint = executor(Backend.Vulkan), device_fingerprint(Backend.Vulkan)
-    (v,) = Judge(runner, fingerprint, cache, budget=tiny).judge([b])
+    v, c = Judge(runner, fingerprint, cache, budget=tiny).judge([b, copy])
     assert v.judgement.clock == "kernel" and all(p.seconds > 0 for p in v.judgement.points)
+    # the shader was timed on two views: its dense line is kept beside the slower one
+    assert v.judgement.dense_seconds_per_byte is not None and c.judgement.dense_seconds_per_byte is None
     key = transfer_key(Backend.Vulkan, fingerprint, runner.transfer_mode)
     (stored,) = cache.load_transfers().values()
     assert stored.key == key and stored.mode == runner.transfer_mode and stored.submit_s > 0
@@ -206,3 +210,14 @@ def test_kernel_clocked_costs_without_transfers_warn_once_and_add_none() -> None
     with pytest.warns(UnmeasuredCostWarning, match="transfers of Vulkan"):
         program = Planner(default_registry(), [Backend.Vulkan], costs=costs).plan(SELECT, *_signature())
     assert program.transfer_cost == 0.0 and costs.transfer_cost(Backend.Cpu, [8], [8]) == 0.0
+
+
+def test_a_dense_view_is_priced_by_the_dense_line_and_a_strided_one_by_the_slower() -> None:
+    shader = _f32(OpKind.Contiguize, Backend.Vulkan, "lazyfuel-glsl")
+    slow_strided = {shader: replace(_judged(shader, 2e-6, 1e-9, "kernel"), dense_seconds_per_byte=1e-12)}
+    costs = MeasuredCosts(slow_strided)
+    dense = {"shape": (64, 64), "strides": (64, 1), "offset": 64, "dtype_bytes": 4, "n": 4096}
+    transposed = {**dense, "strides": (1, 64), "offset": 0}
+    moved = shader.contract.cost.bytes_moved.evaluate(dense)
+    assert costs.step_cost(shader, dense) == pytest.approx(2e-6 + moved * 1e-12)
+    assert costs.step_cost(shader, transposed) == pytest.approx(2e-6 + moved * 1e-9)

@@ -118,6 +118,7 @@ def judge_registry(registry: Registry | None = None, backends: Sequence[Backend]
 def transfer_modes(backends: Sequence[Backend] | None = None) -> dict[Backend, str]:
     """The transfer mode of each of `backends` (default: those usable here) whose executor times
     its transfers for the judge (Vulkan: the pool's `direct`, `staged`, `import` or `zero-copy`)."""
+    register_builtin_providers()
     modes = {}
     for backend in _backends(backends):
         runner = executor(backend)

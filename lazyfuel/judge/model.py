@@ -9,7 +9,7 @@ rest of `latency_s` (a submit and its wait, on a device) is paid once per progra
 
 A binding timed on two views at each rung (the copy shader: a dense view at a start offset and a
 transposed one) keeps the slower as its line, an upper bound for any view, and also the line of
-the dense view alone (`dense_seconds_per_byte`), which prices a dense view (decisions 35, 37).
+the dense view alone (`dense_seconds_per_byte`), which prices a dense view (decisions 35, 38).
 
 `clock` says what was timed: "wall", the whole run from host arrays to host arrays (Cpu, the FFT
 providers), or "kernel", the device's own clock around the program's steps alone (Vulkan: GPU

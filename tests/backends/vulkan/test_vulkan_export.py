@@ -50,14 +50,20 @@ def test_kernels_write_exported_memory_that_another_device_reads_through_an_fd(e
     other = get_pool(exporting.info.index, replica=1)  # its own VkDevice
     try:
         same_bits(_read(exported, want), want)
-        before = open_fds()
-        fd = exported.fd()
-        assert open_fds() == before + 1
-        imported = import_fd(other, fd, exported.size)  # takes the fd over
-        assert imported.pool is other and imported.allocation.block.memory != exported.allocation.block.memory
-        same_bits(_read(imported, want), want)
-        imported.free()
-        assert open_fds() == before  # the importer closed the descriptor with its memory
+        counts = []
+        for _ in range(3):  # the same memory exported and imported again: no descriptor may pile up
+            before = open_fds()
+            fd = exported.fd()
+            assert open_fds() == before + 1
+            imported = import_fd(other, fd, exported.size)  # takes the fd over
+            assert imported.pool is other
+            assert imported.allocation.block.memory != exported.allocation.block.memory
+            same_bits(_read(imported, want), want)
+            imported.free()
+            counts.append(open_fds() - before)
+        # lavapipe closes the descriptor with the imported memory; NVIDIA's driver keeps one file
+        # of its own open after the first import (seen on the H200), so: nothing grows after that
+        assert counts[1:] == [0, 0] and counts[0] in (0, 1), counts
     finally:
         exported.free()
 

@@ -1,13 +1,14 @@
 """The select kernels on lavapipe (or any Vulkan device) under several specialisations, side by side.
 
-For each op at `--elements` f32 (default 64M): the dense copy shader (contiguize's module at rank
-1, 16-byte words), index_select of rows (256 elements, dim 0) and of single elements, gather
-along the last dim of [n/256, 256], masked_fill, contiguize of a transposed square, and
+For each op at `--elements` f32 (default 64M): the dense copy shader (contiguize's module at
+rank 1, 16-byte words), index_select of rows (256 elements, dim 0) and of single elements,
+gather along the last dim of [n/256, 256], masked_fill, contiguize of a transposed square, and
 vkCmdCopyBuffer as the device's ceiling. Each configuration `L<workgroup>/E<elements per
 invocation>/<s|c>` (s: sequential mapping, c: coalesced; `table`: the pool's own per-device
-choices, tuning.py) runs once per round, interleaved with the others, and the figure is the
-median over rounds (the VM is shared: compare within a run). GB/s counts bytes read + written +
-index or mask bytes, as benchmarks/kernels.py does. Outputs are checked against numpy once.
+choices, tuning.py; a `/general` suffix turns index_select's aligned-row path off) runs once per
+round, interleaved with the others, and the figure is the median over rounds (the VM is shared:
+compare within a run). GB/s counts bytes read + written + index or mask bytes, as
+benchmarks/kernels.py does. Outputs are checked against numpy once.
 
     python benchmarks/select_tuning.py --rounds 5                       # the default grid
     python benchmarks/select_tuning.py --configs L64/E4/s,table --elements 16777216   # before/after
@@ -30,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from kernels import BenchStep, Device, copy_shader
 
+import lazyfuel.backends.vulkan.kernels as kmod
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
     GatherKernel,
@@ -39,8 +41,8 @@ from lazyfuel.backends.vulkan.kernels import (
 )
 
 DEFAULT_CONFIGS = "L64/E4/s,L64/E4/c,L64/E1/s,L64/E16/s,L256/E4/s,L256/E16/s,L1024/E4/s,L32/E4/s"
-OPS = ("vkCmdCopyBuffer", "copy_shader", "index_select_rows", "index_select_elements", "gather",
-       "masked_fill", "contiguize_xT")
+OPS = ("vkCmdCopyBuffer", "copy_shader", "index_select_rows", "index_select_rows_in_order",
+       "index_select_elements", "gather", "masked_fill", "contiguize_xT")
 Setup = tuple[Callable[[Any], None], int, Any]
 
 
@@ -67,6 +69,11 @@ def setups(dev: Device, n: int, rng: np.random.Generator) -> dict[str, Setup]:
                      (rows, inner))
     ops["index_select_rows"] = (lambda b: IndexSelectKernel().record(b, step, [xd, idx_d], out, slot),
                                 2 * n * w + 4 * rows, (out, x.reshape(rows, inner)[idx]))
+    ident = np.arange(rows, dtype=np.uint32)
+    ident_d = dev.put(ident)
+    ops["index_select_rows_in_order"] = (
+        lambda b: IndexSelectKernel().record(b, step, [xd, ident_d], out, slot), 2 * n * w + 4 * rows,
+        (out, x))
     idx_e = rng.integers(0, n, n).astype(np.uint32)
     idx_ed = dev.put(idx_e)
     step_e = BenchStep({"outer_count": 1, "source_dim_size": n, "n_indices": n, "inner_count": 1}, (n,))
@@ -89,6 +96,8 @@ def setups(dev: Device, n: int, rng: np.random.Generator) -> dict[str, Setup]:
 def configure(pool: Any, config: str, table: tuple[dict, bool]) -> None:
     """Set every family's (workgroup, elements per invocation) and the pool's mapping; `table`
     restores the pool's own choices (tuning.py)."""
+    kmod.ALIGNED_ROWS = not config.endswith("/general")
+    config = config.removesuffix("/general")
     if config == "table":
         pool.groups.update(table[0])
         pool.coalesced = table[1]

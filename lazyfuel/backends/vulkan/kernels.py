@@ -81,6 +81,9 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
 
 # Tests set this to run the shaders' 64-bit position arithmetic on small data.
 FORCE_WIDE = False
+# index_select's straight row copy where each invocation's words lie in one row (specialisation
+# constant 5); tests and benchmarks turn it off to run and time the general path.
+ALIGNED_ROWS = True
 
 
 def spec_constants(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
@@ -273,7 +276,11 @@ class IndexSelectKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
-        pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide), ssbo)
+        # 5: each invocation's words lie in one row (sequential mapping, rows a multiple of them)
+        aligned = (ALIGNED_ROWS and not batch.pool.coalesced
+                   and words_per_row % batch.pool.groups[self.family][1] == 0)
+        spec = (*spec_constants(batch, self.family, wide), int(aligned))
+        pipeline = self.pipeline(batch, word, spec, ssbo)
         batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(batch, self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:

@@ -11,7 +11,12 @@ compare within a run). GB/s counts bytes read + written + index or mask bytes, a
 benchmarks/kernels.py does. Outputs are checked against numpy once.
 
     python benchmarks/select_tuning.py --rounds 5                       # the default grid
-    python benchmarks/select_tuning.py --configs L64/E4/s,table --elements 16777216   # before/after
+    python benchmarks/select_tuning.py --configs L64/E4/s,table --elements 16777216
+    python benchmarks/select_tuning.py --before main --configs before,table   # vs main's shaders
+
+`--before REV` takes the committed SPIR-V of git revision REV: the config `before` then runs
+those modules with 64 x 4 groups, the sequential mapping and no aligned-row path (what main
+ran on lavapipe before tuning), in the same process as the others.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kernels import BenchStep, Device, copy_shader
 
 import lazyfuel.backends.vulkan.kernels as kmod
+import lazyfuel.backends.vulkan.pipelines as pipelines_mod
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
     GatherKernel,
@@ -93,9 +102,29 @@ def setups(dev: Device, n: int, rng: np.random.Generator) -> dict[str, Setup]:
     return ops
 
 
+BEFORE = {"on": False}  # the `before` config is running: modules come from --before's SPIR-V
+
+
+def use_before(pool: Any, revision: str, folder: Path) -> None:
+    """Extract revision's committed SPIR-V into `folder`; while BEFORE is on, the pool's pipelines
+    are built from those modules (named `before:<module>` so both sets live side by side)."""
+    listing = subprocess.run(["git", "ls-tree", "--name-only", revision, "lazyfuel/backends/vulkan/spirv/"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    for path in listing:
+        blob = subprocess.run(["git", "show", f"{revision}:{path}"], check=True, capture_output=True).stdout
+        (folder / Path(path).name).write_bytes(blob)
+    read, get = pipelines_mod.spirv, pool.pipelines.get
+    pipelines_mod.spirv = lambda name: ((folder / f"{name[7:]}.spv").read_bytes()
+                                        if name.startswith("before:") else read(name))
+    pool.pipelines.get = lambda name, spec: get(f"before:{name}" if BEFORE["on"] else name, spec)
+
+
 def configure(pool: Any, config: str, table: tuple[dict, bool]) -> None:
     """Set every family's (workgroup, elements per invocation) and the pool's mapping; `table`
-    restores the pool's own choices (tuning.py)."""
+    restores the pool's own choices (tuning.py); `before` runs --before's modules as main did."""
+    BEFORE["on"] = config == "before"
+    if config == "before":
+        config = "L64/E4/s/general"
     kmod.ALIGNED_ROWS = not config.endswith("/general")
     config = config.removesuffix("/general")
     if config == "table":
@@ -114,9 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--configs", default=DEFAULT_CONFIGS)
     parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--before", help="git revision whose SPIR-V the `before` config runs")
     args = parser.parse_args(argv)
     dev = Device(reps=1, seconds=0)
     pool = dev.pool
+    before_dir = tempfile.TemporaryDirectory()
+    if args.before:
+        use_before(pool, args.before, Path(before_dir.name))
     saved = (dict(pool.groups), pool.coalesced)
     ops = setups(dev, args.elements, np.random.default_rng(0))
     wanted = args.ops.split(",")

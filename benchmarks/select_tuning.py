@@ -16,7 +16,8 @@ benchmarks/kernels.py does. Outputs are checked against numpy once.
 
 `--before REV` takes the committed SPIR-V of git revision REV: the config `before` then runs
 those modules with 64 x 4 groups, the sequential mapping and no aligned-row path (what main
-ran on lavapipe before tuning), in the same process as the others.
+ran on lavapipe before tuning), in the same process as the others; `before+CONFIG` runs them with
+CONFIG (e.g. `before+table`).
 """
 
 from __future__ import annotations
@@ -122,9 +123,10 @@ def use_before(pool: Any, revision: str, folder: Path) -> None:
 def configure(pool: Any, config: str, table: tuple[dict, bool]) -> None:
     """Set every family's (workgroup, elements per invocation) and the pool's mapping; `table`
     restores the pool's own choices (tuning.py); `before` runs --before's modules as main did."""
-    BEFORE["on"] = config == "before"
+    BEFORE["on"] = config.startswith("before")
     if config == "before":
         config = "L64/E4/s/general"
+    config = config.removeprefix("before+")  # before+table: --before's modules, today's groups
     kmod.ALIGNED_ROWS = not config.endswith("/general")
     config = config.removesuffix("/general")
     if config == "table":
@@ -174,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     info = pool.info
     print(f"device: {info.name} ({info.driver_info}); {os.cpu_count()} CPUs; load average after "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.elements} f32; median of {args.rounds}")
-    print(f"{'op':<24}{'config':<14}{'GB/s':>8}{'min ms':>9}{'median ms':>11}")
+    print(f"{'op':<28}{'config':<14}{'GB/s':>8}{'min ms':>9}{'median ms':>11}")
     for (op, config), ts in times.items():
         med = statistics.median(ts)
-        print(f"{op:<24}{config:<14}{ops[op][1] / med / 1e9:8.2f}{min(ts) * 1e3:9.1f}{med * 1e3:11.1f}")
+        print(f"{op:<28}{config:<14}{ops[op][1] / med / 1e9:8.2f}{min(ts) * 1e3:9.1f}{med * 1e3:11.1f}")
     dev.free()
     return 0
 

@@ -120,6 +120,19 @@ def gbs(nbytes: float, seconds: float) -> float:
     return nbytes / seconds / 1e9 if seconds > 0 else float("nan")
 
 
+def copy_shader(batch: Any, src: Any, dst: Any, nbytes: int) -> None:
+    """Record contiguize's module at rank 1 (16-byte words) copying `nbytes` (a multiple of 16),
+    with the pool's workgroup choice; storage buffers only where the range fits the device."""
+    words = nbytes // 16
+    ssbo = kmod.storage_buffers(batch, nbytes)
+    spec = kmod.spec_constants(batch, "contiguize", words >= kmod.I31_LIMIT, 1)
+    pipe = batch.pool.pipelines.get(f"contiguize_w16{'_ssbo' if ssbo else ''}", spec)
+    vals = [src.address, dst.address, 0, words, words, *[1] * 7, 1, *[0] * 7]
+    out = bind(dst, nbytes)
+    buffers = (bind(src, nbytes), out, out, out) if ssbo else None
+    batch.dispatch(pipe, "<QQQQ8I8q", vals, 2, words, kmod.per_group(batch, "contiguize"), buffers)
+
+
 def rows(dev: Device, dtype: DType, nbytes: int, rng: np.random.Generator) -> list[tuple[str, float, dict]]:
     """(kernel, device GB/s, {host library: GB/s}) for one dtype."""
     w = dtype.itemsize
@@ -139,15 +152,7 @@ def rows(dev: Device, dtype: DType, nbytes: int, rng: np.random.Generator) -> li
     moved = 2 * n * w
     t = dev.time(lambda b: b.copy(xd.allocation, 0, out, 0, n * w))
     results.append(("vkCmdCopyBuffer", gbs(moved, t), host({"numpy": lambda: raw.copy()}, moved)))
-    words = n * w // 16
-    ssbo = dev.pool.ssbo
-    pipe = dev.pool.pipelines.get(f"contiguize_w16{'_ssbo' if ssbo else ''}",
-                                  (kmod.LOCAL_SIZE, kmod.ELEMS, 0, 1, int(dev.pool.coalesced)))
-    vals = [xd.allocation.address, out.address, 0, words, words, *[1] * 7, 1, *[0] * 7]
-    dst = bind(out, n * w)
-    buffers = (bind(xd.allocation, n * w), dst, dst, dst) if ssbo else None
-    t = dev.time(lambda b: b.dispatch(pipe, "<QQQQ8I8q", list(vals), 2, words, kmod.LOCAL_SIZE * kmod.ELEMS,
-                                      buffers))
+    t = dev.time(lambda b: copy_shader(b, xd.allocation, out, n * w))
     results.append(("copy shader", gbs(moved, t), {}))
 
     # contiguize: a transpose and a reversal
@@ -238,8 +243,9 @@ def dispatch_overhead(dev: Device, count: int) -> tuple[float, float, float, flo
                 batch.barrier()
             # closed without running: the context's command pool is reset on its next use
 
+    local, elems = pool.groups["masked_fill"]
     pipe = pool.pipelines.get("masked_fill_w4_ssbo" if pool.ssbo else "masked_fill_w4",
-                              (kmod.LOCAL_SIZE, kmod.ELEMS, 0, 1, int(pool.coalesced)))
+                              (local, elems, 0, 1, int(pool.coalesced)))
     dst = bind(out, 256)
     buffers = (bind(x.allocation, 256), dst, bind(mask.allocation, 64), dst) if pool.ssbo else None
     values = (x.allocation.address, out.address, mask.allocation.address, 0, 0, 16, 0, 0, 0, 0)
@@ -266,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {info.name} ({info.kind}, {info.driver} {info.driver_info}); "
           f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; numpy {np.__version__}"
           f"{'; torch ' + torch.__version__ if torch else ''}{'; cupy ' + cupy.__version__ if cupy else ''}")
-    print(f"buffers: {mib} MiB; workgroup {kmod.LOCAL_SIZE}, {kmod.ELEMS} elements per invocation; "
+    groups = ", ".join(f"{f} {g[0]}x{g[1]}" for f, g in dev.pool.groups.items())
+    print(f"buffers: {mib} MiB; workgroup x elements per invocation: {groups}; "
           f"memory: {'storage buffers' if dev.pool.ssbo else 'device addresses'}; "
           f"mapping: {'coalesced' if dev.pool.coalesced else 'sequential'}; "
           "GB/s = bytes read + written / time")

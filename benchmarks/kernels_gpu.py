@@ -163,7 +163,7 @@ def vulkan_round(dev: Timed, data: dict, groups: list[tuple[int, int]], clocks: 
         run("copy shader", config, lambda b, p=pipe, ipg=local * elems: b.dispatch(
             p, "<QQQQ8I8q", list(copy_values), 2, words, ipg, buffers), moved["copy"], lambda s: x[s])
         for family in ("index_select", "gather", "masked_fill"):
-            kmod.GROUPS[family] = (local, elems)
+            pool.groups[family] = (local, elems)
         run("index_select rows", config, lambda b: IndexSelectKernel().record(
             b, is_step, [xd, data["ridx_d"]], out, slot), moved["index_select"], expect["index_select"])
         for quads in (True, False):

@@ -122,25 +122,29 @@ layout(buffer_reference, std430, buffer_reference_align = QUAD_BYTES) buffer One
         }                                                                       \
         return;                                                                 \
     }                                                                           \
+    /* The first bad position is kept in a register and reported once: CPU devices run  \
+       every branch under a lane mask, so an atomic in the loop would cost every step. */ \
     U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     U t = e / U(p.inner);                                                       \
     uint k = uint(e % U(p.inner));                                              \
     uint m = uint(t % U(p.M));                                                  \
     U o = t / U(p.M);                                                           \
+    uint bad = NO_BAD;                                                          \
     for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
-        if (e >= n) return;                                                     \
+        if (e >= n) break;                                                      \
         uint v = LOAD_AUX(e);                                                   \
         if (v < p.S) {                                                          \
             STORE_DST(e, LOAD_SRC((o * U(p.S) + U(v)) * U(p.inner) + U(k)));    \
         } else {                                                                \
-            REPORT_BAD(clamp_position(uint64_t(e)));                            \
+            bad = min(bad, clamp_position(uint64_t(e)));                        \
         }                                                                       \
         if (++k == p.inner) {                                                   \
             k = 0;                                                              \
             if (++m == p.M) { m = 0; ++o; }                                     \
         }                                                                       \
-    }
+    }                                                                           \
+    if (bad != NO_BAD) REPORT_BAD(bad);
 
 void gather_wide() { GATHER(uint64_t) }
 void gather_narrow() { GATHER(uint) }

@@ -19,7 +19,27 @@ layout(push_constant) uniform Params {
     uint dim_size;
 } p;
 
+// Sequential mapping with rows a multiple of ELEMS words (the host sets it): each invocation's
+// ELEMS positions then lie in one row and all inside or all past the end (tiles start at a
+// multiple of ELEMS), so it loads one index and copies ELEMS words with no per-step checks. A
+// specialisation constant, not a branch: CPU devices such as lavapipe run both sides of every
+// branch under a lane mask, so the general path would cost as much as before.
+layout(constant_id = 5) const bool ROWS_ALIGNED = false;
+
 // U: the position type, 32-bit unless WIDE (source and output words < 2**32).
+#define SELECT_ALIGNED(U)                                                       \
+    U e = POSITION(U, 0);                                                       \
+    if (e >= U(p.n)) return;                                                    \
+    U t = e / U(p.R);                                                           \
+    uint j = uint(t % U(p.n_idx));                                              \
+    uint v = LOAD_AUX(j);                                                       \
+    if (v >= p.dim_size) {                                                      \
+        REPORT_BAD(j);                                                          \
+        return;                                                                 \
+    }                                                                           \
+    U from = ((t / U(p.n_idx)) * U(p.dim_size) + U(v)) * U(p.R) + e % U(p.R);   \
+    for (uint q = 0; q < ELEMS; ++q) STORE_DST(e + U(q), LOAD_SRC(from + U(q)));
+
 #define SELECT(U)                                                               \
     U n = U(p.n);                                                               \
     if (COALESCED) {                                                            \
@@ -46,10 +66,10 @@ layout(push_constant) uniform Params {
     U o = t / U(p.n_idx);                                                       \
     uint v = LOAD_AUX(j);                                                       \
     bool ok = v < p.dim_size;                                                   \
-    if (!ok) REPORT_BAD(j);                                                     \
+    uint bad = ok ? NO_BAD : j; /* reported once, after the loop (see gather.comp) */ \
     U row = (o * U(p.dim_size) + U(v)) * U(p.R);                                \
     for (uint q = 0; q < ELEMS; ++q, ++e) {                                     \
-        if (e >= n) return;                                                     \
+        if (e >= n) break;                                                      \
         if (ok) STORE_DST(e, LOAD_SRC(row + U(r)));                             \
         if (++r == p.R) {                                                       \
             r = 0;                                                              \
@@ -57,15 +77,22 @@ layout(push_constant) uniform Params {
             if (e + 1 < n) {                                                    \
                 v = LOAD_AUX(j);                                                \
                 ok = v < p.dim_size;                                            \
-                if (!ok) REPORT_BAD(j);                                         \
+                if (!ok) bad = min(bad, j);                                     \
                 row = (o * U(p.dim_size) + U(v)) * U(p.R);                      \
             }                                                                   \
         }                                                                       \
-    }
+    }                                                                           \
+    if (bad != NO_BAD) REPORT_BAD(bad);
 
 void select_wide() { SELECT(uint64_t) }
 void select_narrow() { SELECT(uint) }
+void select_aligned_wide() { SELECT_ALIGNED(uint64_t) }
+void select_aligned_narrow() { SELECT_ALIGNED(uint) }
 
 void main() {
-    if (WIDE) select_wide(); else select_narrow();
+    if (ROWS_ALIGNED && !COALESCED) {
+        if (WIDE) select_aligned_wide(); else select_aligned_narrow();
+    } else {
+        if (WIDE) select_wide(); else select_narrow();
+    }
 }

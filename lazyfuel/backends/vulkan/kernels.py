@@ -21,14 +21,9 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 
 WIDTHS = (1, 2, 4, 8, 16)
-LOCAL_SIZE = 64  # the default workgroup size (specialisation constant 0)
-ELEMS = 4  # the default elements (or words) per invocation (specialisation constant 1)
-# Per family: (workgroup size, elements per invocation); benchmarks/kernels.py --sweep measures
-# the choices on a device. Elements per invocation stay a multiple of 4 (gather's quads).
-GROUPS: dict[str, tuple[int, int]] = {
-    "contiguize": (LOCAL_SIZE, ELEMS), "index_select": (LOCAL_SIZE, ELEMS),
-    "gather": (LOCAL_SIZE, ELEMS), "masked_fill": (LOCAL_SIZE, ELEMS),
-    "strided_select": (LOCAL_SIZE, ELEMS)}
+# Each family's workgroup size and elements (or words) per invocation come from the pool
+# (`pool.groups`, chosen per device kind in tuning.py); benchmarks/select_tuning.py and
+# benchmarks/kernels_gpu.py measure the choices. Gather's quads need elements a multiple of 4.
 # gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5).
 GATHER_QUADS = True
 MAX_RANK = 8
@@ -86,19 +81,22 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
 
 # Tests set this to run the shaders' 64-bit position arithmetic on small data.
 FORCE_WIDE = False
+# index_select's straight row copy where each invocation's words lie in one row (specialisation
+# constant 5); tests and benchmarks turn it off to run and time the general path.
+ALIGNED_ROWS = True
 
 
 def spec_constants(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
     """Specialisation constants 0-4: workgroup size, elements per invocation, 64-bit positions,
     rank (contiguize), coalesced mapping of positions to invocations (GPUs); gather adds 5: quads."""
-    local, elems = GROUPS[family]
+    local, elems = batch.pool.groups[family]
     spec = (local, elems, int(wide or FORCE_WIDE), rank, int(batch.pool.coalesced))
     return (*spec, int(GATHER_QUADS)) if family == "gather" else spec
 
 
-def per_group(family: str) -> int:
-    """Items one workgroup of `family` moves."""
-    local, elems = GROUPS[family]
+def per_group(batch: Batch, family: str) -> int:
+    """Items one workgroup of `family` moves on the batch's device."""
+    local, elems = batch.pool.groups[family]
     return local * elems
 
 
@@ -216,7 +214,7 @@ class ContiguizeKernel(VulkanKernel):
         # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
         wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
         pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide, rank), ssbo)
-        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, per_group(self.family), buffers)
+        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, per_group(batch, self.family), buffers)
 
 
 class BufferCopyKernel(VulkanKernel):
@@ -278,8 +276,12 @@ class IndexSelectKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
-        pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(self.family), buffers)
+        # 5: each invocation's words lie in one row (sequential mapping, rows a multiple of them)
+        aligned = (ALIGNED_ROWS and not batch.pool.coalesced
+                   and words_per_row % batch.pool.groups[self.family][1] == 0)
+        spec = (*spec_constants(batch, self.family, wide), int(aligned))
+        pipeline = self.pipeline(batch, word, spec, ssbo)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(batch, self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         dim = step.param["source_dim_size"]
@@ -328,7 +330,7 @@ class GatherKernel(VulkanKernel):
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
         pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, wide), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(self.family), buffers)
+        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(batch, self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         p = step.param
@@ -379,4 +381,4 @@ class MaskedFillKernel(VulkanKernel):
         if ssbo:
             buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
         pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, words >= U32_LIMIT), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, per_group(self.family), buffers)
+        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, per_group(batch, self.family), buffers)

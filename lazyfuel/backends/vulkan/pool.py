@@ -47,6 +47,7 @@ from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pipelines import Pipelines
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
+from lazyfuel.backends.vulkan.tuning import choose_tuning
 
 _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is still reported
 
@@ -84,10 +85,11 @@ class DevicePool:
         self._contexts: list[Context] = []
         self._all_contexts: list[Context] = []
         self._context_lock = threading.Lock()
-        # GPUs want neighbouring invocations on neighbouring memory; CPUs (lavapipe) want each
-        # invocation to walk consecutive positions. LAZYFUEL_VULKAN_MAPPING=coalesced|sequential.
-        mapping = os.environ.get("LAZYFUEL_VULKAN_MAPPING", "").lower()
-        self.coalesced = mapping == "coalesced" or (mapping != "sequential" and self.info.kind != "cpu")
+        # Workgroup size and elements per invocation per kernel family, and the mapping of
+        # positions to invocations: measured defaults per device kind plus overrides (tuning.py).
+        tuning = choose_tuning(self.info.kind, self.info.max_workgroup_size)
+        self.groups: dict[str, tuple[int, int]] = dict(tuning.groups)
+        self.coalesced = tuning.coalesced
         # Grids past this many workgroups are split into several dispatches (tests lower it).
         self.max_groups = self.info.max_workgroup_count[0]
         self.submits = 0

@@ -21,7 +21,6 @@ from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.kernels import (
-    GROUPS,
     I31_LIMIT,
     ContiguizeKernel,
     DeviceValue,
@@ -154,10 +153,10 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
     spec = (*spec_constants(batch, FAMILY, wide, rank), d, int(gather), walk & 0xFFFFFFFF)  # int32 bits
     pipeline = batch.pool.pipelines.get(f"{FAMILY}_w{word}{'_ssbo' if ssbo else ''}", spec)
     if walk < 0:
-        batch.dispatch(pipeline, _FORMAT, values, 4, words, per_group(FAMILY), buffers)
+        batch.dispatch(pipeline, _FORMAT, values, 4, words, per_group(batch, FAMILY), buffers)
         return
     invocations = tiles * -(-shape[walk] // walk_len)
-    batch.dispatch(pipeline, _FORMAT, values, 4, invocations, GROUPS[FAMILY][0], buffers)
+    batch.dispatch(pipeline, _FORMAT, values, 4, invocations, batch.pool.groups[FAMILY][0], buffers)
 
 
 class StridedIndexSelectKernel(IndexSelectKernel):

@@ -178,11 +178,10 @@ def test_several_outputs_and_an_input_as_output(executor):
 
 @pytest.mark.parametrize("groups", [(64, 4), (32, 8), (128, 16)], ids=lambda g: f"{g[0]}x{g[1]}")
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_gather_in_quads_under_every_mapping_and_group_size(executor, mapping, dtype, groups, monkeypatch):
+def test_gather_in_quads_under_every_mapping_and_group_size(executor, pool, mapping, dtype, groups,
+                                                            monkeypatch):
     """Quads of 4 outputs (the GPU path) straddle rows and the end; other group sizes too."""
-    import lazyfuel.backends.vulkan.kernels as kernels
-
-    monkeypatch.setitem(kernels.GROUPS, "gather", groups)
+    monkeypatch.setitem(pool.groups, "gather", groups)
     rng = np.random.default_rng(groups[0] + list(DType).index(dtype))
     for shape, dim, m in (((7, 5), 1, 3), ((7, 5), 0, 9), ((3, 4, 6), 1, 5), ((1021,), 0, 1021),
                           ((2, 1030), 1, 1027)):

@@ -13,12 +13,13 @@ MIB = 1 << 20
 
 
 @pytest.fixture
-def few_groups(pool):
-    """Pretend the device allows only 3 workgroups per dispatch, so every grid is split."""
-    saved = pool.max_groups
-    pool.max_groups = 3
-    yield pool
-    pool.max_groups = saved
+def few_groups(pool, monkeypatch):
+    """Pretend the device allows only 3 workgroups per dispatch, and keep workgroups small (32 x 4
+    items), so every grid of these small arrays is split."""
+    monkeypatch.setattr(pool, "max_groups", 3)
+    for family in pool.groups:
+        monkeypatch.setitem(pool.groups, family, (32, 4))
+    return pool
 
 
 @pytest.fixture(params=["32-bit", "64-bit"])

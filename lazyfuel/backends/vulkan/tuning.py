@@ -1,0 +1,79 @@
+"""Per-device specialisation of the kernels: workgroup size, elements per invocation, mapping.
+
+Every kernel family runs with specialisation constants 0 (workgroup size) and 1 (elements, or
+words, per invocation) taken from its pool's `groups`, and constant 4 (the mapping of positions to
+invocations) from its pool's `coalesced`. They differ by device kind, as measured:
+
+- GPUs (the H200): 64 x 4, coalesced (neighbouring invocations on neighbouring memory): the
+  vectorised quads of `benchmarks/kernels_gpu.py`.
+- CPU devices (lavapipe): 256 x 8, sequential (each invocation walks consecutive positions);
+  strided_select keeps 64 x 4 (its walk is sized for that and was not re-measured).
+  llvmpipe runs 8 invocations as SIMD lanes but moves memory lane by lane, 32-bit component by
+  component; more positions per invocation amortise the per-invocation divisions and index loads
+  (`benchmarks/select_tuning.py`: index_select and gather +10-16 %, the others +2-7 %, on the
+  2-CPU VM; BENCHMARKS.md, "tuning").
+
+Overrides, read when a pool is created:
+`LAZYFUEL_VULKAN_GROUPS=256x8` (every family) or `index_select=256x8,gather=64x4` (those listed);
+`LAZYFUEL_VULKAN_MAPPING=coalesced|sequential`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+FAMILIES = ("contiguize", "index_select", "gather", "masked_fill", "strided_select")
+GPU_GROUPS = (64, 4)
+CPU_GROUPS = (256, 8)
+GROUPS_ENV = "LAZYFUEL_VULKAN_GROUPS"
+MAPPING_ENV = "LAZYFUEL_VULKAN_MAPPING"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """One device's choices: (workgroup size, elements per invocation) per family, and mapping."""
+
+    groups: Mapping[str, tuple[int, int]]
+    coalesced: bool
+
+
+def default_tuning(kind: str) -> Tuning:
+    """The measured defaults for a device of `kind` ("cpu" for lavapipe; anything else a GPU)."""
+    if kind != "cpu":
+        return Tuning({f: GPU_GROUPS for f in FAMILIES}, coalesced=True)
+    return Tuning({f: CPU_GROUPS if f != "strided_select" else GPU_GROUPS for f in FAMILIES}, coalesced=False)
+
+
+def parse_groups(text: str, max_workgroup_size: int) -> dict[str, tuple[int, int]]:
+    """`256x8` (every family) or `family=LOCALxELEMS,...` -> {family: (local, elems)}; ValueError
+    naming the bad part and what is accepted."""
+    found: dict[str, tuple[int, int]] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        family, _, value = part.rpartition("=")
+        families = [family] if family else list(FAMILIES)
+        if family and family not in FAMILIES:
+            raise ValueError(f"{GROUPS_ENV}: unknown kernel family {family!r} in {part!r}; "
+                             f"families: {', '.join(FAMILIES)}")
+        local, sep, elems = value.lower().partition("x")
+        if not (sep and local.isdigit() and elems.isdigit()):
+            raise ValueError(f"{GROUPS_ENV}: {part!r} is not LOCALxELEMS (e.g. 256x8) or "
+                             f"family=LOCALxELEMS")
+        pair = (int(local), int(elems))
+        if not (1 <= pair[0] <= max_workgroup_size and pair[1] >= 1):
+            raise ValueError(f"{GROUPS_ENV}: {part!r} needs a workgroup size in 1..{max_workgroup_size} "
+                             f"and at least 1 element per invocation")
+        found.update({f: pair for f in families})
+    return found
+
+
+def choose_tuning(kind: str, max_workgroup_size: int, env: Mapping[str, str] = os.environ) -> Tuning:
+    """The defaults for `kind` with the environment's overrides applied."""
+    base = default_tuning(kind)
+    groups = {**base.groups, **parse_groups(env.get(GROUPS_ENV, ""), max_workgroup_size)}
+    mapping = env.get(MAPPING_ENV, "").lower()
+    if mapping not in ("", "coalesced", "sequential"):
+        raise ValueError(f"{MAPPING_ENV}={mapping!r}: expected coalesced or sequential")
+    coalesced = base.coalesced if not mapping else mapping == "coalesced"
+    return Tuning(groups, coalesced)

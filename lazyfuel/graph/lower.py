@@ -116,13 +116,7 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, li
     prefer = Families(runtime.planner)
     lowering = _Lowering(Partition.of(root, prefer), runtime, prefer)
     _, layer, deps, reads = lowering.group(root, into)
-    graph: dict = {}
-    for dep in deps:
-        graph.update(dep.__dask_graph__())
-    for extra in reads.values():
-        graph.update(extra)
-    graph.update(layer)
-    return graph, list(layer)
+    return _merged(deps, reads, layer), list(layer)
 
 
 def tasks(partition: Partition, node: Node) -> Iterator[tuple[tuple[int, ...], Task]]:
@@ -151,13 +145,7 @@ def from_layer(name: str, layer: dict, deps: list[da.Array], chunks: tuple[tuple
     if da.array_expr_enabled():
         from dask.array._array_expr._collection import from_graph
 
-        graph: dict = {}
-        for dep in deps:
-            graph.update(dep.__dask_graph__())
-        for extra in inner.values():
-            graph.update(extra)
-        graph.update(layer)
-        return from_graph(graph, m, chunks, list(layer), name)
+        return from_graph(_merged(deps, inner, layer), m, chunks, list(layer), name)
     if not inner:
         graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
         return da.Array(graph, name, chunks, meta=m, dtype=dtype)
@@ -177,3 +165,14 @@ def from_layer(name: str, layer: dict, deps: list[da.Array], chunks: tuple[tuple
     layers[name] = MaterializedLayer(layer)
     depends[name] = below | set(inner)
     return da.Array(HighLevelGraph(layers, depends), name, chunks, meta=m, dtype=dtype)
+
+
+def _merged(deps: list[da.Array], inner: dict[str, dict], layer: dict) -> dict:
+    """One plain task graph: the graphs of `deps`, the `inner` layers, then `layer`."""
+    graph: dict = {}
+    for dep in deps:
+        graph.update(dep.__dask_graph__())
+    for extra in inner.values():
+        graph.update(extra)
+    graph.update(layer)
+    return graph

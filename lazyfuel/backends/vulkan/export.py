@@ -78,18 +78,8 @@ class ExportedMemory:
         if not supported(pool):
             raise RuntimeError(f"{pool.label} cannot export memory: {EXTENSION} is not enabled on it")
         ffi, lib, device = vk.ffi, vk.lib, pool.device
-        external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": OPAQUE_FD})
-        binfo = ffi.new("VkBufferCreateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external, "size": max(nbytes, 16),
-            "usage": BUFFER_USAGE, "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE})
-        pbuf = ffi.new("VkBuffer*")
-        check(lib.vkCreateBuffer(device, binfo, ffi.NULL, pbuf), "vkCreateBuffer", "exportable memory")
-        req = ffi.new("VkMemoryRequirements*")
-        lib.vkGetBufferMemoryRequirements(device, pbuf[0], req)
+        pbuf, req, type_index = _external_buffer(pool, max(nbytes, 16), "exportable memory")
         mapped = pool.allocator.direct
-        flags = _type_flags(pool.physical)
-        type_index = memory_type(flags, req.memoryTypeBits, Use.DEVICE, mapped)
         chain = _allocate_chain(pbuf[0], OPAQUE_FD)
         ainfo = ffi.new("VkMemoryAllocateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": chain[0],
@@ -130,6 +120,23 @@ class ExportedMemory:
         vk.lib.vkFreeMemory(self.pool.device, block.memory, vk.ffi.NULL)
 
 
+def _external_buffer(pool: DevicePool, size: int, what: str) -> tuple[Any, Any, int]:
+    """A buffer of `size` bytes that OPAQUE_FD memory can back, its memory requirements, and the
+    memory type (device memory, mapped where the pool maps device memory) to allocate it from."""
+    ffi, lib = vk.ffi, vk.lib
+    external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
+        "sType": vk.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": OPAQUE_FD})
+    binfo = ffi.new("VkBufferCreateInfo*", {
+        "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external, "size": size,
+        "usage": BUFFER_USAGE, "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE})
+    pbuf = ffi.new("VkBuffer*")
+    check(lib.vkCreateBuffer(pool.device, binfo, ffi.NULL, pbuf), "vkCreateBuffer", what)
+    req = ffi.new("VkMemoryRequirements*")
+    lib.vkGetBufferMemoryRequirements(pool.device, pbuf[0], req)
+    flags = _type_flags(pool.physical)
+    return pbuf, req, memory_type(flags, req.memoryTypeBits, Use.DEVICE, pool.allocator.direct)
+
+
 def import_fd(pool: DevicePool, fd: int, size: int) -> ExportedMemory:
     """The memory `fd` (OPAQUE_FD, `size` bytes as exported) as an allocation on `pool`, which
     takes the fd over on success (on failure the caller still owns it). `free()` releases it.
@@ -140,17 +147,7 @@ def import_fd(pool: DevicePool, fd: int, size: int) -> ExportedMemory:
     # no vkGetMemoryFdPropertiesKHR: it is not allowed for OPAQUE_FD (VUID-...-handleType-00674;
     # NVIDIA's driver returns VK_ERROR_UNKNOWN), whose memory type must be the exporter's: the
     # same choice from the same buffer requirements on the same physical device
-    external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
-        "sType": vk.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": OPAQUE_FD})
-    binfo = ffi.new("VkBufferCreateInfo*", {
-        "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external, "size": size,
-        "usage": BUFFER_USAGE, "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE})
-    pbuf = ffi.new("VkBuffer*")
-    check(lib.vkCreateBuffer(device, binfo, ffi.NULL, pbuf), "vkCreateBuffer", "imported fd memory")
-    req = ffi.new("VkMemoryRequirements*")
-    lib.vkGetBufferMemoryRequirements(device, pbuf[0], req)
-    flags = _type_flags(pool.physical)
-    type_index = memory_type(flags, req.memoryTypeBits, Use.DEVICE, pool.allocator.direct)
+    pbuf, _, type_index = _external_buffer(pool, size, "imported fd memory")
     chain = _allocate_chain(pbuf[0], None)
     imported = ffi.new("VkImportMemoryFdInfoKHR*", {
         "sType": vk.VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, "pNext": chain[0],

@@ -17,7 +17,7 @@ TEST_ENV := LAZYFUEL_VALIDATION=sync XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp}
 
 test: deps
 	$(BIN)/ruff check .
-	$(TEST_ENV) $(BIN)/lazyfuel audit | tail -n 3
+	$(TEST_ENV) $(BIN)/lazyfuel audit | tail -n 2
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 
 demo: deps

@@ -238,7 +238,8 @@ class AuditReport:
         return [r for r in self.results if not r.ok]
 
     def table(self) -> str:
-        """One row per binding, then each failure in full."""
+        """One row per binding, the skipped ones with the reason, each failure in full, then the
+        verdict."""
         rows = [("result", "op_kind", "dtype key", "backend", "kernel_source", "symbol", "cases",
                  "determinism")]
         for r in self.results:
@@ -250,10 +251,11 @@ class AuditReport:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
         audited = [r for r in self.results if not r.skipped]
+        lines += [f"skip {r.binding}: {r.skipped}" for r in self.results if r.skipped]
+        lines += [f"FAIL {r.binding} ({r.binding.symbol}): {r.failure}" for r in self.failures]
+        # the verdict last, so that `lazyfuel audit | tail` (make test) shows it
         lines.append(f"{len(audited) - len(self.failures)} of {len(audited)} binding(s) keep their "
                      f"contract ({len(self.results) - len(audited)} skipped; seed {self.seed})")
-        lines += [f"FAIL {r.binding} ({r.binding.symbol}): {r.failure}" for r in self.failures]
-        lines += [f"skip {r.binding}: {r.skipped}" for r in self.results if r.skipped]
         return "\n".join(lines)
 
     def __str__(self) -> str:

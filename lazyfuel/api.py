@@ -36,6 +36,7 @@ from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.ir import Node, Source
 from lazyfuel.graph.lower import lower, lower_into
+from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
 
@@ -60,8 +61,6 @@ class DefaultRuntime:
 @cache
 def _planner(choice: str) -> Planner:
     """The process's planner for `choice`: the default registry, with the judge's cached costs."""
-    from lazyfuel.measured import measured_costs
-
     registry, backends = default_registry(), available_backends(choice)
     return Planner(registry, backends, costs=measured_costs(registry, backends))
 

@@ -10,12 +10,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lazyfuel.contracts import ContractError, format_text, parse_document
-from lazyfuel.contracts.model import OpKind
+from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.providers import available_backends, register_builtin_providers
 from lazyfuel.registry import Binding, NoBindingError, Registry
+
+if TYPE_CHECKING:
+    from lazyfuel.judge import TuningPick
 
 
 def _contracts_check(args: argparse.Namespace) -> int:
@@ -86,6 +90,7 @@ def _select(args: argparse.Namespace) -> Callable[[Binding], bool]:
 def _judge(args: argparse.Namespace) -> int:
     from lazyfuel.judge import JudgeCache, Progress
     from lazyfuel.measured import judge_registry, measured_costs
+    from lazyfuel.tuned import tune_vulkan
 
     cache = JudgeCache()
     backends = available_backends(args.backend)
@@ -106,9 +111,20 @@ def _judge(args: argparse.Namespace) -> int:
         print(f"transfers on {backend} ({t.mode}): submit {t.submit_s * 1e6:.1f} µs; host to device "
               f"{t.up_fixed_s * 1e6:.1f} µs + {t.up_bytes_per_s / 1e9:.2f} GB/s; device to host "
               f"{t.down_fixed_s * 1e6:.1f} µs + {t.down_bytes_per_s / 1e9:.2f} GB/s per array")
+    if Backend.Vulkan in backends and not args.op and not args.dtype:
+        _print_tuning(tune_vulkan(cache, quick=args.quick, force=args.force))
     print(f"{sum(v.measured for v in verdicts)} measured, {sum(not v.measured for v in verdicts)} "
           f"cached; cache {cache.path}")
     return 1 if any(v.judgement is None for v in verdicts) else 0
+
+
+def _print_tuning(picks: Sequence[tuple[TuningPick, bool]]) -> None:
+    """One line per tuned Vulkan family: the choice, why, and each candidate's median (spread)."""
+    print("Vulkan kernel shapes (workgroup x elements per invocation; kernel clock, median ± spread):")
+    for pick, measured in picks:
+        times = ", ".join(f"{t.shape[0]}x{t.shape[1]} {t.seconds * 1e3:.2f} ms ±{t.spread:.0%}"
+                          for t in pick.timings)
+        print(f"  {pick.reason} [{times}; {'measured' if measured else 'cached'}]")
 
 
 def _audit(args: argparse.Namespace) -> int:

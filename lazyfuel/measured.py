@@ -8,6 +8,9 @@ backends whose executors time transfers: `transfer_modes()`) into the `MeasuredC
 planner takes:
 
     planner = Planner(registry, backends, costs=measured_costs(registry, backends))
+
+Importing it also makes Vulkan pools start from the judge's cached kernel shapes for their device
+(`vulkan_picks`, `install_picks`; tuned by `lazyfuel.tuned.tune_vulkan`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import os
 import platform
 from collections.abc import Callable, Sequence
 from functools import cache, partial
+from typing import Any
 
 import numpy as np
 
 from lazyfuel.backends.base import executor
+from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, use_picks
 from lazyfuel.contracts.model import Backend
-from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict
+from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict, cached_picks
 from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
 
@@ -46,13 +51,15 @@ def cpu_fingerprint() -> str:
     return f"Cpu | {host_cpu()} | numpy {np.__version__}"
 
 
-def vulkan_fingerprint() -> str:
-    """The Vulkan pool's device: name, kind, driver and its version, API, pipeline-cache UUID (and
-    vendor / device ids and device UUID where the backend reports them). A CPU device (lavapipe)
-    also names the host CPU and `LP_NUM_THREADS`, which set its speed."""
-    from lazyfuel.backends.vulkan import get_pool
+def vulkan_fingerprint(info: Any = None) -> str:
+    """The Vulkan pool's device (or the device `info`, a `DeviceInfo`): name, kind, driver and its
+    version, API, pipeline-cache UUID (and vendor / device ids and device UUID where the backend
+    reports them). A CPU device (lavapipe) also names the host CPU and `LP_NUM_THREADS`, which set
+    its speed."""
+    if info is None:
+        from lazyfuel.backends.vulkan import get_pool
 
-    info = get_pool().info
+        info = get_pool().info
     parts = [f"Vulkan | {info.name} ({info.kind})", f"driver {info.driver} {info.driver_info}",
              f"api {info.api_version}", f"pipeline cache {info.pipeline_cache_uuid}"]
     parts += [f"{name} {getattr(info, name)}" for name in ("vendor_id", "device_id", "device_uuid")
@@ -60,6 +67,26 @@ def vulkan_fingerprint() -> str:
     if info.kind == "cpu":
         parts.append(f"host {host_cpu()}; LP_NUM_THREADS={os.environ.get('LP_NUM_THREADS', '')}")
     return " | ".join(parts)
+
+
+def vulkan_revisions() -> dict[str, str]:
+    """Each tuned shader family's SPIR-V revision (what the judge's shape picks are keyed by)."""
+    from lazyfuel.backends.vulkan.kernels import family_revision
+
+    return {family: family_revision(family) for family in TUNED_FAMILIES}
+
+
+def vulkan_picks(info: Any, cache: JudgeCache | None = None) -> dict[str, tuple[int, int]]:
+    """The judge's shapes for the Vulkan device `info` that differ from its kind's defaults."""
+    cache = cache if cache is not None else JudgeCache()
+    return cached_picks(cache.load_tuning(), Backend.Vulkan.name, vulkan_fingerprint(info),
+                        vulkan_revisions(), dict(default_tuning(info.kind).groups))
+
+
+def install_picks() -> None:
+    """Make Vulkan pools created from now on start from the judge's cached shapes for their device
+    (done when this module is imported; `lazyfuel.api` imports it)."""
+    use_picks(vulkan_picks)
 
 
 def vkfft_fingerprint(backend: Backend) -> str:
@@ -136,3 +163,6 @@ def measured_costs(registry: Registry | None = None, backends: Sequence[Backend]
     chosen = _backends(backends)
     prints = {b: device_fingerprint(b) for b in chosen}
     return MeasuredCosts.load(registry.bindings(), prints, cache, transfer_modes(chosen))
+
+
+install_picks()

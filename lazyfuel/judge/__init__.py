@@ -8,6 +8,9 @@
   and revision hash.
 - `TransferJudgement`: a device's measured transfers (submit, upload, download lines), the term a
   program on a kernel-clocked backend (Vulkan) pays besides its steps (`judge.transfers`).
+- `TuningTarget`, `TuningPick` (`judge.tuning`): `Judge.tune` picks a kernel family's launch shape
+  (workgroup size x elements per invocation) among a few candidates around the device kind's
+  default, keeping the default unless another is faster by more than the noise; cached alike.
 - `MeasuredCosts`: the planner's `CostModel` built from the cache
   (`Planner(registry, backends, costs=MeasuredCosts.load(...))`).
 
@@ -21,6 +24,7 @@ from lazyfuel.judge.measure import FULL, QUICK, Budget, Judge, KernelTimer, Runn
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement, Point, judgement_key
 from lazyfuel.judge.progress import Progress
 from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
+from lazyfuel.judge.tuning import TuningPick, TuningTarget, cached_picks, neighbours
 
 __all__ = [
     "FULL",
@@ -37,10 +41,14 @@ __all__ = [
     "Runner",
     "TransferJudgement",
     "TransferProbe",
+    "TuningPick",
+    "TuningTarget",
     "UnmeasuredCostWarning",
     "Verdict",
     "cache_dir",
+    "cached_picks",
     "fit_line",
     "judgement_key",
+    "neighbours",
     "transfer_key",
 ]

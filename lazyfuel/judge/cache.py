@@ -7,7 +7,8 @@ measuring at the same time lose nothing and a reader never sees half a file. Sto
 drops the entries it supersedes (same device, kernel_source, symbol and dtypes; another revision
 or judge version): they can never be read again, since the key no longer matches. The devices'
 transfer terms (`judge.transfers`) live in the same file under `transfers`, superseded alike
-(same device, backend and transfer mode).
+(same device, backend and transfer mode), and the kernels' launch shapes (`judge.tuning`) under
+`tuning` (same device, backend and family).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement
 from lazyfuel.judge.transfers import TransferJudgement, transfer_identity
+from lazyfuel.judge.tuning import TuningPick, tuning_identity
 
 try:
     import fcntl
@@ -99,6 +101,31 @@ class JudgeCache:
             kept = {k: v for k, v in data.get("transfers", {}).items() if not k.endswith("/" + mine)}
             kept[judgement.key] = judgement.to_json()
             self._write({**data, "format": FORMAT, "transfers": kept})
+
+    def load_tuning(self) -> dict[str, TuningPick]:
+        """Every readable launch-shape pick of the current judge version, by key."""
+        found = {}
+        for key, value in self._read().get("tuning", {}).items():
+            try:
+                pick = TuningPick.from_json(value)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if pick.key == key and pick.judge_version == JUDGE_VERSION:
+                found[key] = pick
+        return found
+
+    def put_tuning(self, picks: Iterable[TuningPick]) -> None:
+        """Store `picks`, replacing those of the same device, backend and family."""
+        new = list(picks)
+        if not new:
+            return
+        with self._locked():
+            data = self._read()
+            replaced = {tuning_identity(p.backend, p.device_fingerprint, p.family) for p in new}
+            kept = {k: v for k, v in data.get("tuning", {}).items()
+                    if not any(f"/{mine}/" in k for mine in replaced)}
+            kept.update({p.key: p.to_json() for p in new})
+            self._write({**data, "format": FORMAT, "tuning": kept})
 
     def clear(self) -> None:
         """Forget every judgement (the file is removed)."""

@@ -35,6 +35,7 @@ from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import Judgement, Point, dtype_key, judgement_key
 from lazyfuel.judge.progress import Progress
 from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
+from lazyfuel.judge.tuning import Shape, TuningPick, TuningTarget, tune_family, tuning_key
 from lazyfuel.judge.workloads import Workload, ladder_workload, ladder_workloads, supported
 from lazyfuel.planner.program import Program
 from lazyfuel.registry.model import Binding
@@ -228,6 +229,30 @@ class Judge:
         judgement = self.measure_transfer(probe)
         self.cache.put_transfer(judgement)
         return judgement
+
+    def tune(self, targets: Sequence[TuningTarget], *, force: bool = False) -> list[tuple[TuningPick, bool]]:
+        """A launch-shape pick per target (`judge.tuning`) and whether it was measured now: cached
+        unless `force` (or quick while this judge is not), else timed now (each candidate's rungs
+        by `time_runs`, the medians summed, the widest spread kept) and stored."""
+        backend = self.runner.backend.name
+        cached = {} if force else self.cache.load_tuning()
+        found = []
+        for target in targets:
+            hit = cached.get(tuning_key(backend, self.device_fingerprint, target.family,
+                                        target.revision_hash))
+            if hit is not None and (self.quick or not hit.quick) and hit.default == target.default:
+                found.append((hit, False))
+                continue
+
+            def time_candidate(shape: Shape, rungs=target.rungs) -> tuple[float, float]:
+                timed = [time_runs(lambda r=rung: r(shape), self.budget) for rung in rungs]
+                return sum(t.seconds for t in timed), max(t.spread for t in timed)
+
+            pick = tune_family(backend, self.device_fingerprint, target.family, target.revision_hash,
+                               target.default, target.candidates, time_candidate, quick=self.quick)
+            self.cache.put_tuning([pick])
+            found.append((pick, True))
+        return found
 
     def measure_transfer(self, probe: TransferProbe) -> TransferJudgement:
         """Time an empty batch, then uploads and downloads over the transfer ladder, and fit each

@@ -10,6 +10,7 @@ every dtype of a width shares one shader; `code()` is the SPIR-V hashed into the
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -100,6 +101,16 @@ def per_group(batch: Batch, family: str) -> int:
     return local * elems
 
 
+def family_code(family: str) -> bytes:
+    """The SPIR-V of every variant of the shader `family` (each width, both memory modes)."""
+    return b"".join(spirv(f"{family}_w{w}{mode}") for w in WIDTHS for mode in ("", "_ssbo"))
+
+
+def family_revision(family: str) -> str:
+    """A short hash of `family_code`: what the judge's launch-shape picks are keyed by."""
+    return hashlib.sha256(family_code(family)).hexdigest()[:16]
+
+
 def _widest_word(nbytes: int) -> int:
     """The widest of 16, 8, 4, 2, 1 bytes dividing `nbytes`."""
     return next(w for w in (16, 8, 4, 2, 1) if nbytes % w == 0)
@@ -118,7 +129,7 @@ class VulkanKernel:
 
     def code(self) -> bytes:
         """The bytes of every variant this kernel may run (for the revision hash)."""
-        return b"".join(spirv(f"{self.family}_w{w}{mode}") for w in WIDTHS for mode in ("", "_ssbo"))
+        return family_code(self.family)
 
     def pipeline(self, batch: Batch, width: int, spec: tuple[int, ...], ssbo: bool) -> Any:
         return batch.pool.pipelines.get(f"{self.family}_w{width}{'_ssbo' if ssbo else ''}", spec)

@@ -47,7 +47,7 @@ from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pipelines import Pipelines
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
-from lazyfuel.backends.vulkan.tuning import choose_tuning
+from lazyfuel.backends.vulkan.tuning import choose_tuning, measured_picks
 
 _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is still reported
 
@@ -86,8 +86,10 @@ class DevicePool:
         self._all_contexts: list[Context] = []
         self._context_lock = threading.Lock()
         # Workgroup size and elements per invocation per kernel family, and the mapping of
-        # positions to invocations: measured defaults per device kind plus overrides (tuning.py).
-        tuning = choose_tuning(self.info.kind, self.info.max_workgroup_size)
+        # positions to invocations: measured defaults per device kind, the judge's picks for this
+        # device, the environment's overrides (tuning.py).
+        tuning = choose_tuning(self.info.kind, self.info.max_workgroup_size,
+                               picks=measured_picks(self.info, self.info.max_workgroup_size))
         self.groups: dict[str, tuple[int, int]] = dict(tuning.groups)
         self.coalesced = tuning.coalesced
         # Grids past this many workgroups are split into several dispatches (tests lower it).

@@ -13,6 +13,12 @@ invocations) from its pool's `coalesced`. They differ by device kind, as measure
   (`benchmarks/select_tuning.py`: index_select and gather +10-16 %, the others +2-7 %, on the
   2-CPU VM; BENCHMARKS.md, "tuning").
 
+The judge may replace a family's shape for one device (`lazyfuel judge`: `judge.tuning` times
+the default and a few neighbours, `TUNED_FAMILIES`, and keeps the default unless another is faster
+by more than the noise). The layer above injects a `PicksSource` (`use_picks`; `lazyfuel.measured`
+reads the judge cache) that a pool asks when it is created. Precedence: the environment's
+overrides, then the judge's picks, then the device kind's defaults; no picks: the defaults.
+
 Overrides, read when a pool is created:
 `LAZYFUEL_VULKAN_GROUPS=256x8` (every family) or `index_select=256x8,gather=64x4` (those listed);
 `LAZYFUEL_VULKAN_MAPPING=coalesced|sequential`.
@@ -21,10 +27,15 @@ Overrides, read when a pool is created:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 FAMILIES = ("contiguize", "index_select", "gather", "masked_fill", "strided_select")
+# the families the judge tunes (strided_select's walk is sized for its 64 x 4 and is left alone)
+TUNED_FAMILIES = ("contiguize", "index_select", "gather", "masked_fill")
+ELEMS_QUANTUM = 4  # elements per invocation stay a multiple of this (gather's quads)
 GPU_GROUPS = (64, 4)
 CPU_GROUPS = (256, 8)
 GROUPS_ENV = "LAZYFUEL_VULKAN_GROUPS"
@@ -68,10 +79,36 @@ def parse_groups(text: str, max_workgroup_size: int) -> dict[str, tuple[int, int
     return found
 
 
-def choose_tuning(kind: str, max_workgroup_size: int, env: Mapping[str, str] = os.environ) -> Tuning:
-    """The defaults for `kind` with the environment's overrides applied."""
+PicksSource = Callable[[Any], Mapping[str, tuple[int, int]]]  # DeviceInfo -> {family: shape}
+_picks_source: PicksSource | None = None
+
+
+def use_picks(source: PicksSource | None) -> None:
+    """Make pools created from now on ask `source(device_info)` for the judge's shapes (None: none)."""
+    global _picks_source
+    _picks_source = source
+
+
+def measured_picks(info: Any, max_workgroup_size: int) -> dict[str, tuple[int, int]]:
+    """The judge's shapes for the device `info` from the injected source (`use_picks`), legal
+    ones only; {} without a source. A source that fails warns once and gives {}."""
+    if _picks_source is None:
+        return {}
+    try:
+        found = dict(_picks_source(info))
+    except Exception as err:  # a broken cache must not stop a pool opening: the defaults run
+        warnings.warn(f"the judge's kernel shapes for {info.name} could not be read ({err}); "
+                      "using the defaults", RuntimeWarning, stacklevel=2)
+        return {}
+    return {f: (int(a), int(b)) for f, (a, b) in found.items()
+            if f in FAMILIES and 1 <= a <= max_workgroup_size and b >= 1 and b % ELEMS_QUANTUM == 0}
+
+
+def choose_tuning(kind: str, max_workgroup_size: int, env: Mapping[str, str] = os.environ,
+                  picks: Mapping[str, tuple[int, int]] | None = None) -> Tuning:
+    """The defaults for `kind`, the judge's `picks` over them, the environment's overrides over both."""
     base = default_tuning(kind)
-    groups = {**base.groups, **parse_groups(env.get(GROUPS_ENV, ""), max_workgroup_size)}
+    groups = {**base.groups, **(picks or {}), **parse_groups(env.get(GROUPS_ENV, ""), max_workgroup_size)}
     mapping = env.get(MAPPING_ENV, "").lower()
     if mapping not in ("", "coalesced", "sequential"):
         raise ValueError(f"{MAPPING_ENV}={mapping!r}: expected coalesced or sequential")

@@ -35,7 +35,7 @@ from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import Judgement, Point, dtype_key, judgement_key
 from lazyfuel.judge.progress import Progress
 from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
-from lazyfuel.judge.tuning import Shape, TuningPick, TuningTarget, tune_family, tuning_key
+from lazyfuel.judge.tuning import CandidateTiming, Shape, TuningPick, TuningTarget, tune_family, tuning_key
 from lazyfuel.judge.workloads import Workload, ladder_workload, ladder_workloads, supported
 from lazyfuel.planner.program import Program
 from lazyfuel.registry.model import Binding
@@ -74,13 +74,16 @@ class Budget:
     # more rungs where the runner clocks kernels: a GPU's kernels of the `sizes` above can all be
     # shorter than its launch latency, so its bandwidth only shows on a bigger one
     device_sizes: tuple[int, ...] = ()
+    # rounds of the kernel-shape tuning, each running every candidate once (`Judge.time_interleaved`)
+    tuning_rounds: int = 9
 
 
 QUICK = Budget(sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 19), warmup=1, min_repeats=3, max_repeats=7,
                min_seconds=0.01, max_seconds=0.15, transfer_bytes=(1 << 12, 1 << 16, 1 << 20, 1 << 24),
-               device_sizes=(1 << 20,))
+               device_sizes=(1 << 20,), tuning_rounds=21)
 FULL = Budget(sizes=tuple(1 << k for k in range(8, 23, 2)), warmup=2, min_repeats=5, max_repeats=25,
-              min_seconds=0.05, max_seconds=1.0, transfer_bytes=tuple(1 << k for k in range(12, 27, 2)))
+              min_seconds=0.05, max_seconds=1.0, transfer_bytes=tuple(1 << k for k in range(12, 27, 2)),
+              tuning_rounds=41)
 
 
 class Timing(NamedTuple):
@@ -232,8 +235,8 @@ class Judge:
 
     def tune(self, targets: Sequence[TuningTarget], *, force: bool = False) -> list[tuple[TuningPick, bool]]:
         """A launch-shape pick per target (`judge.tuning`) and whether it was measured now: cached
-        unless `force` (or quick while this judge is not), else timed now (each candidate's rungs
-        by `time_runs`, the medians summed, the widest spread kept) and stored."""
+        unless `force` (or quick while this judge is not), else timed now (`time_interleaved`)
+        and stored."""
         backend = self.runner.backend.name
         cached = {} if force else self.cache.load_tuning()
         found = []
@@ -243,15 +246,44 @@ class Judge:
             if hit is not None and (self.quick or not hit.quick) and hit.default == target.default:
                 found.append((hit, False))
                 continue
-
-            def time_candidate(shape: Shape, rungs=target.rungs) -> tuple[float, float]:
-                timed = [time_runs(lambda r=rung: r(shape), self.budget) for rung in rungs]
-                return sum(t.seconds for t in timed), max(t.spread for t in timed)
-
-            pick = tune_family(backend, self.device_fingerprint, target.family, target.revision_hash,
-                               target.default, target.candidates, time_candidate, quick=self.quick)
+            pick = tune_family(backend, self.device_fingerprint, target, self.time_interleaved(target),
+                               quick=self.quick)
             self.cache.put_tuning([pick])
             found.append((pick, True))
+        return found
+
+    def time_interleaved(self, target: TuningTarget) -> list[CandidateTiming]:
+        """Each candidate's median and relative interquartile spread (the default first) over
+        rounds that run every candidate once on every rung (their seconds summed): interleaved, so
+        a load that comes and goes on the machine lands on all candidates alike. Warm-up rounds
+        first, then `tuning_rounds` rounds (fewer, but at least `min_repeats`, once each candidate
+        had 4 x `max_seconds`)."""
+        shapes = list(dict.fromkeys((target.default, *target.candidates)))
+
+        def once(shape: Shape) -> float:
+            total = 0.0
+            for rung in target.rungs:
+                t0 = time.perf_counter()
+                returned = rung(shape)
+                total += returned if returned is not None else time.perf_counter() - t0
+            return total
+
+        for _ in range(self.budget.warmup):
+            for shape in shapes:
+                once(shape)
+        samples: dict[Shape, list[float]] = {shape: [] for shape in shapes}
+        start = time.perf_counter()
+        for done in range(1, self.budget.tuning_rounds + 1):
+            for shape in shapes:
+                samples[shape].append(once(shape))
+            spent = time.perf_counter() - start
+            if done >= self.budget.min_repeats and spent >= 4 * self.budget.max_seconds * len(shapes):
+                break
+        found = []
+        for shape, times in samples.items():
+            median = float(np.median(times))
+            q1, q3 = np.percentile(times, [25, 75])
+            found.append(CandidateTiming(shape, median, float(q3 - q1) / median if median > 0 else 0.0))
         return found
 
     def measure_transfer(self, probe: TransferProbe) -> TransferJudgement:

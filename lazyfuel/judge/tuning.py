@@ -6,7 +6,10 @@ one workload per family (the caller injects `time_candidate`: the judge never im
 and keeps the default unless a candidate is faster by more than the measured noise:
 
     pick the fastest candidate c only if  seconds(c) < seconds(default) * (1 - noise),
-    noise = max(spread(default), spread(c), NOISE_FLOOR)
+    noise = max(spread(default) + spread(c), NOISE_FLOOR)
+
+(medians and relative interquartile spreads over rounds that run every candidate in turn, so a
+load that comes and goes on the machine falls on all of them alike: `Judge.time_interleaved`),
 
 so the same device gives the same shapes run to run (the planner's tie rule). The result, a
 `TuningPick`, is cached with the judgements (`JudgeCache.load_tuning`), keyed by judge version,
@@ -115,7 +118,7 @@ def decide(default: CandidateTiming, others: Sequence[CandidateTiming]) -> tuple
     if not others:
         return default.shape, f"{shape_text(default.shape)} (default) kept: no other candidate"
     best = min(others, key=lambda t: t.seconds)
-    noise = max(default.spread, best.spread, NOISE_FLOOR)
+    noise = max(default.spread + best.spread, NOISE_FLOOR)
     gain = 1.0 - best.seconds / default.seconds if default.seconds > 0 else 0.0
     if gain > noise:
         return best.shape, (f"{shape_text(best.shape)} picked: {gain:.0%} faster than "
@@ -125,9 +128,6 @@ def decide(default: CandidateTiming, others: Sequence[CandidateTiming]) -> tuple
                                f"{gain:.0%} faster, within noise ({noise:.0%})")
     return default.shape, (f"{shape_text(default.shape)} (default) kept: fastest "
                            f"(next {shape_text(best.shape)}, {-gain:.0%} slower)")
-
-
-TimeCandidate = Callable[[Shape], tuple[float, float]]  # shape -> (median seconds, relative spread)
 
 
 @dataclass(frozen=True)
@@ -143,20 +143,15 @@ class TuningTarget:
     rungs: tuple[Callable[[Shape], float | None], ...]
 
 
-def tune_family(backend: str, device_fingerprint: str, family: str, revision_hash: str,
-                default: Shape, candidates: Sequence[Shape], time_candidate: TimeCandidate, *,
-                quick: bool) -> TuningPick:
-    """Time every candidate (the default among them) with `time_candidate` and decide (`decide`)."""
-    timings = []
-    for shape in dict.fromkeys((default, *candidates)):
-        seconds, spread = time_candidate(shape)
-        timings.append(CandidateTiming(shape, seconds, spread))
+def tune_family(backend: str, device_fingerprint: str, target: TuningTarget,
+                timings: Sequence[CandidateTiming], *, quick: bool) -> TuningPick:
+    """The pick for `target` from its candidates' `timings` (the default's first; `decide`)."""
     chosen, reason = decide(timings[0], timings[1:])
     return TuningPick(
-        key=tuning_key(backend, device_fingerprint, family, revision_hash),
-        device_fingerprint=device_fingerprint, backend=backend, family=family,
-        revision_hash=revision_hash, default=default, chosen=chosen, timings=tuple(timings),
-        reason=f"{family}: {reason}", quick=quick,
+        key=tuning_key(backend, device_fingerprint, target.family, target.revision_hash),
+        device_fingerprint=device_fingerprint, backend=backend, family=target.family,
+        revision_hash=target.revision_hash, default=target.default, chosen=chosen,
+        timings=tuple(timings), reason=f"{target.family}: {reason}", quick=quick,
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"))
 
 

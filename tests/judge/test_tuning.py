@@ -43,9 +43,9 @@ def test_a_candidate_faster_than_the_noise_floor_is_picked_and_a_near_tie_keeps_
     assert [t.shape for t in won.timings] == [DEFAULT, (256, 16), (256, 4)]  # the default first
 
 
-def test_the_spread_widens_the_tie():
-    default = CandidateTiming(DEFAULT, 1.0e-3, 0.25)
-    assert decide(default, [CandidateTiming((64, 4), 0.8e-3, 0.05)])[0] == DEFAULT  # 20 % < 25 %
+def test_the_spreads_of_both_widen_the_tie():
+    default = CandidateTiming(DEFAULT, 1.0e-3, 0.20)
+    assert decide(default, [CandidateTiming((64, 4), 0.8e-3, 0.05)])[0] == DEFAULT  # 20 % < 20 + 5 %
     assert decide(default, [CandidateTiming((64, 4), 0.7e-3, 0.05)])[0] == (64, 4)  # 30 % > 25 %
     assert decide(default, [CandidateTiming((64, 4), 1.5e-3, 0.0)])[0] == DEFAULT
 

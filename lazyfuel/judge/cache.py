@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -82,15 +82,7 @@ class JudgeCache:
 
     def load_transfers(self) -> dict[str, TransferJudgement]:
         """Every readable transfer judgement of the current judge version, by key."""
-        found = {}
-        for key, value in self._read().get("transfers", {}).items():
-            try:
-                judgement = TransferJudgement.from_json(value)
-            except (KeyError, TypeError, ValueError):
-                continue
-            if judgement.key == key and judgement.judge_version == JUDGE_VERSION:
-                found[key] = judgement
-        return found
+        return self._load_section("transfers", TransferJudgement.from_json)
 
     def put_transfer(self, judgement: TransferJudgement) -> None:
         """Store a transfer judgement, replacing those of the same device, backend and mode."""
@@ -104,15 +96,7 @@ class JudgeCache:
 
     def load_tuning(self) -> dict[str, TuningPick]:
         """Every readable launch-shape pick of the current judge version, by key."""
-        found = {}
-        for key, value in self._read().get("tuning", {}).items():
-            try:
-                pick = TuningPick.from_json(value)
-            except (KeyError, TypeError, ValueError):
-                continue
-            if pick.key == key and pick.judge_version == JUDGE_VERSION:
-                found[key] = pick
-        return found
+        return self._load_section("tuning", TuningPick.from_json)
 
     def put_tuning(self, picks: Iterable[TuningPick]) -> None:
         """Store `picks`, replacing those of the same device, backend and family."""
@@ -133,6 +117,19 @@ class JudgeCache:
             self.path.unlink(missing_ok=True)
 
     # -- file handling --------------------------------------------------------------------------
+    def _load_section(self, section: str, parse: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+        """The entries of `section` that `parse` reads, whose key matches and whose judge version
+        is the current one (the others are ignored, to be measured again)."""
+        found = {}
+        for key, value in self._read().get(section, {}).items():
+            try:
+                entry = parse(value)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if entry.key == key and entry.judge_version == JUDGE_VERSION:
+                found[key] = entry
+        return found
+
     def _read(self) -> dict[str, Any]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))

@@ -113,4 +113,7 @@ def _convert(node: yaml.Node, path: str, loader: yaml.SafeLoader) -> Y:
     if method is None:
         raise GraphError(f"YAML tag {node.tag!r} is not allowed; graphs hold strings, numbers, "
                          "booleans and null", path, line)
-    return Y(getattr(loader, method)(node), line)
+    try:
+        return Y(getattr(loader, method)(node), line)
+    except ValueError as err:  # e.g. an integer of more digits than Python converts (4300)
+        raise GraphError(f"the value {node.value[:20]!r}... cannot be read: {err}", path, line) from None

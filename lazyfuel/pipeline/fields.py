@@ -146,19 +146,19 @@ class Scope:
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.error(f"{key} must be an integer, got {v!r}", y.line)
         if minimum is not None and v < minimum:
-            raise self.error(f"{key} must be >= {minimum}, got {v}", y.line)
+            raise self.error(f"{key} must be >= {minimum}, got {_number_text(v)}", y.line)
         return v
 
     def number(self, y: Y, key: str) -> int | float | bool | complex:
         v = self.resolve(y)
         if not isinstance(v, (int, float, bool)):
-            raise self.error(f"{key} must be a number (or true/false), got {v!r}", y.line)
+            raise self.error(f"{key} must be a number (or true/false), got {_number_text(v)}", y.line)
         return v
 
     def fraction(self, y: Y, key: str) -> float:
         v = self.number(y, key)
-        if isinstance(v, bool) or not 0.0 <= float(v) <= 1.0:
-            raise self.error(f"{key} must be a number from 0 to 1, got {v!r}", y.line)
+        if isinstance(v, bool) or not 0 <= v <= 1:  # compared as given: float() of a huge int overflows
+            raise self.error(f"{key} must be a number from 0 to 1, got {_number_text(v)}", y.line)
         return float(v)
 
     def boolean(self, y: Y, key: str) -> bool:
@@ -229,6 +229,13 @@ class Scope:
         if not (math.isfinite(size) and size >= 1):
             raise self.error(f"{key} must be a positive, finite size, got {amount} {unit}", y.line)
         return int(size)
+
+
+def _number_text(v: object) -> str:
+    """`v` for a message: repr, but an integer too long to print whole named by its size."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"an integer of {v.bit_length()} bits"
+    return repr(v)
 
 
 def _shown(y: Y) -> str:

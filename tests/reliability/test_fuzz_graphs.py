@@ -221,10 +221,13 @@ def test_memory_limits_that_are_not_a_size_are_refused(memory, tmp_path):
     ("[$rows, $cols], dtype: float32, chunks: [16, $cols]", "[1000000000000, 1000000000000], dtype: float32",
      "blocks; at most 1000000", 10),
     ("params:\n  rows: 64", "params:\n- \n  rows: 64", "params must be a mapping", 4),
+    ("density: 0.25", "density: " + "9" * 400, "density must be a number from 0 to 1, got an integer of", 13),
+    ("density: 0.25", "density: -" + "9" * 5000, "cannot be read: Exceeds the limit", 13),
 ])
 def test_graphs_found_by_the_fuzzer(old, new, reason, line, tmp_path):
     """Each escaped before: huge params as an OverflowError, huge block counts as a hang in dask's
-    chunk planning, a params list as a TypeError."""
+    chunk planning, a params list as a TypeError, a huge density as an OverflowError, an integer
+    past Python's 4300-digit conversion limit as a ValueError from YAML."""
     with pytest.raises(GraphError, match=reason) as info:
         parse_graph(SMALL.replace(old, new), "g.yaml", base=tmp_path)
     assert info.value.line == line

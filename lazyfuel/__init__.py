@@ -27,6 +27,7 @@ from lazyfuel.api import (
     index_select,
     irfft,
     masked_fill,
+    pinned,
     rfft,
     transpose,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "load_contracts",
     "masked_fill",
     "parse_contracts",
+    "pinned",
     "profile",
     "registry",
     "rfft",

@@ -16,9 +16,7 @@ y = masked_fill(index_select(x, 0, idx), mask, -1) where idx permutes the rows i
 mask (N, 1) is broadcast along the rows. Through the lazy API on dask's threaded scheduler
 (`--threads`), once per transfer mode and end (`--sinks`: `compute()` into a fresh result,
 `store` through `da.store` into a numpy array made beforehand, each task copying its block,
-`into`: `compute(out=)` a touched array reused by every run, as a streaming loop does, and
-`pinned`: the same inside one `lf.pinned(x, idx, mask, out)` block open from the warm-up run to
-the end, so the host arrays are imported once for all runs),
+`into`: `compute(out=)` a touched array reused by every run, as a streaming loop does),
 with lf.profile()'s device time; where the pool has several queues, the
 default mode once more with every task on one queue (what the queues bring). Beside it: numpy
 (one thread) and torch on the GPU doing upload -> index_select -> masked_fill -> download per
@@ -270,12 +268,6 @@ def lazy_pipeline(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: 
         return y.compute(scheduler="threads", num_workers=threads)
     if sink == "into":
         return y.compute(out=_reused(y.shape, y.dtype), scheduler="threads", num_workers=threads)
-    if sink == "pinned":  # as `into`, the host arrays registered once for all runs (`_PINNED`)
-        out = _reused(y.shape, y.dtype)
-        if not _PINNED:
-            _PINNED.append(lf.pinned(x, idx, mask, out))
-            _PINNED[0].__enter__()
-        return y.compute(out=out, scheduler="threads", num_workers=threads)
     out = np.empty(y.shape, y.dtype)
     da.store(y.to_dask(), out, lock=False, scheduler="threads", num_workers=threads)
     return out
@@ -298,7 +290,6 @@ def kept_mode(pool: Any, mode: Mode) -> Iterator[None]:
 
 
 _REUSED: dict[tuple[Any, ...], np.ndarray] = {}
-_PINNED: list[Any] = []  # the `lf.pinned` block of the `pinned` sink, open from its first run to the end
 
 
 def _reused(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -367,8 +358,6 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
     try:
         times = rounds(runs, args.rounds)
     finally:
-        while _PINNED:
-            _PINNED.pop().__exit__(None, None, None)
         while _KEPT:
             _KEPT.popitem()[1].destroy()
     n_chunks = x.shape[0] // chunk_rows
@@ -401,9 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-mib", type=int, default=64, help="chunk size in part 2")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sinks", default="compute,store,into,pinned",
-                        help="part 2's ends: compute(), store into a fresh array, compute(out=) a reused "
-                             "one, and that inside lf.pinned(...)")
+    parser.add_argument("--sinks", default="compute,store,into",
+                        help="part 2's ends: compute(), store into a fresh array, compute(out=) a reused one")
     parser.add_argument("--modes", default="", help="comma-separated transfer modes (default: all the "
                         "device runs, but direct on a discrete GPU, whose BAR the CPU reads at ~20 MB/s)")
     args = parser.parse_args(argv)

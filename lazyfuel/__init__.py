@@ -27,7 +27,6 @@ from lazyfuel.api import (
     index_select,
     irfft,
     masked_fill,
-    pinned,
     rfft,
     transpose,
 )
@@ -56,7 +55,6 @@ __all__ = [
     "load_contracts",
     "masked_fill",
     "parse_contracts",
-    "pinned",
     "profile",
     "registry",
     "rfft",

@@ -258,16 +258,6 @@ class Array:
     __dask_scheduler__ = staticmethod(dask.threaded.get)
 
 
-def pinned(*arrays: Any) -> Any:
-    """`with lf.pinned(x, out): ...`: the device imports these host arrays once and reuses the
-    import for every chunk until the block ends, instead of pinning and unpinning each chunk's
-    pages on every run (the cost that bounds host → GPU → host streaming on a discrete GPU:
-    `backends/vulkan/pinned.py`). Keep the arrays alive and unmoved inside the block."""
-    from lazyfuel.backends.vulkan.pinned import pinned as register
-
-    return register(*arrays)
-
-
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
     """ValueError / TypeError unless `out` is a writeable numpy array of `shape` and `dtype`."""
     if not isinstance(out, np.ndarray):

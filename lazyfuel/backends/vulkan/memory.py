@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import vulkan as vk
 
-from lazyfuel.backends.vulkan import faults, pinned
+from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.check import VK_ERROR_OUT_OF_DEVICE_MEMORY, VulkanMemoryError, check
 from lazyfuel.backends.vulkan.devices import DeviceInfo
 from lazyfuel.backends.vulkan.hostmem import HostImports, Imported
@@ -76,7 +76,6 @@ class Block:
     imported: Imported | None = None  # host pages imported as this block
     keep: Any = None  # the host array an imported block maps, kept alive until it is freed
     memory_type: int = -1  # the memory type index it was allocated from (-1: imported)
-    borrowed: bool = False  # a registered array's import (`pinned`): released when its block ends
 
     @property
     def staging(self) -> bool:
@@ -174,9 +173,6 @@ class VulkanAllocator:
         if self.imports is None or data.nbytes < max(self.import_min, 1):
             return None
         address = int(data.__array_interface__["data"][0])
-        borrowed = self._borrow(address, data)
-        if borrowed is not None:
-            return borrowed
         found = self.imports.import_range(address, data.nbytes, BUFFER_USAGE)
         if found is None:
             return None
@@ -184,28 +180,9 @@ class VulkanAllocator:
                       found.size, found, data)
         return Allocation(block, found.offset, found.size - found.offset, found.address + found.offset, None)
 
-    def _borrow(self, address: int, data: np.ndarray) -> Allocation | None:
-        """`data` inside the import of a registered array's segment (`pinned`), else None."""
-        found = pinned.segment_of(address, data.nbytes)
-        if found is None:
-            return None
-        key, start, length = found
-        imports = self.imports
-        segment = pinned.borrow(key, imports, lambda: imports.import_range(start, length, BUFFER_USAGE))
-        if segment is None:
-            return None
-        offset = segment.offset + address - start
-        block = Block(segment.memory, segment.buffer, segment.address, segment.size, None, Use.DEVICE,
-                      True, segment.size, None, data, borrowed=True)
-        size = min(-(-data.nbytes // 16) * 16, segment.size - offset)  # kernels move 16-byte words
-        return Allocation(block, offset, size, segment.address + offset, None)
-
     def free(self, allocation: Allocation) -> None:
         """Return `allocation` for reuse (the caller's work using it must have finished)."""
         block = allocation.block
-        if block.borrowed:  # the registered array's import stays until its `pinned` block ends
-            block.keep = None
-            return
         if block.imported is not None:  # unpin the host pages; they were never counted in use
             if self.imports is not None:
                 self.imports.release(block.imported)
@@ -252,8 +229,6 @@ class VulkanAllocator:
 
     def destroy(self) -> None:
         """Free every block (all work using them must have finished)."""
-        if self.imports is not None:
-            pinned.forget(self.imports)
         with self._lock:
             for block in list(self._blocks):
                 self._destroy_block(block)

@@ -321,11 +321,12 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
     device_seconds: dict[str, list[float]] = {}
     runs: dict[str, Callable[[], float]] = {}
 
-    def lazy(mode: Mode, sink: str, queues: str = "") -> Callable[[], float]:
-        name = f"lazyfuel {mode.value} {sink}{queues}"
+    def lazy(mode: Mode, sink: str, queues: str = "", fresh: bool = False) -> Callable[[], float]:
+        name = f"lazyfuel {mode.value} {sink}{queues}{' (a new allocator each run)' if fresh else ''}"
 
         def run() -> float:
-            with kept_mode(pool, mode), lf.profile() as p, one_queue(pool) if queues else nullcontext():
+            allocator = xfer.in_mode(pool, mode) if fresh else kept_mode(pool, mode)
+            with allocator, lf.profile() as p, one_queue(pool) if queues else nullcontext():
                 start = time.perf_counter()
                 got = lazy_pipeline(x, idx, mask, chunk_rows, args.threads, sink)
                 seconds = time.perf_counter() - start
@@ -342,6 +343,9 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
     default, sink = pool.allocator.mode, args.sinks.split(",")[0]
     if len(pool.queues) > 1 and default in modes:  # what several queues bring
         runs[f"lazyfuel {default.value} {sink} (1 queue)"] = lazy(default, sink, " (1 queue)")
+    if args.fresh_allocator:  # what a cold allocator costs (how this script measured before)
+        for mode in modes:
+            runs[f"lazyfuel {mode.value} {sink} (a new allocator each run)"] = lazy(mode, sink, fresh=True)
     runs["numpy (one thread)"] = timed(lambda: np.where(mask, np.float32(-1), x[idx]))
     if CUDA:
         checked = []
@@ -392,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sinks", default="compute,store,into",
                         help="part 2's ends: compute(), store into a fresh array, compute(out=) a reused one")
+    parser.add_argument("--fresh-allocator", action="store_true",
+                        help="also run each mode's first sink on a new allocator every run")
     parser.add_argument("--modes", default="", help="comma-separated transfer modes (default: all the "
                         "device runs, but direct on a discrete GPU, whose BAR the CPU reads at ~20 MB/s)")
     args = parser.parse_args(argv)

@@ -279,7 +279,7 @@ _KEPT: dict[Mode, VulkanAllocator] = {}  # one allocator per mode for all of par
 @contextmanager
 def kept_mode(pool: Any, mode: Mode) -> Iterator[None]:
     """The pool runs on this mode's allocator, made on first use and kept between runs (as a
-    process's pool keeps its own: buffers, and `lf.pinned` imports, live across computes)."""
+    process's pool keeps its own: its device memory and staging live across computes)."""
     if mode not in _KEPT:
         _KEPT[mode] = VulkanAllocator(pool.device, pool.physical, pool.info, mode=mode)
     saved, pool.allocator = pool.allocator, _KEPT[mode]

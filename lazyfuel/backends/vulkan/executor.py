@@ -29,15 +29,13 @@ import numpy as np
 from lazyfuel import profiling
 from lazyfuel.backends.base import Outs, deliver, destinations
 from lazyfuel.backends.vulkan import timestamps, transfer
-from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import ExportedMemory, supported
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.contracts.model import Backend, OpKind
-from lazyfuel.dtypes import DType
-from lazyfuel.layout import Layout, memory_span
+from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
 
 NO_BAD = 0xFFFFFFFF
@@ -161,7 +159,7 @@ class VulkanExecutor:
         return kernels
 
     @staticmethod
-    def _check_contiguous(i: int, step: Step, args: list[DeviceValue]) -> None:
+    def _check_caps(i: int, step: Step, args: list[DeviceValue]) -> None:
         """Each argument's layout is one the binding's caps accept (native_strided kernels read views).
         A Contiguize step reads the view its params give (not its argument's whole storage)."""
         layouts, fix = [a.layout for a in args], "insert a Contiguize step before it"
@@ -199,7 +197,7 @@ class VulkanExecutor:
             unfenced: set[int] = set()  # values written since the last barrier
             for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
                 args = [values[a] for a in step.args]
-                self._check_contiguous(i, step, args)
+                self._check_caps(i, step, args)
                 if unfenced.intersection(step.args):
                     batch.barrier()
                     unfenced.clear()
@@ -247,13 +245,6 @@ class VulkanExecutor:
                     raise self._index_error(pool, kernels[i], step, values[step.args[1]], int(flag), arrays,
                                             step.args[1])
             return deliver(results, dests), batch.kernel_seconds
-
-    @staticmethod
-    def _upload(batch: Batch, a: np.ndarray, dtype: DType) -> DeviceValue:
-        span = memory_span(a)
-        allocation = batch.alloc(max(span.nbytes, 1))
-        batch.upload(allocation, span)
-        return DeviceValue(allocation, dtype, Layout.of(a))
 
     @staticmethod
     def _index_error(pool: DevicePool, kernel: VulkanKernel, step: Step, indices: DeviceValue,

@@ -300,15 +300,6 @@ def get_pool(device: int | str | None = None, replica: int = 0) -> DevicePool:
     return pool
 
 
-def reset_pool(device: int | str | None = None, replica: int = 0) -> None:
-    """Close the pool for `device` so the next `get_pool` builds a fresh one (after device loss)."""
-    key = (resolve(device), replica)
-    with _pools_lock:
-        pool = _pools.pop(key, None)
-    if pool is not None:
-        pool.close()
-
-
 def open_pools() -> list[DevicePool]:
     """The pools this process has open now (opens none): what a test checks for validation
     messages after it ran."""

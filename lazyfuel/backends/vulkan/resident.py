@@ -78,7 +78,7 @@ class ResidentProgram:
         n_in = self.program.n_inputs
         for i, (step, kernel) in enumerate(zip(self.program.steps, self.kernels)):
             args = [self.values[a] for a in step.args]
-            VulkanExecutor._check_contiguous(i, step, args)
+            VulkanExecutor._check_caps(i, step, args)
             kernel.record(batch, step, args, self.values[n_in + i].allocation, StatusSlot(self.status, i))
             batch.barrier()
 

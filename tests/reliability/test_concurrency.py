@@ -24,7 +24,7 @@ from lazyfuel.providers import default_registry
 
 from . import mixed
 from .soak import poisoned_pool
-from .threaded import run_threads
+from .threaded import quiet, run_threads
 
 THREADS = 8
 TASKS = 500
@@ -57,6 +57,7 @@ def test_threads_run_mixed_tasks_through_one_executor(pool):
         drawn[k].append(one)
         mixed.check(one, one.run_on(executor, planner))
 
+    quiet(pool)
     submits, in_use = pool.submits, pool.resources()["in_use"]
     run_threads(THREADS, TASKS, task, TIMEOUT)
     assert pool.submits - submits == THREADS * TASKS  # one submit per task, all on this pool

@@ -49,3 +49,16 @@ def run_threads(threads: int, tasks: int, task: Callable[[int, int], None], time
         k, i, exc = errors[0]
         raise AssertionError(f"{len(errors)} thread(s) failed; thread {k}, task {i}: "
                              f"{type(exc).__name__}: {exc}") from exc
+
+
+def quiet(pool, timeout: float = 60.0) -> None:
+    """Wait until `pool` has no batch in flight and its submit count stands still for 0.2 s: work
+    an earlier test left running (dask worker threads finishing after their graph raised) must not
+    count as this test's."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = pool.submits
+        time.sleep(0.2)
+        if pool._active == 0 and pool.submits == before:
+            return
+    raise AssertionError(f"pool {pool.label} still busy after {timeout:.0f} s before the test began")

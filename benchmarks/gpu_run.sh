@@ -25,6 +25,9 @@
 #   transposed source with the costs compared (CHOICES_ARGS). About a minute on the H200.
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
 #   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS).
+# link (not in the default list): benchmarks/link.py, the link with no host copies: threads copying
+#   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
+#   torch pinned (LINK_ARGS).
 # fftcuda (not in the default list): the vkfft provider's Cuda backend. Builds pyvkfft's CUDA back
 #   end from .whl/pyvkfft-*.tar.gz with the image's nvcc (no OpenCL: the OpenCL backend stays
 #   unusable), then the FFT tests (tests/backends/vkfft, tests/graph/test_fft.py: Cuda and the
@@ -91,6 +94,7 @@ for stage in $stages; do
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"
               python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
     transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer.txt" ;;
+    link)     python3 benchmarks/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     fftcuda)  fftcuda ;;
     crossing) crossing ;;
     *)        echo "unknown stage $stage" ;;

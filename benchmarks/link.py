@@ -1,0 +1,175 @@
+"""What the host <-> device link moves through lazyfuel's Vulkan pool when no host copy is made.
+
+The transfer benchmark's pipeline moves pageable numpy memory: every byte is copied by the CPU
+into staging memory and out again (`staged`) or has its pages pinned by the driver per run
+(`import`). This script separates the parts, each with `--threads` threads, each thread moving
+`--mib` MiB per batch for `--batches` batches (GB/s = all bytes moved one way / wall):
+
+- `memcpy`: the threads copying pageable numpy arrays into existing ones (np.copyto): the host's
+  own copy bandwidth, which `staged` pays twice per byte;
+- `vk driver memory`: vkCmdCopyBuffer between the driver's host memory (the allocator's upload /
+  download staging types, page-locked by the driver) and device memory: up only, down only, and
+  the round trip (up, barrier, down in one command buffer; GB/s of one direction's bytes);
+- `vk imported once`: the same from and into numpy arrays imported once before the clock starts
+  (VK_EXT_external_memory_host), as pinned memory the user registered;
+- `torch pinned`: the link as CUDA sees it (cudaMemcpy from page-locked memory), up, down, and
+  both at once on two streams.
+
+    python benchmarks/link.py --threads 1,4,16 --mib 64 --batches 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from lazyfuel.backends.vulkan import get_pool
+
+try:
+    import torch
+except ImportError:  # torch is optional: the link figures need CUDA
+    torch = None
+
+
+def threaded(threads: int, work: Callable[[int], None]) -> float:
+    """Wall seconds for `threads` threads each running `work(thread_index)`, started together."""
+    barrier = threading.Barrier(threads + 1)
+
+    def body(i: int) -> None:
+        barrier.wait()
+        work(i)
+
+    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in pool:
+        t.join()
+    return time.perf_counter() - start
+
+
+def best(fn: Callable[[], float], repeats: int) -> float:
+    fn()  # warm-up
+    return min(fn() for _ in range(repeats))
+
+
+def memcpy_rate(threads: int, nbytes: int, batches: int, repeats: int) -> float:
+    src = [np.ones(nbytes, np.uint8) for _ in range(threads)]
+    dst = [np.ones(nbytes, np.uint8) for _ in range(threads)]
+
+    def work(i: int) -> None:
+        for _ in range(batches):
+            np.copyto(dst[i], src[i])
+
+    return threads * batches * nbytes / best(lambda: threaded(threads, work), repeats) / 1e9
+
+
+def vk_rates(pool, threads: int, nbytes: int, batches: int, repeats: int, imported: bool) -> dict[str, float]:
+    """up / down / round-trip GB/s with host memory from the driver or imported once."""
+    allocator = pool.allocator
+    keep, hosts_up, hosts_down = [], [], []
+    for _ in range(threads):
+        if imported:
+            a, b = np.ones(nbytes, np.uint8), np.ones(nbytes, np.uint8)
+            up, down = allocator.import_host(a), allocator.import_host(b)
+            if up is None or down is None:
+                return {}
+            keep += [a, b]
+        else:
+            up, down = allocator.alloc(nbytes, staging=True), allocator.alloc(nbytes, download=True)
+        hosts_up.append(up)
+        hosts_down.append(down)
+    devices = [allocator.alloc(nbytes) for _ in range(threads)]
+
+    def run(i: int, what: str) -> None:
+        for _ in range(batches):
+            with pool.batch() as batch:
+                if what in ("up", "round trip"):
+                    batch.copy(hosts_up[i], 0, devices[i], 0, nbytes)
+                    batch.barrier()
+                if what in ("down", "round trip"):
+                    batch.copy(devices[i], 0, hosts_down[i], 0, nbytes)
+                batch.run()
+
+    out = {}
+    for what in ("up", "down", "round trip"):
+        seconds = best(lambda: threaded(threads, lambda i: run(i, what)), repeats)
+        out[what] = threads * batches * nbytes / seconds / 1e9
+    for allocation in hosts_up + hosts_down + devices:
+        allocator.free(allocation)
+    return out
+
+
+def torch_rates(nbytes: int, batches: int, repeats: int) -> dict[str, float]:
+    if torch is None or not torch.cuda.is_available():
+        return {}
+    host_up = torch.ones(nbytes, dtype=torch.uint8).pin_memory()
+    host_down = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
+    dev_a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dev_b = torch.ones(nbytes, dtype=torch.uint8, device="cuda")
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def timed(what: str) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(batches):
+            if what in ("up", "both"):
+                with torch.cuda.stream(s1):
+                    dev_a.copy_(host_up, non_blocking=True)
+            if what in ("down", "both"):
+                with torch.cuda.stream(s2):
+                    host_down.copy_(dev_b, non_blocking=True)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    return {what: batches * nbytes / best(lambda: timed(what), repeats) / 1e9 for what in ("up", "down", "both")}
+
+
+def queue_families() -> str:
+    import vulkan as vk
+    pool = get_pool()
+    lines = []
+    for i, family in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pool.physical)):
+        flags = [name for bit, name in ((vk.VK_QUEUE_GRAPHICS_BIT, "graphics"), (vk.VK_QUEUE_COMPUTE_BIT, "compute"),
+                                        (vk.VK_QUEUE_TRANSFER_BIT, "transfer")) if family.queueFlags & bit]
+        lines.append(f"family {i}: {'+'.join(flags)} x{family.queueCount}")
+    return "; ".join(lines) + f" (the pool uses family {pool.queue_family}, {len(pool.queues)} queues)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", default="1,4,16")
+    parser.add_argument("--mib", type=int, default=64)
+    parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    nbytes = args.mib << 20
+    pool = get_pool()
+    print(f"# {pool.info.name}; {queue_families()}; {args.mib} MiB per batch, {args.batches} batches per "
+          f"thread, best of {args.repeats}; GB/s of one direction's bytes")
+    print("| threads | memcpy | vk driver up / down / round trip | vk imported once up / down / round trip |")
+    print("|---|---|---|---|")
+    for threads in (int(t) for t in args.threads.split(",")):
+        copy = memcpy_rate(threads, nbytes, args.batches, args.repeats)
+        driver = vk_rates(pool, threads, nbytes, args.batches, args.repeats, imported=False)
+        imported = vk_rates(pool, threads, nbytes, args.batches, args.repeats, imported=True)
+        fmt = lambda r: " / ".join(f"{r[k]:.2f}" for k in ("up", "down", "round trip")) if r else "n/a"  # noqa: E731
+        print(f"| {threads} | {copy:.2f} | {fmt(driver)} | {fmt(imported)} |", flush=True)
+    link = torch_rates(nbytes, args.batches * 4, args.repeats)
+    if link:
+        print(f"torch pinned: up {link['up']:.2f}, down {link['down']:.2f}, both at once {link['both']:.2f} GB/s "
+              f"each way")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

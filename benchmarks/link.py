@@ -10,12 +10,14 @@ into staging memory and out again (`staged`) or has its pages pinned by the driv
 - `vk driver memory`: vkCmdCopyBuffer between the driver's host memory (the allocator's upload /
   download staging types, page-locked by the driver) and device memory: up only, down only, and
   the round trip (up, barrier, down in one command buffer; GB/s of one direction's bytes);
+  duplex = half the threads up and half down at the same time (GB/s of all bytes, both ways);
 - `vk imported once`: the same from and into numpy arrays imported once before the clock starts
   (VK_EXT_external_memory_host), as pinned memory the user registered;
 - `torch pinned`: the link as CUDA sees it (cudaMemcpy from page-locked memory), up, down, and
   both at once on two streams.
 
     python benchmarks/link.py --threads 1,4,16 --mib 64 --batches 8
+    python benchmarks/link.py --family 1      # the pool on another queue family (copies only)
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def vk_rates(pool, threads: int, nbytes: int, batches: int, repeats: int, import
     devices = [allocator.alloc(nbytes) for _ in range(threads)]
 
     def run(i: int, what: str) -> None:
+        if what == "duplex":  # even threads up, odd threads down, at the same time
+            what = "up" if i % 2 == 0 else "down"
         for _ in range(batches):
             with pool.batch() as batch:
                 if what in ("up", "round trip"):
@@ -101,8 +105,10 @@ def vk_rates(pool, threads: int, nbytes: int, batches: int, repeats: int, import
                 batch.run()
 
     out = {}
-    for what in ("up", "down", "round trip"):
-        seconds = best(lambda: threaded(threads, lambda i: run(i, what)), repeats)
+    for what in ("up", "down", "round trip", "duplex"):
+        if what == "duplex" and threads < 2:
+            continue
+        seconds = best(lambda what=what: threaded(threads, lambda i: run(i, what)), repeats)
         out[what] = threads * batches * nbytes / seconds / 1e9
     for allocation in hosts_up + hosts_down + devices:
         allocator.free(allocation)
@@ -131,7 +137,13 @@ def torch_rates(nbytes: int, batches: int, repeats: int) -> dict[str, float]:
         torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    return {what: batches * nbytes / best(lambda: timed(what), repeats) / 1e9 for what in ("up", "down", "both")}
+    return {what: batches * nbytes / best(lambda what=what: timed(what), repeats) / 1e9
+            for what in ("up", "down", "both")}
+
+
+def _rates(rates: dict[str, float]) -> str:
+    keys = ("up", "down", "round trip", "duplex")
+    return " / ".join(f"{rates.get(k, 0):.2f}" for k in keys) if rates else "n/a"
 
 
 def queue_families() -> str:
@@ -139,35 +151,42 @@ def queue_families() -> str:
     pool = get_pool()
     lines = []
     for i, family in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pool.physical)):
-        flags = [name for bit, name in ((vk.VK_QUEUE_GRAPHICS_BIT, "graphics"), (vk.VK_QUEUE_COMPUTE_BIT, "compute"),
-                                        (vk.VK_QUEUE_TRANSFER_BIT, "transfer")) if family.queueFlags & bit]
+        bits = ((vk.VK_QUEUE_GRAPHICS_BIT, "graphics"), (vk.VK_QUEUE_COMPUTE_BIT, "compute"),
+                (vk.VK_QUEUE_TRANSFER_BIT, "transfer"))
+        flags = [name for bit, name in bits if family.queueFlags & bit]
         lines.append(f"family {i}: {'+'.join(flags)} x{family.queueCount}")
     return "; ".join(lines) + f" (the pool uses family {pool.queue_family}, {len(pool.queues)} queues)"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="1,4,16")
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--family", type=int, help="queue family for the pool (default: the first with "
+                        "compute; a transfer-only family runs only this script's copies)")
     args = parser.parse_args(argv)
+    if args.family is not None:
+        from lazyfuel.backends.vulkan import pool as pool_module
+        pool_module._compute_family = lambda physical: args.family
     nbytes = args.mib << 20
     pool = get_pool()
     print(f"# {pool.info.name}; {queue_families()}; {args.mib} MiB per batch, {args.batches} batches per "
           f"thread, best of {args.repeats}; GB/s of one direction's bytes")
-    print("| threads | memcpy | vk driver up / down / round trip | vk imported once up / down / round trip |")
+    print("| threads | memcpy | vk driver up / down / round trip / duplex "
+          "| vk imported once up / down / round trip / duplex |")
     print("|---|---|---|---|")
     for threads in (int(t) for t in args.threads.split(",")):
         copy = memcpy_rate(threads, nbytes, args.batches, args.repeats)
         driver = vk_rates(pool, threads, nbytes, args.batches, args.repeats, imported=False)
         imported = vk_rates(pool, threads, nbytes, args.batches, args.repeats, imported=True)
-        fmt = lambda r: " / ".join(f"{r[k]:.2f}" for k in ("up", "down", "round trip")) if r else "n/a"  # noqa: E731
-        print(f"| {threads} | {copy:.2f} | {fmt(driver)} | {fmt(imported)} |", flush=True)
+        print(f"| {threads} | {copy:.2f} | {_rates(driver)} | {_rates(imported)} |", flush=True)
     link = torch_rates(nbytes, args.batches * 4, args.repeats)
     if link:
-        print(f"torch pinned: up {link['up']:.2f}, down {link['down']:.2f}, both at once {link['both']:.2f} GB/s "
-              f"each way")
+        print(f"torch pinned: up {link['up']:.2f}, down {link['down']:.2f}, both at once "
+              f"{link['both']:.2f} GB/s each way")
     return 0
 
 

@@ -16,7 +16,9 @@ y = masked_fill(index_select(x, 0, idx), mask, -1) where idx permutes the rows i
 mask (N, 1) is broadcast along the rows. Through the lazy API on dask's threaded scheduler
 (`--threads`), once per transfer mode and end (`--sinks`: `compute()` into a fresh result,
 `store` through `da.store` into a numpy array made beforehand, each task copying its block,
-`into`: `compute(out=)` a touched array reused by every run, as a streaming loop does),
+`into`: `compute(out=)` a touched array reused by every run, as a streaming loop does; `pinned`:
+the same with x and the result in page-locked memory from `lf.empty_pinned`, torch then also
+running per chunk from and into pinned tensors),
 with lf.profile()'s device time; where the pool has several queues, the
 default mode once more with every task on one queue (what the queues bring). Beside it: numpy
 (one thread) and torch on the GPU doing upload -> index_select -> masked_fill -> download per
@@ -268,6 +270,8 @@ def lazy_pipeline(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: 
         return y.compute(scheduler="threads", num_workers=threads)
     if sink == "into":
         return y.compute(out=_reused(y.shape, y.dtype), scheduler="threads", num_workers=threads)
+    if sink == "pinned":  # x is page-locked (lf.empty_pinned) and so is the reused result
+        return y.compute(out=_reused(y.shape, y.dtype, pinned=True), scheduler="threads", num_workers=threads)
     out = np.empty(y.shape, y.dtype)
     da.store(y.to_dask(), out, lock=False, scheduler="threads", num_workers=threads)
     return out
@@ -292,24 +296,38 @@ def kept_mode(pool: Any, mode: Mode) -> Iterator[None]:
 _REUSED: dict[tuple[Any, ...], np.ndarray] = {}
 
 
-def _reused(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """One touched result array per shape, reused by every run (`compute(out=)`, as a streaming
-    loop writes each batch into the same buffer)."""
-    key = (shape, np.dtype(dtype))
+def _reused(shape: tuple[int, ...], dtype: np.dtype, pinned: bool = False) -> np.ndarray:
+    """One touched result array per shape (page-locked with `pinned`), reused by every run
+    (`compute(out=)`, as a streaming loop writes each batch into the same buffer)."""
+    key = (shape, np.dtype(dtype), pinned)
     if key not in _REUSED:
-        _REUSED[key] = np.zeros(shape, dtype)
+        _REUSED[key] = lf.empty_pinned(shape, dtype) if pinned else np.empty(shape, dtype)
+        _REUSED[key][...] = 0
     return _REUSED[key]
 
 
-def torch_pipeline(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """torch, one chunk after another: upload, index_select, masked_fill, download."""
-    out = np.empty_like(x)
+def pinned_copy(x: np.ndarray) -> np.ndarray:
+    """`x` copied into page-locked memory (lf.empty_pinned), once, before any clock starts."""
+    out = lf.empty_pinned(x.shape, x.dtype)
+    np.copyto(out, x)
+    return out
+
+
+def torch_pipeline(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int,
+                   pinned: tuple[Any, Any] | None = None) -> np.ndarray:
+    """torch, one chunk after another: upload, index_select, masked_fill, download; with `pinned`
+    (x and the result as page-locked torch tensors) the copies are asynchronous on one stream."""
+    out = np.empty_like(x) if pinned is None else pinned[1].numpy()
     for c in range(x.shape[0] // chunk_rows):
         rows = slice(c * chunk_rows, (c + 1) * chunk_rows)
-        g = torch.from_numpy(x[rows]).to("cuda")
         local = torch.from_numpy((idx[rows] - c * chunk_rows).astype(np.int64)).to("cuda")
         m = torch.from_numpy(mask[rows]).to("cuda")
-        torch.from_numpy(out[rows]).copy_(g.index_select(0, local).masked_fill(m, -1.0))
+        if pinned is None:
+            g = torch.from_numpy(x[rows]).to("cuda")
+            torch.from_numpy(out[rows]).copy_(g.index_select(0, local).masked_fill(m, -1.0))
+        else:
+            g = pinned[0][rows].to("cuda", non_blocking=True)
+            pinned[1][rows].copy_(g.index_select(0, local).masked_fill(m, -1.0), non_blocking=True)
     torch.cuda.synchronize()
     return out
 
@@ -318,6 +336,7 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
     """Part 2: prints the table."""
     chunk_rows = max(1, (args.chunk_mib << 20) // (COLS * 4))
     x, idx, mask = make_input(args.gib, chunk_rows)
+    x_pinned = pinned_copy(x) if "pinned" in args.sinks.split(",") else None
     device_seconds: dict[str, list[float]] = {}
     runs: dict[str, Callable[[], float]] = {}
 
@@ -328,7 +347,8 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
             allocator = xfer.in_mode(pool, mode) if fresh else kept_mode(pool, mode)
             with allocator, lf.profile() as p, one_queue(pool) if queues else nullcontext():
                 start = time.perf_counter()
-                got = lazy_pipeline(x, idx, mask, chunk_rows, args.threads, sink)
+                source = x_pinned if sink == "pinned" else x
+                got = lazy_pipeline(source, idx, mask, chunk_rows, args.threads, sink)
                 seconds = time.perf_counter() - start
             if name not in device_seconds:
                 check(got, x, idx, mask, chunk_rows, name)
@@ -359,6 +379,17 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
                 checked.append(True)
             return seconds
         runs["torch per chunk"] = torch_run
+        if x_pinned is not None:
+            tensors = (torch.from_numpy(x).pin_memory(),
+                       torch.empty(x.shape, dtype=torch.float32).pin_memory())
+
+            def torch_pinned_run() -> float:
+                start = time.perf_counter()
+                got = torch_pipeline(x, idx, mask, chunk_rows, tensors)
+                seconds = time.perf_counter() - start
+                check(got, x, idx, mask, chunk_rows, "torch pinned")
+                return seconds
+            runs["torch per chunk, pinned"] = torch_pinned_run
     try:
         times = rounds(runs, args.rounds)
     finally:
@@ -385,6 +416,9 @@ def pipeline(pool: Any, modes: list[Mode], args: argparse.Namespace, round_trip:
         best = min(min(t) for name, t in times.items() if name.startswith("lazyfuel"))
         ratio = min(times["torch per chunk"]) / best
         print(f"\nbest lazyfuel mode vs torch per chunk (best runs): {ratio:.2f}x")
+        if "torch per chunk, pinned" in times:
+            ratio = min(times["torch per chunk, pinned"]) / best
+            print(f"best lazyfuel mode vs torch per chunk with pinned memory (best runs): {ratio:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sinks", default="compute,store,into",
-                        help="part 2's ends: compute(), store into a fresh array, compute(out=) a reused one")
+                        help="part 2's ends: compute(), store into a fresh array, compute(out=) a reused one "
+                        "(into), the same with page-locked x and result (pinned)")
     parser.add_argument("--fresh-allocator", action="store_true",
                         help="also run each mode's first sink on a new allocator every run")
     parser.add_argument("--modes", default="", help="comma-separated transfer modes (default: all the "

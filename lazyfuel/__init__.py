@@ -44,6 +44,7 @@ __all__ = [
     "broadcast_to",
     "contiguous",
     "devices",
+    "empty_pinned",
     "explain",
     "fft",
     "from_array",
@@ -85,3 +86,28 @@ def devices() -> list:
     from lazyfuel.backends.vulkan import list_devices
 
     return list_devices()
+
+
+def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
+    """A numpy array of `shape` and `dtype` in page-locked host memory of the default Vulkan
+    device (contents undefined), as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` give.
+
+    Inputs read from such arrays (or views of them) and results computed into them
+    (`x.compute(out=...)`) move between host and device by DMA alone: no CPU copy into staging,
+    no pinning per run. Elsewhere (another device, CPU kernels) they are ordinary numpy arrays.
+    Freed when the last view of them is gone. Raises TypeError for a dtype lazyfuel does not
+    know, MemoryError where the driver has no such memory left.
+    """
+    import math
+
+    import numpy as np
+
+    from lazyfuel.backends.vulkan import get_pool
+    from lazyfuel.dtypes import DType
+
+    dt = DType.from_numpy(np.dtype(dtype)).numpy
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
+        raise ValueError(f"empty_pinned: shape must hold non-negative ints, got {shape!r}")
+    nbytes = math.prod(dims) * dt.itemsize
+    return get_pool().pinned.empty(nbytes).view(dt).reshape(dims)

@@ -267,6 +267,13 @@ class VulkanAllocator:
             return self._create_block(size, use, dedicated)
 
     def _create_block(self, size: int, use: Use, dedicated: bool) -> Block:
+        block = self.make_block(size, use, dedicated)
+        self._blocks.append(block)
+        return block
+
+    def make_block(self, size: int, use: Use, dedicated: bool = True) -> Block:
+        """A new block of `size` bytes for `use` that this allocator does not track (the caller
+        frees it with `destroy_block`): mapped where `use` is host memory or device memory is."""
         ffi, lib, device = vk.ffi, vk.lib, self.device
         binfo = ffi.new("VkBufferCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size, "usage": BUFFER_USAGE,
@@ -294,9 +301,7 @@ class VulkanAllocator:
         ainfo_addr = ffi.new("VkBufferDeviceAddressInfo*", {
             "sType": _STYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": pbuf[0]})
         address = int(lib.vkGetBufferDeviceAddress(device, ainfo_addr))
-        block = Block(pmem[0], pbuf[0], address, size, host, use, dedicated, memory_type=type_index)
-        self._blocks.append(block)
-        return block
+        return Block(pmem[0], pbuf[0], address, size, host, use, dedicated, memory_type=type_index)
 
     def _trim_locked(self) -> int:
         released = 0
@@ -312,11 +317,14 @@ class VulkanAllocator:
         self._cached_dedicated = 0
         return released
 
-    def _destroy_block(self, block: Block) -> None:
-        lib, ffi = vk.lib, vk.ffi
+    def destroy_block(self, block: Block) -> None:
+        """Destroy a block from `make_block` (no work using it may be in flight)."""
         block.host = None
-        lib.vkDestroyBuffer(self.device, block.buffer, ffi.NULL)
-        lib.vkFreeMemory(self.device, block.memory, ffi.NULL)  # unmaps implicitly
+        vk.lib.vkDestroyBuffer(self.device, block.buffer, vk.ffi.NULL)
+        vk.lib.vkFreeMemory(self.device, block.memory, vk.ffi.NULL)  # unmaps implicitly
+
+    def _destroy_block(self, block: Block) -> None:
+        self.destroy_block(block)
         self._blocks.remove(block)
         for use, current in self._current.items():
             if current is block:

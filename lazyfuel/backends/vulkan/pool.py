@@ -45,6 +45,7 @@ from lazyfuel.backends.vulkan.export import EXTENSION as EXPORT_FD
 from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
+from lazyfuel.backends.vulkan.pinned import PinnedHost
 from lazyfuel.backends.vulkan.pipelines import Pipelines
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
 from lazyfuel.backends.vulkan.tuning import choose_tuning, measured_picks
@@ -76,6 +77,7 @@ class DevicePool:
         self.queue, self.queue_lock = self.queues.handles[0], self.queues.locks[0]
         self._count_lock = threading.Lock()
         self.allocator = VulkanAllocator(self.device, physical, self.info)
+        self.pinned = PinnedHost(self.allocator)  # page-locked host arrays (lf.empty_pinned)
         self.pipelines = Pipelines(self.device, self.info.pipeline_cache_uuid, self.info.push_descriptor)
         # Storage buffers bound with push descriptors where the device has them (4x faster than
         # device addresses on lavapipe); LAZYFUEL_VULKAN_MEMORY=address forces device addresses.
@@ -206,15 +208,26 @@ class DevicePool:
         self._contexts.clear()
         self.pipelines.destroy()
         self.allocator.destroy()
+        if self.pinned.close(self._destroy_device):  # else once the last pinned array is freed
+            self._destroy_device()
+
+    def _destroy_device(self) -> None:
         vk.lib.vkDestroyDevice(self.device, vk.ffi.NULL)
         self.instance.destroy()
 
 
 def _compute_family(physical: Any) -> int:
-    for i, family in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)):
-        if family.queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
-            return i
-    raise RuntimeError("the Vulkan device has no compute queue")
+    """The queue family the pool uses: a compute family without graphics where the device has one
+    with timestamps (NVIDIA's async compute family: on the H200 its copies move 51 GB/s each way
+    against 41-45 on the graphics family's queues, benchmarks/link.py), else the first compute
+    family."""
+    families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)
+    compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+    if not compute:
+        raise RuntimeError("the Vulkan device has no compute queue")
+    dedicated = [i for i in compute if not families[i].queueFlags & vk.VK_QUEUE_GRAPHICS_BIT
+                 and families[i].timestampValidBits > 0]
+    return (dedicated or compute)[0]
 
 
 def _push_descriptor_fn(device: Any) -> Any:

@@ -26,7 +26,10 @@ tests and benchmarks cover every mode on one device).
 Arrays under `allocator.import_min` bytes, arrays the driver will not import, and (zero-copy)
 ranges whose start is not aligned for a storage-buffer binding, or results whose size is not a
 multiple of 16 bytes (kernels write whole 16-byte words), take the copying way of the row above
-(`direct` where device memory is mapped, else `staged` or `import`). Imported arrays stay alive
+(`direct` where device memory is mapped, else `staged` or `import`). Arrays in page-locked memory
+from `lf.empty_pinned` (`pinned.py`), or views of them, move with no CPU copy and no import in
+every mode: the device copies from and into them, and kernels bind them directly where device
+memory is host memory or the mode is zero-copy (offsets aligned). Imported arrays stay alive
 and pinned until the batch closes, after its fence. Byte counts for `lazyfuel.profile()` count
 the host bytes the device read or wrote, however they moved.
 """
@@ -65,6 +68,17 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
         span = memory_span(a)
         layout = Layout.of(a)
         n = span.nbytes
+        pinned = batch.pool.pinned.find(span)
+        if pinned is not None:  # page-locked already (lf.empty_pinned): bound as it is, or copied in
+            batch.bytes_uploaded += n
+            if (allocator.direct or mode is Mode.ZERO_COPY) and pinned.offset % allocator.align == 0:
+                values.append(DeviceValue(pinned, dtype, layout))
+                continue
+            allocation = batch.alloc(n)
+            batch.copy(pinned, 0, allocation, 0, n)
+            values.append(DeviceValue(allocation, dtype, layout))
+            copied = True
+            continue
         imported = None
         if mode.imports and n >= allocator.import_min:
             bindable = _address(span) % allocator.align == 0
@@ -95,6 +109,12 @@ def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
     then `download` is not needed); else (allocation, None)."""
     allocator = batch.pool.allocator
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
+    in_place = allocator.direct or allocator.mode is Mode.ZERO_COPY
+    if result and into is not None and in_place and nbytes % 16 == 0 and into.flags.c_contiguous:
+        pinned = batch.pool.pinned.find(into.reshape(-1).view(np.uint8))
+        if pinned is not None and pinned.offset % allocator.align == 0:  # the kernel writes it there
+            batch.bytes_downloaded += nbytes
+            return pinned, into
     if result and allocator.mode is Mode.ZERO_COPY and nbytes % 16 == 0 and nbytes >= allocator.import_min:
         landed = np.empty(shape, dtype.numpy) if into is None else into
         flat = landed.reshape(-1).view(np.uint8)
@@ -115,6 +135,11 @@ def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
     is not mapped) the device copies straight into `out`'s pages."""
     allocator = batch.pool.allocator
     n = out.nbytes
+    pinned = batch.pool.pinned.find(out.reshape(-1).view(np.uint8))
+    if pinned is not None:  # page-locked (lf.empty_pinned): the device copies straight in
+        batch.bytes_downloaded += n
+        batch.copy(src, 0, pinned, 0, n)
+        return
     if allocator.mode.imports and not allocator.direct and n >= allocator.import_min:
         imported = allocator.import_host(out.reshape(-1).view(np.uint8))
         if imported is not None:

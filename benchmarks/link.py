@@ -115,6 +115,39 @@ def vk_rates(pool, threads: int, nbytes: int, batches: int, repeats: int, import
     return out
 
 
+def split_duplex(families: tuple[int, int], threads: int, nbytes: int, batches: int, repeats: int) -> float:
+    """GB/s of all bytes (both ways) with half the threads uploading through a pool on queue
+    family `families[0]` and half downloading through another pool on `families[1]`, at once:
+    whether copies on two families run on two copy engines (full duplex)."""
+    from lazyfuel.backends.vulkan import pool as pool_module
+
+    pools = []
+    for family in families:
+        pool_module._compute_family = lambda physical, family=family: family
+        pools.append(pool_module.DevicePool())
+    half = max(threads // 2, 1)
+    buffers = []
+    for i in range(2 * half):
+        pool = pools[i % 2]
+        host = pool.allocator.alloc(nbytes, staging=i % 2 == 0, download=i % 2 == 1)
+        buffers.append((pool, host, pool.allocator.alloc(nbytes)))
+
+    def run(i: int) -> None:
+        pool, host, device = buffers[i]
+        for _ in range(batches):
+            with pool.batch() as batch:
+                if i % 2 == 0:
+                    batch.copy(host, 0, device, 0, nbytes)
+                else:
+                    batch.copy(device, 0, host, 0, nbytes)
+                batch.run()
+
+    rate = 2 * half * batches * nbytes / best(lambda: threaded(2 * half, run), repeats) / 1e9
+    for pool in pools:
+        pool.close()
+    return rate
+
+
 def torch_rates(nbytes: int, batches: int, repeats: int) -> dict[str, float]:
     if torch is None or not torch.cuda.is_available():
         return {}
@@ -167,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--family", type=int, help="queue family for the pool (default: the first with "
                         "compute; a transfer-only family runs only this script's copies)")
+    parser.add_argument("--split-families", default="", help="e.g. '1,3;3,3': uploads on the first "
+                        "family's pool while downloads run on the second's")
     args = parser.parse_args(argv)
     if args.family is not None:
         from lazyfuel.backends.vulkan import pool as pool_module
@@ -183,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         driver = vk_rates(pool, threads, nbytes, args.batches, args.repeats, imported=False)
         imported = vk_rates(pool, threads, nbytes, args.batches, args.repeats, imported=True)
         print(f"| {threads} | {copy:.2f} | {_rates(driver)} | {_rates(imported)} |", flush=True)
+    for pair in filter(None, args.split_families.split(";")):
+        families = tuple(int(f) for f in pair.split(","))
+        rate = split_duplex(families, max(int(t) for t in args.threads.split(",")), nbytes, args.batches,
+                            args.repeats)
+        print(f"up on family {families[0]} and down on family {families[1]} (two pools) at once: "
+              f"{rate:.2f} GB/s both ways together", flush=True)
     link = torch_rates(nbytes, args.batches * 4, args.repeats)
     if link:
         print(f"torch pinned: up {link['up']:.2f}, down {link['down']:.2f}, both at once "

@@ -114,6 +114,8 @@ class VulkanAllocator:
         mem = vk.ffi.new("VkPhysicalDeviceMemoryProperties*")
         vk.lib.vkGetPhysicalDeviceMemoryProperties(physical, mem)
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
+        self._type_heaps = [int(mem.memoryHeaps[mem.memoryTypes[i].heapIndex].size)
+                            for i in range(mem.memoryTypeCount)]
         self.imports = HostImports.open(device, physical)
         if not isinstance(mode, Mode):
             mode = choose_mode(self._type_flags, self.imports is not None, mode)
@@ -258,6 +260,10 @@ class VulkanAllocator:
         """The VkMemoryPropertyFlags of memory type `index`."""
         return self._type_flags[index]
 
+    def heap_bytes(self, index: int) -> int:
+        """The size of the heap memory type `index` comes from (no block may be larger)."""
+        return self._type_heaps[index]
+
     def _new_block(self, size: int, use: Use, dedicated: bool) -> Block:
         try:
             return self._create_block(size, use, dedicated)
@@ -283,6 +289,11 @@ class VulkanAllocator:
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(device, pbuf[0], req)
         type_index = memory_type(self._type_flags, req.memoryTypeBits, use, self.direct)
+        if req.size > self._type_heaps[type_index]:  # no driver can give it; the spec forbids asking
+            lib.vkDestroyBuffer(device, pbuf[0], ffi.NULL)
+            raise VulkanMemoryError("vkAllocateMemory", VK_ERROR_OUT_OF_DEVICE_MEMORY, self.shortfall(
+                size, f"in one block, over the {self._type_heaps[type_index]} bytes of the memory heap "
+                f"{use.name.lower()} memory comes from"))
         ainfo = ffi.new("VkMemoryAllocateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": self._flags_info,
             "allocationSize": req.size, "memoryTypeIndex": type_index})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazyfuel as lf
-from lazyfuel.backends.vulkan.memtypes import Mode
+from lazyfuel.backends.vulkan.memtypes import Mode, Use
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.backends.vulkan.transfer import in_mode
 
@@ -125,3 +125,12 @@ def test_a_pool_closed_while_pinned_arrays_live_keeps_their_memory():
     del a
     gc.collect()
     assert pool.pinned.live == 0
+
+
+def test_more_than_the_heap_is_a_memory_error_that_says_so(pool):
+    """Asking a block larger than its heap is refused before the driver is asked (the spec forbids
+    the call): a MemoryError with the bytes asked and the heap's size, and no validation message."""
+    use_type = pool.allocator.type_for(Use.DEVICE if pool.allocator.direct else Use.DOWNLOAD)
+    heap = pool.allocator.heap_bytes(use_type)
+    with pytest.raises(MemoryError, match=rf"asked for {heap + 4096} bytes .* over the {heap} bytes"):
+        lf.empty_pinned(heap + 4096, np.uint8)

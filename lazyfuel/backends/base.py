@@ -14,12 +14,25 @@ work over (e.g. the GPUs `LAZYFUEL_DEVICES` selects); `executor(backend, device=
 process's executor for device i of that list, built by `factory(device=i)`, and `executor(backend)`
 the one for the backend's default device. Backends registered without `devices` have one executor;
 the device number is ignored for them.
+
+Two optional capabilities let a result cross from one backend to another on the same GPU without
+a host round trip (`graph.crossing`, decision 42); an executor has one by having its methods
+(checked with `isinstance` against the runtime-checkable protocols below), and `exporter(backend)`
+/ `importer(backend)` give the backend's executor where it has it, else why not:
+- `MemoryExporter` (Vulkan): `export_gpu()` is the 16-byte UUID of the GPU its exported memory
+  lives on, or a string saying why it cannot export; `export(program, inputs)` runs a program of
+  one output into exportable device memory and returns an `ExportedResult` (`fd()` a new POSIX fd
+  the importer takes over, `size` the bytes to import, `download(out)` into a C-contiguous numpy
+  array, `free()` once every mapping is closed), or a numpy array where it could not export.
+- `MemoryImporter` (Cuda): `import_gpu()` is the UUID of the GPU it maps memory on (or why it
+  cannot); `import_fd(fd, size)` maps exported memory on that GPU and returns an `ImportedMemory`
+  (`pointer` the device address, `close()` to unmap); it takes the fd over on success only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -37,6 +50,63 @@ class Executor(Protocol):
     def run(self, program: Program, inputs: Sequence[np.ndarray], out: Outs = None) -> list[np.ndarray]:
         """Run `program` on `inputs`; return the arrays for `program.outputs` (written into
         `out`'s arrays where given)."""
+        ...
+
+
+class ExportedResult(Protocol):
+    """A program's result left in exported device memory (see the module docstring)."""
+
+    size: int
+
+    def fd(self) -> int:
+        """A new POSIX file descriptor for the memory; the caller owns it."""
+        ...
+
+    def download(self, out: np.ndarray) -> None:
+        """Copy the result into `out` (C-contiguous, at most `size` bytes) and wait for it."""
+        ...
+
+    def free(self) -> None:
+        """Release the memory (idempotent; nothing may still read it through this exporter)."""
+        ...
+
+
+class ImportedMemory(Protocol):
+    """Exported memory mapped by an importer: `pointer` is its address on the importer's device."""
+
+    pointer: int
+
+    def close(self) -> None:
+        """Unmap it (idempotent; no work may still read it)."""
+        ...
+
+
+@runtime_checkable
+class MemoryExporter(Protocol):
+    """An executor that can leave a program's result in memory another API on its GPU maps."""
+
+    def export_gpu(self) -> bytes | str:
+        """The 16-byte UUID of the GPU exported memory lives on, or why this executor cannot export."""
+        ...
+
+    def export(self, program: Program, inputs: Sequence[np.ndarray]) -> ExportedResult | np.ndarray:
+        """Run `program` (one output) leaving its result exported; the result as `run` gives it
+        where it cannot be exported. The caller frees what it gets."""
+        ...
+
+
+@runtime_checkable
+class MemoryImporter(Protocol):
+    """An executor that can map memory another API on its GPU exported."""
+
+    def import_gpu(self) -> bytes | str:
+        """The 16-byte UUID of the GPU this executor maps memory on, or why it cannot import (an
+        exception raised here is taken as the reason too)."""
+        ...
+
+    def import_fd(self, fd: int, size: int) -> ImportedMemory:
+        """Map `size` bytes (the exporter's `size`) behind `fd`; takes the fd over on success (the
+        caller closes it otherwise)."""
         ...
 
 
@@ -113,3 +183,28 @@ def executor(backend: Backend, device: int | None = None) -> Executor:
         factory = _FACTORIES[backend]
         found = _EXECUTORS[key] = factory() if device is None else factory(device=device)
     return found
+
+
+def exporter(backend: Backend, device: int | None = None) -> MemoryExporter | str:
+    """`backend`'s executor (for `device`, as `executor`) where it is a `MemoryExporter`, else a
+    string saying why not (it is not usable here, or it has no such capability)."""
+    found = _capable(backend, device)
+    if isinstance(found, str) or isinstance(found, MemoryExporter):
+        return found
+    return f"{backend.name} cannot leave results in exportable device memory"
+
+
+def importer(backend: Backend, device: int | None = None) -> MemoryImporter | str:
+    """`backend`'s executor (for `device`, as `executor`) where it is a `MemoryImporter`, else a
+    string saying why not (it is not usable here, or it has no such capability)."""
+    found = _capable(backend, device)
+    if isinstance(found, str) or isinstance(found, MemoryImporter):
+        return found
+    return f"{backend.name} cannot map exported device memory"
+
+
+def _capable(backend: Backend, device: int | None) -> Executor | str:
+    try:
+        return executor(backend, device)
+    except Exception as err:  # any reason the backend cannot run here is the reason
+        return f"{backend.name} is not usable here: {err}"

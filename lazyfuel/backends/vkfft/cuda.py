@@ -12,7 +12,9 @@ it (`_context` makes the device and stream current in the thread running the pro
 worker threads each start without them). The step logic is `executor.py`'s: device arrays are CuPy
 arrays, copies are CuPy's (pageable host memory), and irfft's Hermitian fix is CuPy indexing. An input
 that CUDA can read where it lies (`__cuda_array_interface__`: a CuPy array, or another API's result
-on this GPU mapped through `external.py`) is read there, with no upload.
+on this GPU mapped through `external.py`) is read there, with no upload. `import_gpu` and
+`import_fd` (mapping another API's exported memory on this GPU) are the executor's
+`backends.base.MemoryImporter` capability.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.backends.vkfft.executor import VkFFTExecutor
+from lazyfuel.backends.vkfft.external import ExternalBuffer, device_uuid
 from lazyfuel.contracts.model import Backend
 
 ENV_DEVICE = "LAZYFUEL_CUDA_DEVICE"
@@ -102,8 +105,6 @@ class CudaDevice:
     @property
     def uuid(self) -> bytes:
         """The GPU's 16-byte UUID (what Vulkan's deviceUUID says for the same GPU)."""
-        from lazyfuel.backends.vkfft.external import device_uuid
-
         return device_uuid(self.index)
 
     @property
@@ -136,6 +137,15 @@ class CudaExecutor(VkFFTExecutor):
         errors = (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError)
         super().__init__(device if device is not None else CudaDevice.open(), vkfft, errors)
         self.cupy = cupy
+
+    def import_gpu(self) -> bytes | str:
+        """The GPU's 16-byte UUID (RuntimeError naming cuda-python where it is missing)."""
+        return self.device.uuid
+
+    def import_fd(self, fd: int, size: int) -> ExternalBuffer:
+        """Map `size` bytes of the memory another API exported as `fd` on this executor's GPU
+        (`external.ExternalBuffer.import_fd`: CUDA takes the fd over on success)."""
+        return ExternalBuffer.import_fd(fd, size, self.device.index)
 
     def _allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
         return self.cupy.empty(shape, dtype)

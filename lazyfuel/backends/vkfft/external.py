@@ -3,10 +3,10 @@
 `ExternalBuffer.import_fd(fd, size, device, dedicated)` imports the memory behind a POSIX fd
 (CUDA takes the fd over: cudaImportExternalMemory, handle type OpaqueFd) on CUDA device `device`
 and maps its first `size` bytes as a device pointer (`pointer`); `close()` frees the mapping and
-destroys the import. Which API exported the memory is not this module's business (the graph's
-`crossing` module brings a Vulkan result here). `device_uuid(index)` is the GPU's UUID, which
-other APIs report for the same GPU. Needs cuda-python's `cuda.bindings` (RuntimeError naming it
-when absent).
+destroys the import. Which API exported the memory is not this module's business (the Cuda
+executor's `import_fd`, its `backends.base.MemoryImporter` capability, brings one here).
+`device_uuid(index)` is the GPU's UUID, which other APIs report for the same GPU. Needs
+cuda-python's `cuda.bindings` (RuntimeError naming it when absent).
 """
 
 from __future__ import annotations

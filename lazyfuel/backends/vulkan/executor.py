@@ -17,7 +17,8 @@ program and returns that GPU time of its steps, and `time_transfer` the wall tim
 moving host bytes in and out the way the pool's transfer mode (`transfer_mode`) moves a
 program's inputs and results. `VulkanExecutor(device=i)` runs on pool i of the spread list (`spread_slots`:
 `LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool. `export` runs a program of
-one output into exportable device memory (`export.py`) that another API on the same GPU takes over.
+one output into exportable device memory (`export.py`) that another API on the same GPU takes over,
+and `export_gpu` names that GPU: together the `backends.base.MemoryExporter` capability.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from lazyfuel import profiling
 from lazyfuel.backends.base import Outs, deliver, destinations
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
-from lazyfuel.backends.vulkan.export import ExportedMemory, supported
+from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
@@ -107,6 +108,14 @@ class VulkanExecutor:
             raise DeviceLostError(again.call, again.result, f"the device {label} was lost twice "
                                   "running this program (the pool was rebuilt after each loss, and the "
                                   "next task runs on a fresh one)") from again
+
+    def export_gpu(self) -> bytes | str:
+        """The deviceUUID of the pool's GPU (what CUDA reports for it), or why the pool's device
+        cannot export memory."""
+        pool = self.pool
+        if not supported(pool):
+            return f"{pool.label} cannot export memory (no {EXTENSION})"
+        return device_uuid(pool.physical)
 
     def export(self, program: Program, inputs: Sequence[np.ndarray]) -> ExportedMemory | np.ndarray:
         """Run a program of one output, leaving the result (C-contiguous, `program.value_meta`'s

@@ -64,7 +64,8 @@ def _proc(pool: DevicePool, name: str) -> Any:
 @dataclass(eq=False)
 class ExportedMemory:
     """One exportable dedicated allocation on `pool`: `allocation` for the kernels, `size` bytes
-    (the driver's size, which an importer must be told), `fd()` for other APIs, `free()` at the end."""
+    (the driver's size, which an importer must be told), `fd()` for other APIs, `download(out)` to
+    read it back, `free()` at the end: a `backends.base.ExportedResult`."""
 
     pool: DevicePool
     allocation: Allocation
@@ -105,6 +106,13 @@ class ExportedMemory:
         out = vk.ffi.new("int*")
         check(get_fd(self.pool.device, info, out), "vkGetMemoryFdKHR")
         return int(out[0])
+
+    def download(self, out: np.ndarray) -> None:
+        """Copy the memory's first `out.nbytes` bytes into `out` (C-contiguous) through one batch
+        of the pool, and wait for it."""
+        with self.pool.batch() as batch:
+            batch.download(self.allocation, out)
+            batch.run()
 
     def free(self) -> None:
         """Destroy the buffer and free the memory (idempotent; no work using it may be in flight;

@@ -3,7 +3,8 @@
 The export half of the crossing to CUDA, on the real device: `VulkanExecutor.export` runs a
 program into exportable memory, `fd()` hands out a descriptor and a second VkDevice (a replica
 pool on the same physical device) imports it with VkImportMemoryFdInfoKHR and reads the kernels'
-bits back through its own batch. Descriptors are counted to show none leaks."""
+bits back through its own batch. Descriptors are counted to show none leaks. The executor is the
+`backends.base.MemoryExporter` the graph's crossing asks for: its GPU's UUID and a result handle."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import numpy as np
 import pytest
 from vulkan_helpers import ProgramBuilder, random_array, same_bits
 
+from lazyfuel.backends import base
 from lazyfuel.backends.vulkan import get_pool
 from lazyfuel.backends.vulkan.export import ExportedMemory, device_uuid, import_fd, open_fds, supported
+from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 
 
@@ -37,9 +40,7 @@ def _chain(rng: np.random.Generator, rows: int = 96):
 
 def _read(memory: ExportedMemory, like: np.ndarray) -> np.ndarray:
     out = np.full(like.shape, np.float32(7.0))
-    with memory.pool.batch() as batch:
-        batch.download(memory.allocation, out)
-        batch.run()
+    memory.download(out)
     return out
 
 
@@ -107,3 +108,25 @@ def test_export_allocates_nothing_from_the_pool_and_a_program_input_comes_back_a
 def test_device_uuid_is_sixteen_stable_bytes(exporting):
     uuid = device_uuid(exporting.physical)
     assert len(uuid) == 16 and uuid == device_uuid(exporting.physical)
+
+
+def test_the_executor_is_the_memory_exporter_naming_its_gpu(executor, exporting):
+    found = base.exporter(Backend.Vulkan)
+    assert isinstance(found, base.MemoryExporter) and isinstance(executor, base.MemoryExporter)
+    assert found.export_gpu() == executor.export_gpu() == device_uuid(exporting.physical)
+    assert base.importer(Backend.Vulkan) == "Vulkan cannot map exported device memory"
+
+
+def test_an_exported_result_hands_out_fds_downloads_and_frees_once(executor, exporting):
+    program, inputs, want = _chain(np.random.default_rng(15), rows=24)
+    result = executor.export(program, inputs)
+    assert result.size >= want.nbytes
+    before = open_fds()
+    os.close(result.fd())
+    assert open_fds() == before
+    same_bits(_read(result, want), want)
+    empty = np.empty((0, 64), np.float32)
+    result.download(empty)  # nothing to copy
+    result.free()
+    assert result.freed
+    result.free()

@@ -4,9 +4,12 @@ A chain `gather -> masked_fill -> rfft` is two tasks (`graph.family`): the Vulka
 the FFT task's input. By default it comes back as a numpy chunk and the FFT provider uploads it
 again (device -> host -> device on a GPU). Where the FFT runs on CUDA on the *same GPU* as the
 Vulkan pool (deviceUUIDs equal), the Vulkan task instead leaves its result in exported device memory
-(`backends/vulkan/export.py`) and hands over a `DeviceChunk`; the Cuda executor maps that memory
-through CUDA (`backends/vkfft/external.py`, lazily, via `__cuda_array_interface__`) and reads it
-where it lies. This module is the only one that knows both sides.
+and hands over a `DeviceChunk`; the Cuda executor maps that memory through CUDA (lazily, via
+`__cuda_array_interface__`) and reads it where it lies. This module decides and carries the
+crossing but knows neither API: it asks `backends.base` for the source backend's `MemoryExporter`
+(Vulkan: `backends/vulkan/export.py`) and the target's `MemoryImporter` (Cuda:
+`backends/vkfft/external.py`), each naming its GPU by UUID or saying why it cannot (decision 42);
+`DEVICE_PAIRS` says which pairs may share memory at all.
 
 A `DeviceChunk` is safe anywhere a numpy chunk is: `np.asarray` downloads it (`__array__`), and
 pickling it (dask.distributed moving it to another worker, spilling) sends numpy, since an fd does
@@ -30,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from lazyfuel.backends import base
+from lazyfuel.backends.base import ExportedResult, ImportedMemory, MemoryImporter
 from lazyfuel.contracts.model import Backend
 from lazyfuel.planner.program import Program
 
@@ -85,53 +90,52 @@ def decide(source: Backend, target: Backend, exporter: bytes | str, importer: by
     return Crossing(source, target, True, f"one GPU, {exporter.hex()}")
 
 
-_cuda: dict[str, tuple[bytes | str, int | None]] = {}  # pool label -> (uuid or why not, CUDA index)
+_importers: dict[tuple[int, Backend], tuple[bytes | str, MemoryImporter | None]] = {}
 _lock = threading.Lock()
 
 
-def _vulkan_side(pool: Any) -> bytes | str:
-    from lazyfuel.backends.vulkan.export import device_uuid, supported
-
-    if not supported(pool):
-        return f"{pool.label} cannot export memory (no VK_KHR_external_memory_fd)"
-    return device_uuid(pool.physical)
-
-
-def _cuda_side() -> tuple[bytes | str, int | None]:
-    """The Cuda FFT executor's GPU UUID and CUDA device number, or why there is none."""
-    from lazyfuel.backends.base import executor
-
-    try:
-        device = executor(Backend.Cuda).device
-        return device.uuid, device.index
-    except Exception as err:  # any reason the Cuda side cannot run is a reason for host
-        return f"Cuda is not usable here: {err}", None
-
-
-def for_pool(pool: Any, target: Backend = Backend.Cuda) -> tuple[Crossing, int | None]:
-    """The crossing from `pool`'s Vulkan device to `target`, and the CUDA device number to import
-    on when it is device to device (cached per pool and mode)."""
-    how = mode()
-    key = f"{os.getpid()} {pool.label} {how} {target.name}"
+def _importing(target: Backend) -> tuple[bytes | str, MemoryImporter | None]:
+    """The GPU `target`'s executor maps memory on and that executor, or why there is none (asked
+    once per process: an executor that cannot be built is not tried again for every task)."""
+    key = (os.getpid(), target)
     with _lock:
-        if key not in _cuda:
-            importer, index = _cuda_side() if target is Backend.Cuda else ("not a CUDA backend", None)
-            _cuda[key] = (importer, index)
-    importer, index = _cuda[key]
-    found = decide(Backend.Vulkan, target, _vulkan_side(pool), importer, how)
-    return found, index if found.device else None
+        if key not in _importers:
+            _importers[key] = _ask_importer(target)
+    return _importers[key]
+
+
+def _ask_importer(target: Backend) -> tuple[bytes | str, MemoryImporter | None]:
+    found = base.importer(target)
+    if isinstance(found, str):
+        return found, None
+    try:
+        gpu = found.import_gpu()
+    except Exception as err:  # any reason the target cannot say is a reason for host
+        return f"{target.name} is not usable here: {err}", None
+    return gpu, None if isinstance(gpu, str) else found
+
+
+def between(source: Backend, target: Backend,
+            device: int | None = None) -> tuple[Crossing, MemoryImporter | None]:
+    """The crossing from `source`'s executor for `device` (as `backends.base.executor`) to
+    `target`'s here, and `target`'s importer when it is device to device (else None). Builds the
+    two executors only for a pair in `DEVICE_PAIRS` when the mode is not `host`."""
+    how = mode()
+    if how == "host" or (source, target) not in DEVICE_PAIRS:
+        return decide(source, target, "", "", how), None
+    exporter = base.exporter(source, device)
+    exported_on = exporter if isinstance(exporter, str) else exporter.export_gpu()
+    imported_on, importer = _importing(target)
+    found = decide(source, target, exported_on, imported_on, how)
+    return found, importer if found.device else None
 
 
 def describe(source: Backend, target: Backend, rechunked: bool = False) -> str:
     """`explain`'s words for a result crossing from `source` to `target` here, `rechunked` on the
-    way (opens the default Vulkan pool to ask where the pair can share memory)."""
+    way (asks the two backends' default executors where the pair can share memory)."""
     if rechunked:
         return Crossing(source, target, False, "it is rechunked on the host first").describe()
-    if (source, target) in DEVICE_PAIRS and mode() != "host":
-        from lazyfuel.backends.vulkan.pool import get_pool
-
-        return for_pool(get_pool(), target)[0].describe()
-    return decide(source, target, "", "", mode()).describe()
+    return between(source, target)[0].describe()
 
 
 def may_hand_over(source: Backend | None, target: Backend | None) -> bool:
@@ -143,17 +147,20 @@ def may_hand_over(source: Backend | None, target: Backend | None) -> bool:
     return how == "exported" or (source, target) in DEVICE_PAIRS
 
 
-def hand_over(executor: Any, program: Program, inputs: list[Any]) -> Any:
-    """Run `program` on the Vulkan `executor`: a `DeviceChunk` where the crossing is device to
-    device (or `LAZYFUEL_CROSSING=exported`), else its numpy result as `run` gives it."""
-    crossing, index = for_pool(executor.pool)
-    if not crossing.device and mode() != "exported":
-        return executor.run(program, inputs)[0]
-    got = executor.export(program, inputs)
+def hand_over(program: Program, inputs: list[Any], device: int | None = None,
+              target: Backend = Backend.Cuda) -> Any:
+    """Run `program` on its backend's executor for `device`: a `DeviceChunk` where the crossing to
+    `target` is device to device (or `LAZYFUEL_CROSSING=exported` and the executor can export),
+    else its numpy result as `run` gives it."""
+    crossing, importer = between(program.backend, target, device)
+    exporter = base.exporter(program.backend, device)
+    if isinstance(exporter, str) or not (crossing.device or mode() == "exported"):
+        return base.executor(program.backend, device).run(program, inputs)[0]
+    got = exporter.export(program, inputs)
     if isinstance(got, np.ndarray):
         return got
     shape, dtype = program.value_meta(program.outputs[0])
-    return DeviceChunk(got, tuple(shape), dtype.numpy, index)
+    return DeviceChunk(got, tuple(shape), dtype.numpy, importer)
 
 
 def is_device_chunk(value: Any) -> bool:
@@ -162,17 +169,18 @@ def is_device_chunk(value: Any) -> bool:
 
 
 class DeviceChunk:
-    """A C-contiguous block result in exported Vulkan memory (see the module docstring).
+    """A C-contiguous block result left in exported device memory (see the module docstring).
 
-    `np.asarray(chunk)` downloads it; `__cuda_array_interface__` (only where `cuda_device` is set)
-    maps it for CUDA on first use, with no copy. The memory (and its CUDA mapping) is released
-    when the chunk and every array made from it are gone.
+    `np.asarray(chunk)` downloads it; `__cuda_array_interface__` (only where `importer`, the
+    target's `MemoryImporter`, is set) has the importer map it on first use, with no copy. The
+    memory (and its mapping) is released when the chunk and every array made from it are gone.
     """
 
-    def __init__(self, memory: Any, shape: tuple[int, ...], dtype: np.dtype, cuda_device: int | None) -> None:
-        self.shape, self.dtype, self.cuda_device = shape, np.dtype(dtype), cuda_device
+    def __init__(self, memory: ExportedResult, shape: tuple[int, ...], dtype: np.dtype,
+                 importer: MemoryImporter | None) -> None:
+        self.shape, self.dtype, self.importer = shape, np.dtype(dtype), importer
         self.memory = memory
-        self._mapped: list[Any] = []  # the CUDA mapping, once made
+        self._mapped: list[ImportedMemory] = []  # the importer's mapping, once made
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, memory, self._mapped)
 
@@ -188,9 +196,7 @@ class DeviceChunk:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
         if self.nbytes:
-            with self.memory.pool.batch() as batch:
-                batch.download(self.memory.allocation, out)
-                batch.run()
+            self.memory.download(out)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -198,15 +204,13 @@ class DeviceChunk:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        if self.cuda_device is None:
+        if self.importer is None:
             raise AttributeError("this chunk is not on a CUDA device's GPU; read it with np.asarray")
         with self._lock:
             if not self._mapped:
-                from lazyfuel.backends.vkfft.external import ExternalBuffer
-
                 fd = self.memory.fd()
                 try:
-                    self._mapped.append(ExternalBuffer.import_fd(fd, self.memory.size, self.cuda_device))
+                    self._mapped.append(self.importer.import_fd(fd, self.memory.size))
                 except BaseException:
                     os.close(fd)
                     raise
@@ -214,11 +218,11 @@ class DeviceChunk:
                 "data": (self._mapped[0].pointer, False), "strides": None, "version": 3, "stream": None}
 
     def release(self) -> None:
-        """Free the CUDA mapping and the Vulkan memory now (no work may still read them)."""
+        """Free the mapping and the exported memory now (no work may still read them)."""
         self._finalizer()
 
 
-def _release(memory: Any, mapped: list[Any]) -> None:
+def _release(memory: ExportedResult, mapped: list[ImportedMemory]) -> None:
     for buffer in mapped:
         buffer.close()
     memory.free()

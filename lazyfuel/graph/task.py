@@ -306,10 +306,10 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
         program = runtime.planner().plan(chain, [DType.from_numpy(a.dtype) for a in inputs],
                                          [Layout.of(a) for a in inputs])
-        chosen = executor(program.backend, device_for(block, program.backend))
+        device = device_for(block, program.backend)
         if handover and program.backend is Backend.Vulkan:
-            return crossing.hand_over(chosen, program, inputs)
-        execute = chosen.run
+            return crossing.hand_over(program, inputs, device)
+        execute = executor(program.backend, device).run
         shape, dtype = program.value_meta(program.outputs[0])
         if into is not None and into.shape == shape and into.dtype == dtype.numpy:
             (out,) = execute(program, inputs, out=[into])

@@ -76,14 +76,37 @@ def test_lowering_marks_only_vulkan_results_read_by_cuda(monkeypatch):
 @pytest.mark.skipif(unusable_reason(C) is None, reason="Cuda runs here: the crossing may be device")
 def test_without_cuda_the_pool_crosses_through_host_and_names_the_reason():
     _needs("vulkan")
-    from lazyfuel.backends.vulkan import get_pool
+    found, importer = crossing.between(V, C)
+    assert not found.device and importer is None
+    assert found.why == f"Cuda is not usable here: {unusable_reason(C)}"
+    assert crossing.describe(V, C) == found.describe()
 
-    found, index = crossing.for_pool(get_pool())
-    assert not found.device and index is None
-    assert "Cuda is not usable here" in found.why
+
+@pytest.mark.parametrize("pair, why", [
+    ((V, CL), "OpenCL cannot map exported device memory"),
+    ((Backend.Cpu, CL), "Cpu cannot leave results in exportable device memory"),
+])
+def test_a_pair_whose_executor_lacks_the_capability_crosses_through_host(monkeypatch, pair, why):
+    """Were a pair allowed whose source cannot export or whose target cannot map exported memory
+    (`backends.base.exporter` / `importer`), the crossing goes through host and says which."""
+    _needs("vulkan", "opencl")
+    monkeypatch.setattr(crossing, "DEVICE_PAIRS", {pair})
+    found, importer = crossing.between(*pair)
+    assert not found.device and importer is None
+    assert found.why == why
 
 
-def _exported_chunk(rows: int = 64) -> tuple[DeviceChunk, np.ndarray]:
+def test_host_mode_and_other_pairs_ask_no_executor(monkeypatch):
+    """`host`, and a pair not in DEVICE_PAIRS, are decided without building any executor."""
+    monkeypatch.setattr(crossing, "_importers", {})
+    monkeypatch.setenv(crossing.ENV, "host")
+    assert crossing.between(V, C) == (decide(V, C, GPU, GPU, "host"), None)
+    monkeypatch.setenv(crossing.ENV, "auto")
+    assert crossing.between(V, CL)[0].why == "only Vulkan -> Cuda results can stay on the device"
+    assert crossing._importers == {}
+
+
+def _exported_chunk(rows: int = 64, importer=None) -> tuple[DeviceChunk, np.ndarray]:
     from vulkan_helpers import ProgramBuilder
 
     from lazyfuel.backends.vulkan import register
@@ -96,7 +119,7 @@ def _exported_chunk(rows: int = 64) -> tuple[DeviceChunk, np.ndarray]:
     b = ProgramBuilder(x, idx)
     out = b.index_select(0, x.shape, DType.F32, 0, 1, rows)
     memory = VulkanExecutor().export(b.program((out,)), b.inputs)
-    return DeviceChunk(memory, (rows, 32), np.dtype(np.float32), None), x[idx]
+    return DeviceChunk(memory, (rows, 32), np.dtype(np.float32), importer), x[idx]
 
 
 @pytest.fixture
@@ -186,27 +209,25 @@ def test_explain_prints_the_crossing():
 
 # --- on an NVIDIA GPU (the `crossing` stage of benchmarks/gpu_run.sh) -------------------------------
 
-def _device_crossing() -> int:
+def _device_crossing():
+    """The Cuda executor (the `MemoryImporter`) where Vulkan results cross device to device here."""
     _needs("vulkan", "cuda")
-    from lazyfuel.backends.vulkan import get_pool
-
-    found, index = crossing.for_pool(get_pool())
+    found, importer = crossing.between(V, C)
     if not found.device:
         pytest.skip(f"the crossing goes through host memory here: {found.why}")
-    return index
+    return importer
 
 
 def test_cupy_reads_a_device_chunk_where_it_lies_and_nothing_leaks(helpers_path):
-    index = _device_crossing()
+    importer = _device_crossing()
     import cupy
 
     from lazyfuel.backends.vulkan.export import open_fds
 
     before = open_fds()
     for _ in range(3):
-        chunk, want = _exported_chunk(rows=4096)
-        chunk.cuda_device = index
-        with cupy.cuda.Device(index):
+        chunk, want = _exported_chunk(rows=4096, importer=importer)
+        with cupy.cuda.Device(importer.device.index):
             on_gpu = cupy.asarray(chunk)
             assert on_gpu.data.ptr == chunk.__cuda_array_interface__["data"][0]  # no copy
             np.testing.assert_array_equal(cupy.asnumpy(on_gpu), want)

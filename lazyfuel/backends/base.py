@@ -32,7 +32,7 @@ a host round trip (`graph.crossing`, decision 42); an executor has one by having
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.planner.program import Program
 
 Outs = Sequence[np.ndarray | None] | None  # `out=` of `Executor.run`
+_C = TypeVar("_C")  # a capability protocol (`_capable`)
 
 
 class Executor(Protocol):
@@ -188,23 +189,18 @@ def executor(backend: Backend, device: int | None = None) -> Executor:
 def exporter(backend: Backend, device: int | None = None) -> MemoryExporter | str:
     """`backend`'s executor (for `device`, as `executor`) where it is a `MemoryExporter`, else a
     string saying why not (it is not usable here, or it has no such capability)."""
-    found = _capable(backend, device)
-    if isinstance(found, str) or isinstance(found, MemoryExporter):
-        return found
-    return f"{backend.name} cannot leave results in exportable device memory"
+    return _capable(backend, device, MemoryExporter, "cannot leave results in exportable device memory")
 
 
 def importer(backend: Backend, device: int | None = None) -> MemoryImporter | str:
     """`backend`'s executor (for `device`, as `executor`) where it is a `MemoryImporter`, else a
     string saying why not (it is not usable here, or it has no such capability)."""
-    found = _capable(backend, device)
-    if isinstance(found, str) or isinstance(found, MemoryImporter):
-        return found
-    return f"{backend.name} cannot map exported device memory"
+    return _capable(backend, device, MemoryImporter, "cannot map exported device memory")
 
 
-def _capable(backend: Backend, device: int | None) -> Executor | str:
+def _capable(backend: Backend, device: int | None, capability: type[_C], lacking: str) -> _C | str:
     try:
-        return executor(backend, device)
+        found = executor(backend, device)
     except Exception as err:  # any reason the backend cannot run here is the reason
         return f"{backend.name} is not usable here: {err}"
+    return found if isinstance(found, capability) else f"{backend.name} {lacking}"

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,8 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import normalize_dim
 
 U32_LIMIT = 2**32
+SLAB = 1 << 17  # index elements reduced at a time (1 MiB of int64: stays in a core's cache)
+PARALLEL_INDICES = 1 << 20  # index arrays from this many elements are scanned on several threads
 
 
 def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:
@@ -48,6 +52,31 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
     ...
     IndexError: index -1 at position 1 is negative; expected 0 <= index < 3 (no wrap-around, as in PyTorch)
     """
+    a = integer_indices(indices, axis_len, what=what)
+    limit = min(int(axis_len), U32_LIMIT)
+    if a.size:
+        if a.dtype.kind == "i" and limit <= 2 ** (8 * a.dtype.itemsize - 1):
+            # one pass: seen unsigned, a negative value is >= 2**(bits-1) >= limit
+            bad = a.view(a.dtype.str.replace("i", "u")).max() >= limit
+        else:
+            bad = (a.min() < 0 if a.dtype.kind == "i" else False) or a.max() >= limit
+        if bad:
+            _raise_first_bad(a, int(axis_len), what)
+    return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:
+    """`indices` as a numpy array of an integer dtype, shape kept, values not yet range-checked.
+
+    What `as_indices` accepts, before its range check: an empty Python list counts as empty
+    integer indices, and Python ints that numpy would hold as float64 or objects (beyond int64)
+    are checked here one by one and made uint32. Shares memory with `indices` when that is an
+    integer ndarray.
+
+    Raises:
+        TypeError: the dtype is not an integer one.
+        IndexError: a Python int beyond int64 is out of range (as `as_indices` words it).
+    """
     a = np.asarray(indices)
     if a.size == 0 and not isinstance(indices, np.ndarray):
         a = a.astype(np.uint32)
@@ -63,16 +92,54 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
     if a.dtype.kind not in "iu":
         raise TypeError(f"{what} values must be integers (got dtype {a.dtype}); "
                         f"pass an integer array, e.g. indices.astype(np.int64)")
+    return a
+
+
+Range = tuple[int, int] | None  # the smallest and largest value of a region; None when it is empty
+
+
+def index_ranges(a: np.ndarray, axis_len: int, regions: Sequence[tuple[slice, ...]], *,
+                 what: str = "index") -> tuple[Range, ...]:
+    """The smallest and largest value of integer indices `a` in each of `regions`, after checking
+    every value against `axis_len`, as `as_indices` does, without making a narrowed copy.
+
+    `a` comes from `integer_indices`; `regions` are tuples of slices that together cover it (a 0-d
+    `a` is seen as shape (1,)), such as the blocks a select reads its indices in. Each region is
+    reduced slab by slab (`SLAB` elements, so its minimum is taken while its maximum's slab is
+    still in cache), the regions spread over up to `os.cpu_count()` threads when `a` holds at
+    least `PARALLEL_INDICES` elements (numpy releases the GIL in reductions). An empty region
+    gives None.
+
+    Raises:
+        IndexError: as `as_indices`: the first bad value in row-major order of the whole `a`, and
+            its position.
+    """
+    whole = a.reshape(a.shape or (1,))
+    workers = min(len(regions), os.cpu_count() or 1) if a.size >= PARALLEL_INDICES else 1
+    if workers > 1:
+        with ThreadPoolExecutor(workers, thread_name_prefix="lazyfuel-indices") as pool:
+            ranges = tuple(pool.map(lambda r: _range(whole[r]), regions))
+    else:
+        ranges = tuple(_range(whole[r]) for r in regions)
     limit = min(int(axis_len), U32_LIMIT)
-    if a.size:
-        if a.dtype.kind == "i" and limit <= 2 ** (8 * a.dtype.itemsize - 1):
-            # one pass: seen unsigned, a negative value is >= 2**(bits-1) >= limit
-            bad = a.view(a.dtype.str.replace("i", "u")).max() >= limit
-        else:
-            bad = (a.min() < 0 if a.dtype.kind == "i" else False) or a.max() >= limit
-        if bad:
-            _raise_first_bad(a, int(axis_len), what)
-    return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    if any(r is not None and (r[0] < 0 or r[1] >= limit) for r in ranges):
+        _raise_first_bad(a, int(axis_len), what)
+    return ranges
+
+
+def _range(block: np.ndarray) -> Range:
+    """(min, max) of `block`, slab by slab along its first axis (flat when it is contiguous)."""
+    if block.size == 0:
+        return None
+    if block.flags.c_contiguous:
+        block = block.reshape(-1)
+    rows = max(1, SLAB * block.shape[0] // block.size)
+    lows, highs = [], []
+    for start in range(0, block.shape[0], rows):
+        slab = block[start:start + rows]
+        highs.append(slab.max())
+        lows.append(slab.min())
+    return int(min(lows)), int(max(highs))
 
 
 def _all_python_ints(a: np.ndarray) -> bool:

@@ -103,12 +103,13 @@ def hits(values: np.ndarray, axis_chunks: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(b) for b in np.flatnonzero(counts))
 
 
-def hit_range(values: np.ndarray, axis_chunks: tuple[int, ...]) -> tuple[int, ...]:
-    """Every chunk from the one holding the smallest of `values` to the one holding the largest
-    (two reductions; `hits` costs a division and a count per value)."""
-    if values.size == 0:
+def hit_range(bounds: tuple[int, int] | None, axis_chunks: tuple[int, ...]) -> tuple[int, ...]:
+    """Every chunk from the one holding the smallest index value to the one holding the largest,
+    given `bounds` = (smallest, largest) of the values (None: no values, no chunks). `hits` costs a
+    division and a count per value."""
+    if bounds is None:
         return ()
-    low, high = chunk_ids(np.array([values.min(), values.max()]), axis_chunks)
+    low, high = chunk_ids(np.array(bounds, dtype=np.int64), axis_chunks)
     return tuple(range(int(low), int(high) + 1))
 
 

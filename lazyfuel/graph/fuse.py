@@ -221,8 +221,10 @@ class _Builder:
             if isinstance(index, Const) and index.value.size > EXACT_HITS and _one_buffer(node.data):
                 # Views of one buffer are spanned, not copied: every chunk between the lowest
                 # and the highest hit costs nothing to pass, and finding the exact hits of
-                # millions of indices would cost more than the select.
-                dim_blocks = ch.hit_range(index.value, axis_chunks)
+                # millions of indices would cost more than the select. The lowest and highest
+                # were found when the indices were checked.
+                bounds = node.indices.block_range(node.index_chunks, node.index_block(block))
+                dim_blocks = ch.hit_range(bounds, axis_chunks)
             elif isinstance(index, Const):
                 dim_blocks = ch.hits(index.value, axis_chunks) or (0,)
             else:
@@ -255,9 +257,7 @@ class _Builder:
         index_block = node.index_block(block)
         axis_len = node.data.shape[node.dim]
         if node.indices.node is None:
-            chunks = node.out_chunks if len(index_block) == node.ndim else (node.out_chunks[node.dim],)
-            values = node.indices.values[ch.block_slices(chunks, index_block)]
-            return Const(values)
+            return Const(node.indices.block(node.index_chunks, index_block))
         inode = node.indices.node
         origin = tuple(s.start for s in ch.block_slices(inode.chunks, index_block))
         return LazyIndex(self.arg(inode, index_block), axis_len, origin)

@@ -277,14 +277,36 @@ class MaskedFill(Node):
 
 @dataclass(frozen=True, eq=False)
 class Indices:
-    """The indices of a select: concrete (checked U32 numpy) or lazy (a node, checked at compute)."""
+    """The indices of a select: concrete (numpy, every value checked in range) or lazy (a node,
+    checked at compute).
+
+    Concrete `values` keep the integer dtype they were given once they are larger than
+    `HASHED_INDEX_BYTES` (tasks narrow their own block to U32: `graph.task.Const`), and are read
+    when the graph runs, as a `from_array` source is; smaller ones are a U32 copy. `ranges` holds
+    the (smallest, largest) value of each block of `chunks` (row-major; None for an empty block),
+    found while checking them, so lowering need not read the values again.
+    """
 
     values: np.ndarray | None = None
     node: Node | None = None
+    chunks: ch.Chunks | None = None
+    ranges: tuple[tuple[int, int] | None, ...] = ()
 
     @property
     def lazy(self) -> bool:
         return self.node is not None
+
+    def block(self, chunks: ch.Chunks, block: tuple[int, ...]) -> np.ndarray:
+        """The concrete values of `block` of the index array chunked as `chunks` (a view)."""
+        return self.values[ch.block_slices(chunks, block)]
+
+    def block_range(self, chunks: ch.Chunks, block: tuple[int, ...]) -> tuple[int, int] | None:
+        """(smallest, largest) value of a block (None if empty): recorded when `chunks` are the
+        chunks it was checked in, else computed."""
+        if chunks == self.chunks and self.ranges:
+            return self.ranges[int(np.ravel_multi_index(block, tuple(len(c) for c in chunks)))]
+        values = self.block(chunks, block)
+        return (int(values.min()), int(values.max())) if values.size else None
 
     def token(self) -> str:
         """Names the indices in node names: lazy ones by their node, small concrete ones by their
@@ -294,7 +316,8 @@ class Indices:
             return self.node.name
         if self.values.nbytes > HASHED_INDEX_BYTES:
             v = self.values
-            return tokenize("lazyfuel-indices", id(v), v.__array_interface__["data"][0], v.shape, v.dtype.str)
+            return tokenize("lazyfuel-indices", id(v), v.__array_interface__["data"][0], v.shape,
+                            v.strides, v.dtype.str)
         return tokenize(self.values)
 
 
@@ -329,6 +352,11 @@ class Select(Node):
     def params(self) -> tuple[Any, ...]:
         return (self.dim, self.indices.token(), self.out_chunks)
 
+    @property
+    def index_chunks(self) -> ch.Chunks:
+        """The chunks of the index array, one block per block of output along the index's axes."""
+        raise NotImplementedError
+
     def index_block(self, block: tuple[int, ...]) -> tuple[int, ...]:
         """The block of the index array that output `block` uses."""
         raise NotImplementedError
@@ -345,6 +373,10 @@ class IndexSelect(Select):
     def label(self) -> str:
         return "index_select"
 
+    @property
+    def index_chunks(self):
+        return (self.out_chunks[self.dim],)
+
     def index_block(self, block):
         return (block[self.dim],)
 
@@ -358,6 +390,10 @@ class Gather(Select):
     @property
     def label(self) -> str:
         return "gather"
+
+    @property
+    def index_chunks(self):
+        return self.out_chunks
 
     def index_block(self, block):
         return block

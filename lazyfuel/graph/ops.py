@@ -23,6 +23,7 @@ from lazyfuel import checks
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
+    HASHED_INDEX_BYTES,
     Broadcast,
     Contiguize,
     Gather,
@@ -202,9 +203,13 @@ def index_select(x: Node, dim: Any, indices: Any) -> Node:
     if x.ndim == 0 and math.prod(shape) != 1:
         raise ValueError(f"index_select on a 0-d array takes exactly one index, got {math.prod(shape)}")
     data = broadcast_to(x, (1,)) if x.ndim == 0 else x
-    idx = _indices(indices, data.shape[d], ndim=1)
-    n = idx.node.shape[0] if idx.lazy else idx.values.shape[0]
-    along = idx.node.chunks[0] if idx.lazy else ch.split(n, max(data.chunks[d]))
+    if is_lazy(indices):
+        idx = _lazy_indices(indices, data.shape[d], ndim=1)
+        along = idx.node.chunks[0]
+    else:
+        along = ch.split(math.prod(shape), max(data.chunks[d]))
+        idx = _concrete_indices(indices, data.shape[d], (along,))
+    n = sum(along)
     out_shape = (*data.shape[:d], n, *data.shape[d + 1:])
     out_chunks = (*data.chunks[:d], along, *data.chunks[d + 1:])
     out: Node = IndexSelect(data, d, idx, out_shape, out_chunks)
@@ -220,23 +225,39 @@ def gather(x: Node, dim: Any, indices: Any) -> Node:
     shape = tuple(indices.shape) if is_lazy(indices) else np.shape(indices)
     d = checks.check_gather_shapes(x.shape, shape, dim)
     data = broadcast_to(x, (1,)) if x.ndim == 0 else x
-    idx = _indices(indices, data.shape[d], ndim=max(len(shape), 1))
-    ishape = idx.node.shape if idx.lazy else idx.values.shape
-    along = idx.node.chunks[d] if idx.lazy else ch.split(ishape[d], max(data.chunks[d]))
+    ishape = shape or (1,)
+    lazy = _lazy_indices(indices, data.shape[d], ndim=len(ishape)) if is_lazy(indices) else None
+    along = lazy.node.chunks[d] if lazy else ch.split(ishape[d], max(data.chunks[d]))
     out_chunks = tuple(along if a == d else data.chunks[a] if ishape[a] == data.shape[a] else (ishape[a],)
                        for a in range(len(ishape)))
+    idx = lazy or _concrete_indices(indices, data.shape[d], out_chunks)
     if idx.lazy and idx.node.chunks != out_chunks:
         idx = Indices(node=Rechunk(idx.node, out_chunks))
     out: Node = Gather(data, d, idx, ishape, out_chunks)
     return Slice(out, (0,)) if len(shape) == 0 else out
 
 
-def _indices(indices: Any, axis_len: int, ndim: int) -> Indices:
-    """Concrete indices checked and made U32 now; lazy ones typed now, checked at compute."""
-    if not is_lazy(indices):
-        values = checks.as_indices(indices, axis_len)
-        return Indices(values=values.reshape(values.shape or (1,)))
-    checks.as_indices(np.empty(0, indices.dtype), axis_len)  # TypeError for float / bool
+def _concrete_indices(indices: Any, axis_len: int, chunks: ch.Chunks) -> Indices:
+    """Concrete indices checked now (IndexError at the call, as in PyTorch), block by block of
+    `chunks` (how the select reads them), keeping each block's value range for lowering.
+
+    Indices larger than `HASHED_INDEX_BYTES` keep their dtype: each task narrows its own block
+    to U32 (`graph.task.Const`), beside other tasks' kernels, so building reads them once and
+    copies nothing. Smaller ones are made U32 now.
+    """
+    values = checks.integer_indices(indices, axis_len)
+    blocks = np.ndindex(*(len(c) for c in chunks))
+    ranges = checks.index_ranges(values, axis_len, [ch.block_slices(chunks, b) for b in blocks])
+    values = values.reshape(values.shape or (1,))
+    if values.nbytes <= HASHED_INDEX_BYTES:
+        values = np.asarray(values, dtype=np.uint32, order="C")
+    return Indices(values=values, chunks=chunks, ranges=ranges)
+
+
+def _lazy_indices(indices: Any, axis_len: int, ndim: int) -> Indices:
+    """Lazy indices (a dask array or a node) of `ndim` dims (0-d broadcast to ones): their dtype
+    checked now (TypeError for float / bool), their values when computed."""
+    checks.as_indices(np.empty(0, indices.dtype), axis_len)
     node = source(indices, data=False)
     if node.ndim == 0:
         node = broadcast_to(node, (1,) * ndim)

@@ -69,18 +69,21 @@ def wants_pieces(select: Select, leaf: Node) -> bool:
         return False
     if isinstance(leaf, Source) and leaf.one_buffer:
         return False
-    return any(len(ch.hits(values, axis_chunks)) > 1 for _, values in _index_blocks(select))
+    # a block hits several chunks exactly when its lowest and highest values lie in different ones
+    chunks = select.index_chunks
+    return any(len(ch.hit_range(select.indices.block_range(chunks, b), axis_chunks)) > 1
+               for b in _blocks(chunks))
+
+
+def _blocks(chunks: ch.Chunks) -> list[Block]:
+    return [tuple(int(i) for i in b) for b in np.ndindex(*(len(c) for c in chunks))]
 
 
 def _index_blocks(select: Select) -> list[tuple[Block, np.ndarray]]:
-    """(block of the index array, its values) for every index block of a select."""
-    values = select.indices.values
-    if isinstance(select, IndexSelect):
-        along = (select.out_chunks[select.dim],)
-    else:
-        along = select.out_chunks
-    blocks = [tuple(int(i) for i in b) for b in np.ndindex(*(len(c) for c in along))]
-    return [(b, values[ch.block_slices(along, b)]) for b in blocks]
+    """(block of the index array, its values: checked, of any integer dtype) for every index
+    block of a select."""
+    chunks = select.index_chunks
+    return [(b, select.indices.block(chunks, b)) for b in _blocks(chunks)]
 
 
 def plan_pieces(select: Select) -> PiecePlan:

@@ -6,7 +6,8 @@ arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
 - `Part`: a chunk with numpy views applied (transpose, strided or reversed slices, broadcast):
   free, so the planner sees the view's real layout and contiguizes only where a kernel's caps
   demand it;
-- `Const`: concrete indices, checked and made U32 when the op was built;
+- `Const`: concrete indices, checked when the op was built, narrowed to U32 here (a block at a
+  time: no copy when they already are U32);
 - `LazyIndex`: a chunk of lazy indices, range-checked here (IndexError naming the value);
 - `Gathered`: a select's source read from the chunks its indices hit (each once): one chunk as
   it is, several views of one buffer as one spanning view (no copy), else concatenated on the
@@ -108,15 +109,21 @@ class Part:
 
 @dataclass(frozen=True, eq=False)
 class Const:
-    """A concrete array (indices already checked and made U32)."""
+    """A block of concrete indices, range-checked when the op was built: U32 once `narrowed` (no
+    copy when they already are contiguous U32; wider ones are the caller's values, narrowed here
+    so that each task copies only its own block)."""
 
     value: np.ndarray
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return [self.value]
+        return [_moved(self.value, 0)]
+
+    def moved(self, args: Sequence[Any], by: int) -> np.ndarray:
+        """The indices as U32, each plus `by` (they stay in range): one copy at most."""
+        return _moved(self.value, by)
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        return [(DType.from_numpy(self.value.dtype), Layout.contiguous(self.value.shape))]
+        return [(DType.U32, Layout.contiguous(self.value.shape))]
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,10 @@ class LazyIndex:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         return [self.checked(args[self.arg])]
+
+    def moved(self, args: Sequence[Any], by: int) -> np.ndarray:
+        """The checked indices (U32), each plus `by` (they stay in range)."""
+        return _moved(self.checked(args[self.arg]), by)
 
     def checked(self, chunk: Any) -> np.ndarray:
         a = np.asarray(chunk)
@@ -171,19 +182,19 @@ class Gathered:
     index: Const | LazyIndex
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        (idx,) = self.index.arrays(args)
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
-            return [chosen[0], _shift(idx, -self.part_starts[0])]
+            return [chosen[0], self.index.moved(args, -self.part_starts[0])]
         span = spanning_view(chosen, self.part_starts, self.axis)
         if span is not None:
-            return [span, _shift(idx, -self.part_starts[0])]
+            return [span, self.index.moved(args, -self.part_starts[0])]
+        (idx,) = self.index.arrays(args)
         begin = np.asarray(self.part_starts, dtype=np.int64)
         ids = np.searchsorted(begin, idx.astype(np.int64), side="right") - 1
         used = np.unique(ids)
         chosen = [chosen[i] for i in used]
         if len(chosen) == 1:
-            return [chosen[0], _shift(idx, -self.part_starts[int(used[0])])]
+            return [chosen[0], _moved(idx, -self.part_starts[int(used[0])])]
         sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
         offset = np.zeros(len(self.parts), dtype=np.int64)
         offset[used] = np.concatenate(([0], np.cumsum(sizes)[:-1])) - begin[used]
@@ -200,11 +211,17 @@ class Gathered:
         return [(sigs[0][0], Layout.contiguous(tuple(shape))), index]
 
 
-def _shift(idx: np.ndarray, by: int) -> np.ndarray:
-    """U32 indices moved by `by` (they stay in range: one pass, no wider copy)."""
+def _moved(idx: np.ndarray, by: int) -> np.ndarray:
+    """Checked indices (any integer dtype) as contiguous U32, each plus `by` (the results stay in
+    range, so nothing wraps): narrowed in one copy, moved in place in that copy."""
+    out = np.asarray(idx, dtype=U32, order="C")
     if by == 0:
-        return idx
-    return np.add(idx, by, dtype=U32) if by > 0 else np.subtract(idx, U32.type(-by), dtype=U32)
+        return out
+    if np.may_share_memory(out, idx):  # the caller's U32 array: not ours to change
+        return np.add(out, by, dtype=U32) if by > 0 else np.subtract(out, U32.type(-by), dtype=U32)
+    if by > 0:
+        return np.add(out, U32.type(by), out=out)
+    return np.subtract(out, U32.type(-by), out=out)
 
 
 @dataclass(frozen=True, eq=False)

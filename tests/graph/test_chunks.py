@@ -65,6 +65,8 @@ def test_regular_chunks_take_a_division_that_agrees_with_the_search():
 
 
 def test_the_hit_range_runs_from_the_lowest_hit_to_the_highest():
-    assert ch.hit_range(np.array([9, 0, 1, 9], np.uint32), (4, 4, 2)) == (0, 1, 2)
-    assert ch.hit_range(np.array([5, 6]), (4, 4, 2)) == (1,)
-    assert ch.hit_range(np.array([], np.uint32), (4,)) == ()
+    assert ch.hit_range((0, 9), (4, 4, 2)) == (0, 1, 2)
+    assert ch.hit_range((5, 6), (4, 4, 2)) == (1,)
+    assert ch.hit_range((3, 3), (4, 0, 4, 2)) == (0,)
+    assert ch.hit_range((4, 8), (4, 0, 4, 2)) == (2, 3)  # the empty chunk holds no value
+    assert ch.hit_range(None, (4,)) == ()

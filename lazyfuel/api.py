@@ -27,7 +27,6 @@ import dask.array as da
 import dask.local
 import dask.threaded
 import numpy as np
-from dask.array.optimization import optimize
 from dask.base import get_scheduler
 
 from lazyfuel import completion
@@ -56,6 +55,10 @@ class DefaultRuntime:
 
     def planner(self) -> Planner:
         return _planner(self.backend.lower())
+
+    def __dask_tokenize__(self) -> tuple[str, str]:
+        # what names it in task keys; dask's default for a dataclass pickles it on every lowering
+        return ("lazyfuel.DefaultRuntime", self.backend)
 
 
 @cache
@@ -188,7 +191,7 @@ class Array:
             if found is not None:
                 graph, keys = found
                 kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
-                scheduler(optimize(graph, keys), keys, **kwargs)
+                scheduler(graph, keys, **kwargs)
                 return result
         computed = np.asarray(self.to_dask().compute(**dask_kwargs))
         if out is None:

@@ -62,7 +62,7 @@ class Partition:
     def of(cls, root: Node, prefer: Callable[[Node], Any] | None = None) -> Partition:
         """The partition of `root`'s graph; `prefer(op)` (if given) names the backend an op node
         prefers, and an op is cut from a consumer that prefers another."""
-        order = _topological(root)
+        order = topological(root)
         paths: Counter[str] = Counter({root.name: 1})
         for node in order:  # parents before children
             for child in node.inputs:
@@ -136,7 +136,7 @@ def _below_views(node: Node) -> Node:
     return node
 
 
-def _topological(root: Node) -> list[Node]:
+def topological(root: Node) -> list[Node]:
     """Every node reachable from `root`, each after all of its consumers."""
     seen: set[str] = set()
     post: list[Node] = []

@@ -86,15 +86,16 @@ class Source(Node):
     array: Any  # a dask array
     one_buffer: bool = False
 
-    @property
+    # cached: lowering asks for them per block and argument, and dask's own are properties
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(int(n) for n in self.array.shape)
 
-    @property
+    @cached_property
     def dtype(self) -> np.dtype:
         return np.dtype(self.array.dtype)
 
-    @property
+    @cached_property
     def chunks(self) -> ch.Chunks:
         return tuple(tuple(int(n) for n in c) for c in self.array.chunks)
 
@@ -189,7 +190,7 @@ class Slice(View):
     def shape(self) -> tuple[int, ...]:
         return tuple(len(range(k.start, k.stop, k.step)) for k in self.key if isinstance(k, slice))
 
-    @property
+    @cached_property
     def chunks(self) -> ch.Chunks:
         return tuple(tuple(len(range(*p.local.indices(self.input.chunks[axis][p.block])))
                            for p in self._pieces[axis])

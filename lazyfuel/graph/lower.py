@@ -23,12 +23,13 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.array.optimization import optimize
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
-from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe
+from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe, topological
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Runtime, read_pieces, run_block, store_block
 
@@ -108,15 +109,24 @@ class _Lowering:
 
 
 def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, list] | None:
-    """A task graph (a plain dict) and its keys that compute `root` straight into `into` (an
-    array of `root`'s shape and dtype), each block written by the task that makes it; None when
-    `root` is not a fused group (a source or a rechunk: nothing of lazyfuel's to run)."""
+    """A task graph (a plain dict, ready for dask's local schedulers) and its keys that compute
+    `root` straight into `into` (an array of `root`'s shape and dtype), each block written by the
+    task that makes it; None when `root` is not a fused group (a source or a rechunk: nothing of
+    lazyfuel's to run).
+
+    The graph goes through dask's array optimisation (culling the chunks no task reads, fusing a
+    source's getters) unless every source in it is a numpy array's chunks (`Source.one_buffer`):
+    those are the views themselves, so there is nothing to cull or fuse, and skipping it saves
+    thousands of Python calls per compute."""
     if isinstance(root, (Source, Rechunk)):
         return None
     prefer = Families(runtime.planner)
     lowering = _Lowering(Partition.of(root, prefer), runtime, prefer)
     _, layer, deps, reads = lowering.group(root, into)
-    return _merged(deps, reads, layer), list(layer)
+    graph, keys = _merged(deps, reads, layer), list(layer)
+    if all(n.one_buffer for n in topological(root) if isinstance(n, Source)):
+        return graph, keys
+    return optimize(graph, keys), keys
 
 
 def tasks(partition: Partition, node: Node) -> Iterator[tuple[tuple[int, ...], Task]]:

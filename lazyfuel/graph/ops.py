@@ -248,7 +248,7 @@ def _concrete_indices(indices: Any, axis_len: int, chunks: ch.Chunks) -> Indices
     values = checks.integer_indices(indices, axis_len)
     blocks = np.ndindex(*(len(c) for c in chunks))
     ranges = checks.index_ranges(values, axis_len, [ch.block_slices(chunks, b) for b in blocks])
-    values = values.reshape(values.shape or (1,))
+    values = values if values.ndim else values.reshape(1)
     if values.nbytes <= HASHED_INDEX_BYTES:
         values = np.asarray(values, dtype=np.uint32, order="C")
     return Indices(values=values, chunks=chunks, ranges=ranges)

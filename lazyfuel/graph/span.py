@@ -27,9 +27,11 @@ def owner(a: np.ndarray) -> object:
     obj: object = a
     while True:
         base = getattr(obj, "base", None)
-        if isinstance(obj, np.ndarray) and base is not None:
-            obj = base
-        elif hasattr(obj, "__array_interface__") and isinstance(base, np.ndarray):
+        if base is None:
+            return obj
+        # the cheap tests first: `__array_interface__` builds a dict
+        if isinstance(obj, np.ndarray) or (isinstance(base, np.ndarray)
+                                           and hasattr(obj, "__array_interface__")):
             obj = base
         else:
             return obj
@@ -65,24 +67,24 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     first = parts[0]
     if len(parts) == 1:
         return first
-    ndim, dtype, root = first.ndim, first.dtype, owner(first)
-    if any(p.ndim != ndim or p.dtype != dtype for p in parts):
-        return None
     if any(s1 <= s0 for s0, s1 in pairwise(starts)) or any(p.size == 0 for p in parts):
         return None
-    if any(owner(p) is not root for p in parts):
-        return None
-    others = [k for k in range(ndim) if k != axis]
-    for p in parts[1:]:
-        if any(p.shape[k] != first.shape[k] for k in others):
-            return None
-        if any(p.strides[k] != first.strides[k] for k in others if first.shape[k] > 1):
-            return None
+    root = owner(first)
+    # one pass over the parts (a task runs this for every block it reads): the other axes'
+    # extents and (where they matter) strides as tuples, compared with the first part's
+    others = [k for k in range(first.ndim) if k != axis]
+    free = [k for k in others if first.shape[k] > 1]
+    extents = tuple(first.shape[k] for k in others)
+    steps = tuple(first.strides[k] for k in free)
     stride = _axis_stride(parts, starts, axis)
     if stride is None:
         return None
     base = address(first)
     for p, start in zip(parts, starts):
+        if p.ndim != first.ndim or p.dtype != first.dtype or owner(p) is not root:
+            return None
+        if tuple(p.shape[k] for k in others) != extents or tuple(p.strides[k] for k in free) != steps:
+            return None
         if p.shape[axis] > 1 and p.strides[axis] != stride:
             return None
         if address(p) != base + (start - starts[0]) * stride:

@@ -52,6 +52,13 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
     ...
     IndexError: index -1 at position 1 is negative; expected 0 <= index < 3 (no wrap-around, as in PyTorch)
     """
+    a = checked_indices(indices, axis_len, what=what)
+    return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
+
+
+def checked_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:
+    """`indices` checked as `as_indices` checks them, returned in their own integer dtype (no
+    copy of an integer ndarray): what a numpy kernel takes as it is. Raises as `as_indices`."""
     a = integer_indices(indices, axis_len, what=what)
     limit = min(int(axis_len), U32_LIMIT)
     if a.size:
@@ -62,7 +69,7 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
             bad = (a.min() < 0 if a.dtype.kind == "i" else False) or a.max() >= limit
         if bad:
             _raise_first_bad(a, int(axis_len), what)
-    return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    return a
 
 
 def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:

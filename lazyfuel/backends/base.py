@@ -37,9 +37,11 @@ from typing import Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from lazyfuel.contracts.model import Backend
+from lazyfuel.dtypes import DType
 from lazyfuel.planner.program import Program
 
 Outs = Sequence[np.ndarray | None] | None  # `out=` of `Executor.run`
+U32_MAX = 2**32 - 1
 _C = TypeVar("_C")  # a capability protocol (`_capable`)
 
 
@@ -109,6 +111,27 @@ class MemoryImporter(Protocol):
         """Map `size` bytes (the exporter's `size`) behind `fd`; takes the fd over on success (the
         caller closes it otherwise)."""
         ...
+
+
+def input_fits(declared: DType, a: np.ndarray) -> bool:
+    """Whether `a` may be given for a program input of dtype `declared`: the same dtype, or, for
+    U32 (indices), any integer dtype whose values the caller has range-checked. numpy's kernels
+    take such indices as they are (np.take would convert U32 to intp itself); the Vulkan executor
+    narrows them (`narrowed_indices`) as it moves them, so no pass is spent on them outside a run."""
+    return a.dtype == declared.numpy or (declared is DType.U32 and a.dtype.kind in "iu")
+
+
+def narrowed_indices(a: np.ndarray) -> np.ndarray:
+    """Range-checked integer indices as a fresh C-contiguous U32 array, in one pass. Saturating:
+    a value past 2**32 - 1 (only possible if the caller's array changed after the check) stays out
+    of range for the kernel's own bounds check instead of wrapping onto a valid index."""
+    if a.dtype == np.uint32:
+        return np.ascontiguousarray(a)
+    if a.dtype.kind == "i":  # seen unsigned, a negative value is huge: it saturates too
+        a = a.astype(np.int64, copy=False).view(np.uint64)
+    out = np.empty(a.shape, np.uint32)
+    np.clip(a, 0, U32_MAX, out=out, casting="unsafe")
+    return out
 
 
 def destinations(program: Program, out: Outs) -> list[np.ndarray | None]:

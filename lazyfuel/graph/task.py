@@ -6,8 +6,9 @@ arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
 - `Part`: a chunk with numpy views applied (transpose, strided or reversed slices, broadcast):
   free, so the planner sees the view's real layout and contiguizes only where a kernel's caps
   demand it;
-- `Const`: concrete indices, checked when the op was built, narrowed to U32 here (a block at a
-  time: no copy when they already are U32);
+- `Const`: concrete indices, checked when the op was built, handed to the executor in their own
+  integer dtype (it narrows them where its kernels need U32) or, when they must be moved to a
+  span's start, narrowed to U32 and moved in one copy;
 - `LazyIndex`: a chunk of lazy indices, range-checked here (IndexError naming the value);
 - `Gathered`: a select's source read from the chunks its indices hit (each once): one chunk as
   it is, several views of one buffer as one spanning view (no copy), else concatenated on the
@@ -109,9 +110,8 @@ class Part:
 
 @dataclass(frozen=True, eq=False)
 class Const:
-    """A block of concrete indices, range-checked when the op was built: U32 once `narrowed` (no
-    copy when they already are contiguous U32; wider ones are the caller's values, narrowed here
-    so that each task copies only its own block)."""
+    """A block of concrete indices, range-checked when the op was built: small ones made U32 then,
+    large ones the caller's values in their own dtype, handed on as they are (`_moved`)."""
 
     value: np.ndarray
 
@@ -119,7 +119,7 @@ class Const:
         return [_moved(self.value, 0)]
 
     def moved(self, args: Sequence[Any], by: int) -> np.ndarray:
-        """The indices as U32, each plus `by` (they stay in range): one copy at most."""
+        """The indices each plus `by` (they stay in range): one copy at most (`_moved`)."""
         return _moved(self.value, by)
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
@@ -212,11 +212,14 @@ class Gathered:
 
 
 def _moved(idx: np.ndarray, by: int) -> np.ndarray:
-    """Checked indices (any integer dtype) as contiguous U32, each plus `by` (the results stay in
-    range, so nothing wraps): narrowed in one copy, moved in place in that copy."""
-    out = np.asarray(idx, dtype=U32, order="C")
+    """Checked indices each plus `by` (the results stay in range, so nothing wraps), C-contiguous.
+    Unmoved, they stay in their integer dtype (no copy when contiguous): the executors take any
+    checked integer indices for a U32 input (`backends.base.input_fits`), numpy's kernels as they
+    are, the Vulkan executor narrowing them as it moves them. Moved, they are narrowed to U32 and
+    moved in that one copy."""
     if by == 0:
-        return out
+        return np.ascontiguousarray(idx)
+    out = np.asarray(idx, dtype=U32, order="C")
     if np.may_share_memory(out, idx):  # the caller's U32 array: not ours to change
         return np.add(out, by, dtype=U32) if by > 0 else np.subtract(out, U32.type(-by), dtype=U32)
     if by > 0:
@@ -321,8 +324,7 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
     into `into` where that has the output's shape and dtype (a split block's halves do not), or
     with `handover` left on the device where `crossing.hand_over` can."""
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
-        program = runtime.planner().plan(chain, [DType.from_numpy(a.dtype) for a in inputs],
-                                         [Layout.of(a) for a in inputs])
+        program = runtime.planner().plan(chain, _input_dtypes(chain, inputs), [Layout.of(a) for a in inputs])
         device = device_for(block, program.backend)
         if handover and program.backend is Backend.Vulkan:
             return crossing.hand_over(program, inputs, device)
@@ -334,6 +336,14 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
             (out,) = execute(program, inputs)
         return out
     return run
+
+
+def _input_dtypes(chain: Chain, inputs: Sequence[np.ndarray]) -> list[DType]:
+    """The program's input dtypes: each array's, but U32 for indices given in a wider integer
+    dtype (checked when the op was built; the executor narrows them where its kernels need it)."""
+    indices = chain.index_inputs
+    return [DType.U32 if i in indices and a.dtype.kind in "iu" else DType.from_numpy(a.dtype)
+            for i, a in enumerate(inputs)]
 
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:

@@ -9,9 +9,11 @@ plans are cached by (chain, input dtypes, input layouts, backends).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 VIEW_OPS = ("transpose", "getitem", "broadcast_to")
+INDEX_OPS = ("IndexSelect", "Gather")  # ops whose second argument is indices
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,20 @@ class Chain:
     n_inputs: int
     nodes: tuple[OpNode, ...]
     outputs: tuple[int, ...]
+
+    @cached_property
+    def index_inputs(self) -> frozenset[int]:
+        """The inputs a select reads as its indices (through views, if any): inputs of DType U32
+        that a caller may give in any checked integer dtype (`backends.base.input_fits`)."""
+        found = set()
+        for node in self.nodes:
+            if node.op in INDEX_OPS:
+                value = node.args[1]
+                while value >= self.n_inputs and self.nodes[value - self.n_inputs].op in VIEW_OPS:
+                    value = self.nodes[value - self.n_inputs].args[0]
+                if value < self.n_inputs:
+                    found.add(value)
+        return frozenset(found)
 
 
 def encode_key(key: tuple[int | slice, ...]) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ from functools import cache
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.base import Outs, deliver, destinations
+from lazyfuel.backends.base import Outs, deliver, destinations, input_fits
 from lazyfuel.contracts.model import Backend
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
@@ -74,7 +74,7 @@ class CpuExecutor:
         values = []
         for i, (a, dtype, layout) in enumerate(zip(inputs, program.input_dtypes, program.input_layouts)):
             a = np.asarray(a)
-            if a.dtype != dtype.numpy:
+            if not input_fits(dtype, a):
                 raise TypeError(f"input {i} has dtype {a.dtype}, the program expects {dtype} ({dtype.numpy})")
             got = Layout.of(a)
             if got != layout:

@@ -170,7 +170,7 @@ def index_select_step(source: np.ndarray, indices: np.ndarray, *, outer_count: i
     _expect_size(source, outer_count * source_dim_size * inner_count, "source",
                  f"outer_count * source_dim_size * inner_count = {outer_count} * {source_dim_size} "
                  f"* {inner_count}")
-    idx = checks.as_indices(indices, source_dim_size).reshape(-1)
+    idx = checks.checked_indices(indices, source_dim_size).reshape(-1)  # np.take wants intp anyway
     _expect_size(idx, n_indices, "indices", "n_indices")
     src = _bits(source).reshape(outer_count, source_dim_size, inner_count)
     shape = (outer_count, n_indices, inner_count)
@@ -198,18 +198,18 @@ def gather_step(source: np.ndarray, indices: np.ndarray, *, source_shape: Sequen
     _expect_size(indices, math.prod(output_shape), "indices", f"prod(output_shape {output_shape})")
     d = checks.check_gather_shapes(source_shape, output_shape, dim)
     src_shape, out_shape = source_shape or (1,), output_shape or (1,)
-    idx = checks.as_indices(np.reshape(indices, out_shape), src_shape[d])
+    idx = checks.checked_indices(np.reshape(indices, out_shape), src_shape[d])  # any integer dtype
     bits = _bits(source)
     dest = None if out is None else _into(out, source.dtype, out_shape)
     if bits.flags.c_contiguous:  # one flat take: element offsets, the checked indices along `d`
-        offsets = idx.astype(np.intp)
-        offsets *= math.prod(src_shape[d + 1:])
+        offsets = np.empty(out_shape, np.intp)
+        np.multiply(idx, math.prod(src_shape[d + 1:]), out=offsets, dtype=np.intp, casting="unsafe")
         for axis in (a for a in range(len(out_shape)) if a != d):
             step = np.arange(out_shape[axis], dtype=np.intp) * math.prod(src_shape[axis + 1:])
             offsets += step.reshape((-1,) + (1,) * (len(out_shape) - axis - 1))
         taken = np.take(bits.reshape(-1), offsets, out=dest, mode="clip")
     else:
-        taken = np.take_along_axis(bits.reshape(src_shape), idx, axis=d)
+        taken = np.take_along_axis(bits.reshape(src_shape), idx.astype(np.intp, copy=False), axis=d)
         if dest is not None:
             np.copyto(dest, taken)
     if out is not None:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.base import Outs, deliver, destinations
+from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, narrowed_indices
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
@@ -93,8 +93,7 @@ class VulkanExecutor:
 
     def _run_retrying(self, program: Program, inputs: Sequence[np.ndarray], out: Outs,
                       timed: bool) -> tuple[list[np.ndarray], float | None]:
-        arrays = [np.asarray(x) for x in inputs]
-        kernels = self._validate(program, arrays)
+        arrays, kernels = self._inputs(program, inputs)
         dests = destinations(program, out)
         try:
             return self._run(program, arrays, kernels, dests, timed=timed)
@@ -123,8 +122,7 @@ class VulkanExecutor:
         it. Where that cannot be (the device lacks VK_KHR_external_memory_fd, the output is a
         program input, the device was lost) the result comes back as `run` gives it. Raises as `run`.
         """
-        arrays = [np.asarray(x) for x in inputs]
-        kernels = self._validate(program, arrays)
+        arrays, kernels = self._inputs(program, inputs)
         pool = self.pool
         if len(program.outputs) != 1 or program.outputs[0] < program.n_inputs or not supported(pool):
             return self.run(program, arrays)[0]
@@ -142,12 +140,22 @@ class VulkanExecutor:
         return memory
 
     # -- checks ---------------------------------------------------------------------------------
+    @classmethod
+    def _inputs(cls, program: Program, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray],
+                                                                              list[VulkanKernel]]:
+        """The inputs checked against the program, indices given in a wider integer dtype narrowed
+        to U32 (the kernels read 32-bit words), and the steps' kernels."""
+        arrays = [np.asarray(x) for x in inputs]
+        kernels = cls._validate(program, arrays)
+        return [a if a.dtype == d.numpy else narrowed_indices(a)
+                for a, d in zip(arrays, program.input_dtypes)], kernels
+
     @staticmethod
     def _validate(program: Program, arrays: list[np.ndarray]) -> list[VulkanKernel]:
         if len(arrays) != program.n_inputs:
             raise ValueError(f"program takes {program.n_inputs} inputs, got {len(arrays)}")
         for i, (a, dtype, layout) in enumerate(zip(arrays, program.input_dtypes, program.input_layouts)):
-            if a.dtype != dtype.numpy:
+            if not input_fits(dtype, a):
                 raise TypeError(f"input {i}: program expects {dtype} ({dtype.numpy}), got {a.dtype}")
             if tuple(a.shape) != layout.shape:
                 raise ValueError(f"input {i}: program expects shape {layout.shape}, got {a.shape}")

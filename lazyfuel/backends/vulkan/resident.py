@@ -35,8 +35,7 @@ class ResidentProgram:
 
     def __init__(self, pool: DevicePool, program: Program, inputs: Sequence[np.ndarray]) -> None:
         """Check the inputs against the program (as the executor does) and upload them."""
-        arrays = [np.asarray(x) for x in inputs]
-        self.kernels = VulkanExecutor._validate(program, arrays)
+        arrays, self.kernels = VulkanExecutor._inputs(program, inputs)
         if any(v < program.n_inputs for v in program.outputs):
             raise ValueError("the program returns one of its inputs: nothing would run on the device")
         self.pool, self.program = pool, program

@@ -282,8 +282,9 @@ class Indices:
     checked at compute).
 
     Concrete `values` keep the integer dtype they were given once they are larger than
-    `HASHED_INDEX_BYTES` (tasks narrow their own block to U32: `graph.task.Const`), and are read
-    when the graph runs, as a `from_array` source is; smaller ones are a U32 copy. `ranges` holds
+    `HASHED_INDEX_BYTES` (tasks hand each block to the executor as it is, which narrows it where
+    its kernels need U32: `graph.task.Const`, `backends.base.input_fits`), and are read when the
+    graph runs, as a `from_array` source is; smaller ones are a U32 copy. `ranges` holds
     the (smallest, largest) value of each block of `chunks` (row-major; None for an empty block),
     found while checking them, so lowering need not read the values again.
     """

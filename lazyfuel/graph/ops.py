@@ -241,9 +241,10 @@ def _concrete_indices(indices: Any, axis_len: int, chunks: ch.Chunks) -> Indices
     """Concrete indices checked now (IndexError at the call, as in PyTorch), block by block of
     `chunks` (how the select reads them), keeping each block's value range for lowering.
 
-    Indices larger than `HASHED_INDEX_BYTES` keep their dtype: each task narrows its own block
-    to U32 (`graph.task.Const`), beside other tasks' kernels, so building reads them once and
-    copies nothing. Smaller ones are made U32 now.
+    Indices larger than `HASHED_INDEX_BYTES` keep their dtype: each task hands its own block to
+    the executor as it is (`graph.task.Const`; numpy's kernels take it so, the Vulkan executor
+    narrows it to U32), so building reads them once and copies nothing. Smaller ones are made U32
+    now.
     """
     values = checks.integer_indices(indices, axis_len)
     blocks = np.ndindex(*(len(c) for c in chunks))

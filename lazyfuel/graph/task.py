@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
-from lazyfuel.backends.base import devices, executor
+from lazyfuel.backends.base import devices, executor, narrowed_indices
 from lazyfuel.checks import as_indices
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
@@ -219,7 +219,7 @@ def _moved(idx: np.ndarray, by: int) -> np.ndarray:
     moved in that one copy."""
     if by == 0:
         return np.ascontiguousarray(idx)
-    out = np.asarray(idx, dtype=U32, order="C")
+    out = narrowed_indices(idx)  # saturating, as the executor narrows
     if np.may_share_memory(out, idx):  # the caller's U32 array: not ours to change
         return np.add(out, by, dtype=U32) if by > 0 else np.subtract(out, U32.type(-by), dtype=U32)
     if by > 0:

@@ -68,30 +68,17 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
         span = memory_span(a)
         layout = Layout.of(a)
         n = span.nbytes
-        pinned = batch.pool.pinned.find(span)
-        if pinned is not None:  # page-locked already (lf.empty_pinned): bound as it is, or copied in
+        importing = mode.imports and n >= allocator.import_min and (
+            mode is Mode.IMPORT or _address(span) % allocator.align == 0 or not allocator.direct)
+        host, pinned = _device_view(batch, span, importing)
+        if host is not None:
             batch.bytes_uploaded += n
-            if (allocator.direct or mode is Mode.ZERO_COPY) and pinned.offset % allocator.align == 0:
-                values.append(DeviceValue(pinned, dtype, layout))
+            bind = mode is Mode.ZERO_COPY or (pinned and allocator.direct)
+            if bind and host.offset % allocator.align == 0:
+                values.append(DeviceValue(host, dtype, layout))
                 continue
             allocation = batch.alloc(n)
-            batch.copy(pinned, 0, allocation, 0, n)
-            values.append(DeviceValue(allocation, dtype, layout))
-            copied = True
-            continue
-        imported = None
-        if mode.imports and n >= allocator.import_min:
-            bindable = _address(span) % allocator.align == 0
-            if mode is Mode.IMPORT or bindable or not allocator.direct:
-                imported = allocator.import_host(span)
-        if imported is not None:
-            batch.own(imported)
-            batch.bytes_uploaded += n
-            if mode is Mode.ZERO_COPY and imported.offset % allocator.align == 0:
-                values.append(DeviceValue(imported, dtype, layout))
-                continue
-            allocation = batch.alloc(n)
-            batch.copy(imported, 0, allocation, 0, n)
+            batch.copy(host, 0, allocation, 0, n)
             copied = True
         else:
             allocation = batch.alloc(max(n, 1))
@@ -135,19 +122,26 @@ def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
     is not mapped) the device copies straight into `out`'s pages."""
     allocator = batch.pool.allocator
     n = out.nbytes
-    pinned = batch.pool.pinned.find(out.reshape(-1).view(np.uint8))
-    if pinned is not None:  # page-locked (lf.empty_pinned): the device copies straight in
+    importing = allocator.mode.imports and not allocator.direct and n >= allocator.import_min
+    host, _ = _device_view(batch, out.reshape(-1).view(np.uint8), importing)
+    if host is not None:  # the device copies straight into `out`'s pages
         batch.bytes_downloaded += n
-        batch.copy(src, 0, pinned, 0, n)
+        batch.copy(src, 0, host, 0, n)
         return
-    if allocator.mode.imports and not allocator.direct and n >= allocator.import_min:
-        imported = allocator.import_host(out.reshape(-1).view(np.uint8))
-        if imported is not None:
-            batch.own(imported)
-            batch.bytes_downloaded += n
-            batch.copy(src, 0, imported, 0, n)
-            return
     batch.download(src, out)
+
+
+def _device_view(batch: Batch, data: np.ndarray, importing: bool) -> tuple[Allocation | None, bool]:
+    """`data` (1-d uint8) as device-visible memory, and whether it is page-locked already: in a
+    block of `lf.empty_pinned` (`pinned.py`; never freed by the batch), else, when `importing`,
+    its pages imported for the batch (freed when it closes); (None, False) where neither."""
+    pinned = batch.pool.pinned.find(data)
+    if pinned is not None:
+        return pinned, True
+    imported = batch.pool.allocator.import_host(data) if importing else None
+    if imported is not None:
+        batch.own(imported)
+    return imported, False
 
 
 def time_round_trip(pool: DevicePool, upload: np.ndarray | None, result: np.ndarray | None) -> float:

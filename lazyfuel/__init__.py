@@ -103,11 +103,12 @@ def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
     import numpy as np
 
     from lazyfuel.backends.vulkan import get_pool
+    from lazyfuel.checks import int_sequence
     from lazyfuel.dtypes import DType
 
     dt = DType.from_numpy(np.dtype(dtype)).numpy
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
+    dims = int_sequence(shape, "empty_pinned: shape")
+    if any(d < 0 for d in dims):
         raise ValueError(f"empty_pinned: shape must hold non-negative ints, got {shape!r}")
     nbytes = math.prod(dims) * dt.itemsize
     return get_pool().pinned.empty(nbytes).view(dt).reshape(dims)

@@ -149,6 +149,20 @@ def _range(block: np.ndarray) -> Range:
     return int(min(lows)), int(max(highs))
 
 
+def int_sequence(value: Any, what: str) -> tuple[int, ...]:
+    """`value` (an int or a sequence of ints, numpy's rule) as a tuple of ints; TypeError naming the
+    first entry that is no integer (bools, floats and strings are refused, never converted)."""
+    one = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    items = (value,) if one else value
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {type(value).__name__} {value!r}")
+    items = tuple(items)
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"{what} must hold integers, got {type(item).__name__} {item!r} in {value!r}")
+    return tuple(int(n) for n in items)
+
+
 def _all_python_ints(a: np.ndarray) -> bool:
     return a.size > 0 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in a.flat)
 

@@ -93,7 +93,7 @@ def transpose(x: Node, axes: Any = None) -> Node:
     if axes is None:
         perm = tuple(reversed(range(x.ndim)))
     else:
-        axes = _int_sequence(axes, "axes")
+        axes = checks.int_sequence(axes, "axes")
         perm = tuple(normalize_dim(a, x.ndim) for a in axes) if x.ndim else tuple(axes)
         if sorted(perm) != list(range(x.ndim)):
             raise ValueError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} dims "
@@ -139,7 +139,7 @@ def broadcast_to(x: Node, shape: Any) -> Node:
     (floats, strings, bools: nothing is truncated or parsed), ValueError for a negative extent, more
     elements than numpy can index, or if `x`'s shape does not broadcast to `shape`.
     """
-    shape = _int_sequence(shape, "shape")
+    shape = checks.int_sequence(shape, "shape")
     negative = [n for n in shape if n < 0]
     if negative:
         raise ValueError(f"broadcast_to: shape {shape} has a negative extent {negative[0]}")
@@ -263,20 +263,6 @@ def _lazy_indices(indices: Any, axis_len: int, ndim: int) -> Indices:
     if node.ndim == 0:
         node = broadcast_to(node, (1,) * ndim)
     return Indices(node=node)
-
-
-def _int_sequence(value: Any, what: str) -> tuple[int, ...]:
-    """`value` (an int or a sequence of ints, numpy's rule) as a tuple of ints; TypeError naming the
-    first entry that is no integer (bools, floats and strings are refused, never converted)."""
-    one = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-    items = (value,) if one else value
-    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
-        raise TypeError(f"{what} must be an int or a sequence of ints, got {type(value).__name__} {value!r}")
-    items = tuple(items)
-    for item in items:
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise TypeError(f"{what} must hold integers, got {type(item).__name__} {item!r} in {value!r}")
-    return tuple(int(n) for n in items)
 
 
 def _with_0d(x: Node, make: Any) -> Node:

@@ -17,21 +17,23 @@ variant of the producer gets dask keys of its own, so no other reader of it ever
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import dask.array as da
 import numpy as np
 from dask.array.optimization import optimize
 from dask.base import tokenize
+from dask.core import flatten as core_flatten
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe, topological
 from lazyfuel.graph.ir import Node, Rechunk, Source
-from lazyfuel.graph.task import Runtime, read_pieces, run_block, store_block
+from lazyfuel.graph.task import BlockRecipe, Runtime, read_pieces, run_block, spanned, store_block, store_made
 
 
 def lower(root: Node, runtime: Runtime) -> da.Array:
@@ -43,8 +45,10 @@ def lower(root: Node, runtime: Runtime) -> da.Array:
 class _Lowering:
     """Lowers the nodes of one graph, each once (memoized by name)."""
 
-    def __init__(self, partition: Partition, runtime: Runtime, prefer: Families) -> None:
+    def __init__(self, partition: Partition, runtime: Runtime, prefer: Families,
+                 local: bool = False) -> None:
         self.partition, self.runtime, self.prefer = partition, runtime, prefer
+        self.local = local  # a graph for this process's schedulers: chunks given as they are
         self.done: dict[tuple[str, bool], da.Array] = {}
 
     def array(self, node: Node, handover: bool = False) -> da.Array:
@@ -75,35 +79,63 @@ class _Lowering:
         leaves = self.partition.rooted_at(node).leaves(node)
         deps = {leaf.name: self.array(leaf, self._hands_over(leaf, node)) for leaf in leaves}
         keys = {name: arr.__dask_keys__() for name, arr in deps.items()}
+        held = {name: _held_chunks(arr) for name, arr in deps.items()} if self.local else {}
         kind = node.label if into is None else f"{node.label}-into"
         kind += "-handover" if handover else ""
         name = f"lazyfuel-{kind}-{tokenize(node.name, self.runtime)}"
         layer: dict = {}
         reads: dict[str, dict] = {}  # layers of read tasks (selects read per source chunk)
 
+        def chunk(key: Key) -> Any:
+            """A leaf chunk's dask key, or the chunk itself where it is held."""
+            found = _key(keys[key[0]], key[1:])
+            chunks = held.get(key[0])
+            return found if chunks is None else _chunks_of(found, chunks)
+
         def arg(key: Key) -> Any:
             if isinstance(key[0], tuple):  # a read task's result: ("pieces", select name)
-                return (self._reads(key[0][1], keys, reads), *key[1:])
-            return _key(keys[key[0]], key[1:])
+                return (self._reads(key[0][1], chunk, reads), *key[1:])
+            return chunk(key)
 
+        spans: dict = {}
         starts = [np.concatenate(([0], np.cumsum(c))).tolist() for c in node.chunks]
+        if into is not None and held and all(h is not None for h in held.values()) \
+                and not self.partition.pieces:
+            # Nothing to wait for: each task makes its own recipe, on the worker thread, while
+            # other tasks' kernels run (lowering then costs next to nothing up front).
+            for number, block in enumerate(node.blocks()):
+                region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, block))
+                made = partial(self._held_task, node, block, number, handover, arg, spans)
+                layer[(name, *block)] = (store_made, made, self.runtime, into, region)
+            return name, layer, [], reads
         for number, (block, task) in enumerate(tasks(self.partition, node)):
             body = replace(task.recipe, block=number, export=handover)
+            args = [arg(k) for k in task.keys]
+            if self.local:
+                body = spanned(body, args, spans)
             if into is None:
-                layer[(name, *block)] = (run_block, body, self.runtime, *map(arg, task.keys))
+                layer[(name, *block)] = (run_block, body, self.runtime, *args)
             else:
                 region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, block))
-                layer[(name, *block)] = (store_block, body, self.runtime, into, region,
-                                         *map(arg, task.keys))
-        return name, layer, list(deps.values()), reads
+                layer[(name, *block)] = (store_block, body, self.runtime, into, region, *args)
+        kept = [arr for n, arr in deps.items() if held.get(n) is None]
+        return name, layer, kept, reads
 
-    def _reads(self, select: str, keys: dict[str, Any], reads: dict[str, dict]) -> str:
+    def _held_task(self, node: Node, block: tuple[int, ...], number: int, handover: bool,
+                   arg: Callable[[Key], Any], spans: dict) -> tuple[BlockRecipe, list[Any]]:
+        """The recipe of `block` of `node` and its arguments, the held chunks it reads."""
+        task = recipe(self.partition, node, block)
+        args = [arg(k) for k in task.keys]
+        body = replace(task.recipe, block=number, export=handover)
+        return spanned(body, args, spans), args
+
+    def _reads(self, select: str, chunk: Callable[[Key], Any], reads: dict[str, dict]) -> str:
         """The name of `select`'s layer of read tasks, added to `reads` on first use."""
         name = f"lazyfuel-read-{tokenize(select, self.runtime)}"
         if name not in reads:
             found = read_tasks(self.partition, self.partition.pieces[select])
             reads[name] = {(name, *block): (read_pieces, replace(reader, block=number), self.runtime,
-                                            *(_key(keys[k[0]], k[1:]) for k in chunk_keys))
+                                            *map(chunk, chunk_keys))
                            for number, (block, reader, chunk_keys) in enumerate(found)}
         return name
 
@@ -114,19 +146,42 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, li
     task that makes it; None when `root` is not a fused group (a source or a rechunk: nothing of
     lazyfuel's to run).
 
-    The graph goes through dask's array optimisation (culling the chunks no task reads, fusing a
-    source's getters) unless every source in it is a numpy array's chunks (`Source.one_buffer`):
-    those are the views themselves, so there is nothing to cull or fuse, and skipping it saves
-    thousands of Python calls per compute."""
+    Chunks the graph already holds (a `from_array` of a numpy array: views of it) are handed to
+    the tasks as they are, not as keys: the scheduler has no source tasks to run, and views of one
+    buffer that a select reads together are spanned once here (`task.spanned`), not in every task.
+    When a group reads held chunks only, each task makes its own recipe when it runs, on the
+    worker thread, while other tasks' kernels run: lowering then costs next to nothing before the
+    first kernel starts. The graph goes through dask's array optimisation (culling the chunks no
+    task reads, fusing a source's getters) unless every source in it is a numpy array's chunks
+    (`Source.one_buffer`): there is nothing to cull or fuse then, and skipping it saves thousands
+    of Python calls per compute."""
     if isinstance(root, (Source, Rechunk)):
         return None
     prefer = Families(runtime.planner)
-    lowering = _Lowering(Partition.of(root, prefer), runtime, prefer)
+    lowering = _Lowering(Partition.of(root, prefer), runtime, prefer, local=True)
     _, layer, deps, reads = lowering.group(root, into)
     graph, keys = _merged(deps, reads, layer), list(layer)
     if all(n.one_buffer for n in topological(root) if isinstance(n, Source)):
         return graph, keys
     return optimize(graph, keys), keys
+
+
+def _chunks_of(keys: Any, chunks: dict) -> Any:
+    """`keys` (a key, or nested lists of keys) with each key replaced by its held chunk."""
+    return [_chunks_of(k, chunks) for k in keys] if isinstance(keys, list) else chunks[keys]
+
+
+def _held_chunks(arr: da.Array) -> dict | None:
+    """`arr`'s chunks by key when every one is a numpy array held in its graph (a `from_array`
+    of a numpy array: views of it), else None."""
+    graph = arr.__dask_graph__()
+    found = {}
+    for key in core_flatten(arr.__dask_keys__()):
+        value = graph.get(key)
+        if not isinstance(value, np.ndarray):
+            return None
+        found[key] = value
+    return found
 
 
 def tasks(partition: Partition, node: Node) -> Iterator[tuple[tuple[int, ...], Task]]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -211,6 +211,29 @@ class Gathered:
         return [(sigs[0][0], Layout.contiguous(tuple(shape))), index]
 
 
+def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> BlockRecipe:
+    """`recipe` with each `Gathered` input whose parts are views of one buffer given as one
+    spanning view, computed here once (and once per distinct set of parts, through `spans`)
+    instead of in every task: for a graph whose chunks are held (`args` are the chunks, not keys).
+    The view is appended to `args`; the parts' own arguments stay (unread)."""
+    inputs = list(recipe.inputs)
+    for i, spec in enumerate(inputs):
+        if not isinstance(spec, Gathered) or len(spec.parts) < 2:
+            continue
+        if not all(isinstance(args[p.arg], np.ndarray) for p in spec.parts):
+            continue
+        ident = (tuple(id(args[p.arg]) for p in spec.parts), tuple(p.views for p in spec.parts),
+                 spec.part_starts, spec.axis)
+        if ident not in spans:
+            spans[ident] = spanning_view([p.arrays(args)[0] for p in spec.parts], spec.part_starts,
+                                         spec.axis)
+        if spans[ident] is None:
+            continue
+        args.append(spans[ident])
+        inputs[i] = Gathered((Part(len(args) - 1),), spec.part_starts[:1], spec.axis, spec.index)
+    return replace(recipe, inputs=tuple(inputs)) if inputs != list(recipe.inputs) else recipe
+
+
 def _moved(idx: np.ndarray, by: int) -> np.ndarray:
     """Checked indices each plus `by` (the results stay in range, so nothing wraps), C-contiguous.
     Unmoved, they stay in their integer dtype (no copy when contiguous): the executors take any
@@ -361,6 +384,14 @@ def store_block(recipe: BlockRecipe, runtime: Runtime, dest: np.ndarray, region:
     result = _computed(recipe, runtime, args, target if direct else None)
     if result is not target:
         target[...] = result
+
+
+def store_made(made: Callable[[], tuple[BlockRecipe, list[Any]]], runtime: Runtime, dest: np.ndarray,
+               region: tuple[slice, ...]) -> None:
+    """`store_block` of the recipe and arguments `made()` returns: a task that makes its own
+    recipe when it runs (its chunks are held in the graph, so it has nothing to wait for)."""
+    recipe, args = made()
+    store_block(recipe, runtime, dest, region, *args)
 
 
 def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],

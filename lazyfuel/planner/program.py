@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lazyfuel.dtypes import DType
@@ -59,6 +60,11 @@ class Program:
     @property
     def n_inputs(self) -> int:
         return len(self.input_dtypes)
+
+    @cached_property
+    def binding_names(self) -> tuple[str, ...]:
+        """Each step's binding as text (what `lf.profile` counts), made once per plan."""
+        return tuple(str(s.binding) for s in self.steps)
 
     @property
     def cost(self) -> float:

@@ -254,7 +254,7 @@ class VulkanExecutor:
                              bytes_downloaded=batch.bytes_downloaded - flags.nbytes,
                              device_seconds=batch.device_seconds,
                              kernel_seconds=batch.kernel_seconds or 0.0,
-                             bindings=tuple(str(step.binding) for step in program.steps),
+                             bindings=program.binding_names,
                              device=pool.label)
             for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
                 if flag != NO_BAD:

@@ -23,8 +23,10 @@
 #   transfer term (submit, host<->device per array and GB/s), both Contiguize bindings timed on a
 #   dense offset view of 64M f32, and `lf.explain` of x[1:].contiguous() and of index_select on a
 #   transposed source with the costs compared (CHOICES_ARGS). About a minute on the H200.
+# graph (not in the default list): the graph layer's tests (tests/graph: lowering, fusion, pieces,
+#   crossing), each on every backend usable there, the H200's Vulkan device among them.
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
-#   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS).
+#   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS; output transfer$TRANSFER_TAG.txt).
 # link (not in the default list): benchmarks/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -85,6 +87,7 @@ for stage in $stages; do
   case $stage in
     check)    python3 -m lazyfuel devices 2>&1 | tee "$OUT/devices.txt" ;;
     tests)    python3 -m pytest -q -x -p no:cacheprovider tests/backends/vulkan 2>&1 | tail -n 25 | tee "$OUT/tests.txt" ;;
+    graph)    python3 -m pytest -q -x -p no:cacheprovider tests/graph 2>&1 | tail -n 25 | tee "$OUT/graph.txt" ;;
     audit)    LAZYFUEL_BACKEND=vulkan python3 -m lazyfuel audit --backend vulkan 2>&1 | tail -n 5 | tee "$OUT/audit.txt" ;;
     kernels)  python3 benchmarks/kernels.py ${KERNELS_ARGS:-} 2>&1 | tee "$OUT/kernels.txt" ;;
     kernels_gpu) python3 benchmarks/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
@@ -93,7 +96,7 @@ for stage in $stages; do
     choices)  python3 -m lazyfuel judge --quick >"$OUT/judge.txt" 2>&1
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"
               python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
-    transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer.txt" ;;
+    transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     link)     python3 benchmarks/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     fftcuda)  fftcuda ;;
     crossing) crossing ;;

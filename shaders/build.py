@@ -3,9 +3,9 @@
 Each `<kernel>.comp` is compiled once per element width (1, 2, 4, 8, 16 bytes) and memory mode
 with glslc (`--target-env=vulkan1.2`, `-DWIDTH=<w>`, `-DSSBO` for storage buffers), checked with
 spirv-val, and written as `<kernel>_w<width>.spv` (device addresses) and
-`<kernel>_w<width>_ssbo.spv` (storage buffers) to `lazyfuel/backends/vulkan/spirv/` (committed and
-packaged), or to `--out DIR`. `--check` rebuilds into a temporary folder and exits 1 if the
-committed SPIR-V differs.
+`<kernel>_w<width>_ssbo.spv` (storage buffers; not for the `ADDRESS_ONLY` kernels) to
+`lazyfuel/backends/vulkan/spirv/` (committed and packaged), or to `--out DIR`. `--check`
+rebuilds into a temporary folder and exits 1 if the committed SPIR-V differs.
 
     python shaders/build.py            # rebuild the committed SPIR-V
     python shaders/build.py --check    # fail if it is stale
@@ -22,16 +22,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "lazyfuel" / "backends" / "vulkan" / "spirv"
-KERNELS = ("contiguize", "index_select", "gather", "masked_fill", "strided_select")
+KERNELS = ("contiguize", "index_select", "gather", "masked_fill", "strided_select", "select_fill")
 WIDTHS = (1, 2, 4, 8, 16)
 MODES = {"": [], "_ssbo": ["-DSSBO"]}  # file-name suffix -> extra glslc flags
+ADDRESS_ONLY = ("select_fill",)  # kernels built for device addresses only (no `_ssbo` variant)
 TARGET = "vulkan1.2"
 
 
 def outputs() -> list[tuple[str, str, int, list[str]]]:
     """(output file name, kernel, width, extra flags) for every SPIR-V module the build writes."""
     return [(f"{k}_w{w}{suffix}.spv", k, w, flags) for k in KERNELS for w in WIDTHS
-            for suffix, flags in MODES.items()]
+            for suffix, flags in MODES.items() if not (suffix and k in ADDRESS_ONLY)]
 
 
 def _tool(name: str) -> str:

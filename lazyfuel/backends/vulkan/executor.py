@@ -6,10 +6,13 @@ are recorded into one batch, with a barrier only before a step that reads what a
 wrote since the last barrier (independent steps overlap on the GPU); intermediates stay on the device, and
 only `program.outputs` come back, as fresh contiguous arrays, or into the `out=` arrays given
 (imported and written by the last kernel in zero-copy mode, copied into by the device in import
-mode, else downloaded into). Kernels that take indices record the
-first out-of-range position in a status word; the executor then raises IndexError naming the
-value and its position, and returns nothing. A lost device rebuilds the pool and retries once; a
-second loss is a DeviceLostError saying so (the next run gets a fresh pool again).
+mode, else downloaded into). An index_select whose only reader is a masked_fill is recorded with
+it as one `select_fill` dispatch on GPUs (`select_fills`): the selected rows never reach device
+memory, and in zero-copy mode that one kernel reads and writes host memory at once. Kernels
+that take indices record the first out-of-range position in a status word; the executor then
+raises IndexError naming the value and its position, and returns nothing. A lost device rebuilds
+the pool and retries once; a second loss is a DeviceLostError saying so (the next run gets a
+fresh pool again).
 Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
 the pool's label); while a profile is active, GPU timestamps around the steps (after the
 uploads, before the downloads) also give `kernel_seconds`. For the judge, `time_kernels` runs a
@@ -23,6 +26,7 @@ and `export_gpu` names that GPU: together the `backends.base.MemoryExporter` cap
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,7 +36,16 @@ from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, narr
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
-from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
+from lazyfuel.backends.vulkan.kernels import (
+    STATUS_STRIDE,
+    DeviceValue,
+    IndexSelectKernel,
+    MaskedFillKernel,
+    SelectFillKernel,
+    StatusSlot,
+    VulkanKernel,
+    select_fill_fits,
+)
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.contracts.model import Backend, OpKind
@@ -176,15 +189,17 @@ class VulkanExecutor:
         return kernels
 
     @staticmethod
-    def _check_caps(i: int, step: Step, args: list[DeviceValue]) -> None:
+    def _check_caps(i: int, step: Step, args: list[DeviceValue | None]) -> None:
         """Each argument's layout is one the binding's caps accept (native_strided kernels read views).
         A Contiguize step reads the view its params give (not its argument's whole storage)."""
-        layouts, fix = [a.layout for a in args], "insert a Contiguize step before it"
+        layouts, fix = [None if a is None else a.layout for a in args], "insert a Contiguize step before it"
         if step.binding.op_kind is OpKind.Contiguize:
             p = step.param
             layouts = [Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))]
             fix = "copy it with a Contiguize binding whose caps accept it (the copy shader reads any view)"
         for k, (spec, layout) in enumerate(zip(step.binding.contract.inputs, layouts)):
+            if layout is None:  # a fused select's result, never materialised (`select_fills`)
+                continue
             why = spec.layout.violation(layout) if layout.size else None
             if why is not None:
                 raise ValueError(f"step {i} ({step.binding.op_kind}) argument {k} has layout {layout} "
@@ -212,10 +227,16 @@ class VulkanExecutor:
             if timed:
                 batch.kernels_begin()
             unfenced: set[int] = set()  # values written since the last barrier
+            fused = select_fills(program, kernels, pool)
+            absorbed = set(fused.values())
             for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
                 args = [values[a] for a in step.args]
                 self._check_caps(i, step, args)
-                if unfenced.intersection(step.args):
+                if i in absorbed:  # recorded with the masked_fill that reads it
+                    values.append(None)
+                    continue
+                reads = step.args if i not in fused else (*program.steps[fused[i]].args, step.args[1])
+                if unfenced.intersection(reads):
                     batch.barrier()
                     unfenced.clear()
                 layout = Layout.contiguous(step.out_shape)
@@ -227,7 +248,14 @@ class VulkanExecutor:
                                                   into.get(len(values)))
                 if result is not None:
                     landed[len(values)] = result
-                kernel.record(batch, step, args, out, StatusSlot(status, i))
+                if i in fused:
+                    j = fused[i]
+                    select = program.steps[j]
+                    src, idx = (values[a] for a in select.args)
+                    SelectFillKernel().record(batch, select, step, src, idx, args[1], out,
+                                              StatusSlot(status, j))
+                else:
+                    kernel.record(batch, step, args, out, StatusSlot(status, i))
                 unfenced.add(len(values))
                 values.append(DeviceValue(out, step.out_dtype, layout))
             if unfenced:  # staging downloads copy on the device: they must see every write
@@ -278,6 +306,32 @@ class VulkanExecutor:
             bound = _index_bound(step)
             position = int(np.argmax(flat >= bound))
         return kernel.index_error(step, position, int(flat[position]))
+
+
+# Record an index_select whose only reader is a masked_fill as one select_fill dispatch with it:
+# None = where the device is not a CPU (lavapipe runs the two storage-buffer kernels faster than
+# one through device addresses); tests set True or False.
+FUSE_SELECT_FILL: bool | None = None
+
+
+def select_fills(program: Program, kernels: list[VulkanKernel], pool: DevicePool) -> dict[int, int]:
+    """{masked_fill step: index_select step} for each pair recorded as one `SelectFillKernel`
+    dispatch: the masked_fill's data is the select's result, which nothing else reads and the
+    program does not return, and the select's rows are whole 16-byte words (`select_fill_fits`)."""
+    if not (pool.info.kind != "cpu" if FUSE_SELECT_FILL is None else FUSE_SELECT_FILL):
+        return {}
+    n_in = program.n_inputs
+    reads = Counter(a for step in program.steps for a in step.args)
+    found = {}
+    for k, (step, kernel) in enumerate(zip(program.steps, kernels)):
+        i = step.args[0] - n_in if isinstance(kernel, MaskedFillKernel) else -1
+        if i < 0 or not isinstance(kernels[i], IndexSelectKernel):
+            continue
+        value = step.args[0]
+        if reads[value] == 1 and value not in program.outputs \
+                and select_fill_fits(program.steps[i], program.steps[i].out_dtype):
+            found[k] = i
+    return found
 
 
 def _index_bound(step: Step) -> int:

@@ -267,14 +267,8 @@ class IndexSelectKernel(VulkanKernel):
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
         src, idx = args
-        p = step.param
-        outer, dim, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size", "n_indices",
-                                                         "inner_count"))
+        outer, dim, n_idx, row = select_rows(step, src, idx)
         width = src.dtype.itemsize
-        require(src.nbytes >= outer * dim * inner * width,
-                 f"index_select: source holds {src.nbytes} bytes, params need {outer * dim * inner * width}")
-        require(idx.layout.size >= n_idx, f"index_select: {idx.layout.size} indices, params say {n_idx}")
-        row = inner * width
         word = _widest_word(row) if row else width
         words_per_row = row // word
         n = outer * n_idx * words_per_row
@@ -301,6 +295,19 @@ class IndexSelectKernel(VulkanKernel):
 
     def __repr__(self) -> str:
         return f"IndexSelectKernel({self.dtype or 'any'})"
+
+
+def select_rows(step: Any, src: DeviceValue, idx: DeviceValue) -> tuple[int, int, int, int]:
+    """An index_select step's (outer, source_dim_size, n_indices, row bytes), checked against its
+    source and indices (ValueError if they are too small)."""
+    p = step.param
+    outer, dim, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size", "n_indices",
+                                                     "inner_count"))
+    row = inner * src.dtype.itemsize
+    require(src.nbytes >= outer * dim * row,
+             f"index_select: source holds {src.nbytes} bytes, params need {outer * dim * row}")
+    require(idx.layout.size >= n_idx, f"index_select: {idx.layout.size} indices, params say {n_idx}")
+    return outer, dim, n_idx, row
 
 
 def gather_params(step: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -373,9 +380,7 @@ class MaskedFillKernel(VulkanKernel):
                status: StatusSlot | None) -> None:
         data, mask = args
         width = data.dtype.itemsize
-        fill = bytes(step.param["fill_bytes"])
-        require(len(fill) == width,
-                 f"masked_fill: fill_bytes has {len(fill)} bytes; {data.dtype} needs {width}")
+        pattern = fill_pattern(step, data.dtype)
         n = math.prod(step.out_shape)
         require(data.layout.size >= n and mask.layout.size >= n,
                  f"masked_fill: data ({data.layout.size}) and mask ({mask.layout.size}) "
@@ -384,7 +389,6 @@ class MaskedFillKernel(VulkanKernel):
             return
         words = -(-n * width // 16)
         mask_bytes = words * (16 // width)
-        pattern = memoryview(fill * (16 // width)).cast("I").tolist()
         values = [data.allocation.address, out.address, mask.allocation.address, 0, 0, words, *pattern]
         ssbo = storage_buffers(batch, 16 * words, mask_bytes)
         dst = bind(out, 16 * words)
@@ -393,3 +397,45 @@ class MaskedFillKernel(VulkanKernel):
             buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
         pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, words >= U32_LIMIT), ssbo)
         batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, per_group(batch, self.family), buffers)
+
+
+def fill_pattern(step: Any, dtype: DType) -> list[int]:
+    """A masked_fill step's fill value repeated over 16 bytes, as four u32 push-constant words."""
+    fill, width = bytes(step.param["fill_bytes"]), dtype.itemsize
+    require(len(fill) == width, f"masked_fill: fill_bytes has {len(fill)} bytes; {dtype} needs {width}")
+    return memoryview(fill * (16 // width)).cast("I").tolist()
+
+
+class SelectFillKernel:
+    """index_select, then masked_fill of its result, as one dispatch (`select_fill.comp`): what the
+    executor records for such a pair (`select_fill_fits`), never a binding of its own. Moves
+    16-byte words, through device addresses."""
+
+    family = "select_fill"
+
+    def record(self, batch: Batch, select: Any, fill: Any, src: DeviceValue, idx: DeviceValue,
+               mask: DeviceValue, out: Allocation, status: StatusSlot) -> None:
+        """Record out = masked_fill(index_select(src, idx), mask); index errors go to `status`
+        (the select step's slot, so they read as the select's)."""
+        outer, dim, n_idx, row = select_rows(select, src, idx)
+        require(row % 16 == 0, f"select_fill: rows of {row} bytes are not 16-byte words")
+        width = src.dtype.itemsize
+        n = outer * n_idx * (row // 16)
+        require(mask.layout.size >= n * (16 // width), f"select_fill: the mask holds {mask.layout.size} "
+                f"elements, the output {n * 16 // width}")
+        if n == 0:
+            return
+        values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
+                  *fill_pattern(fill, src.dtype), mask.allocation.address, row // 16, n_idx, dim]
+        wide = n >= U32_LIMIT or outer * dim * (row // 16) >= U32_LIMIT
+        # launch shape: masked_fill's (the same 16-byte words per invocation)
+        spec = spec_constants(batch, "masked_fill", wide)
+        pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
+        batch.dispatch(pipeline, "<QQQQQQ4IQIII", values, 4, n, per_group(batch, "masked_fill"))
+
+
+def select_fill_fits(select: Any, dtype: DType) -> bool:
+    """Whether an index_select step of `dtype` data can run fused with a masked_fill of its result:
+    its rows are whole 16-byte words (and not empty)."""
+    row = int(select.param["inner_count"]) * dtype.itemsize
+    return row > 0 and row % 16 == 0

@@ -1,0 +1,60 @@
+#version 450
+// IndexSelect, then MaskedFill of its result, in one pass: what the Vulkan executor records for a
+// select whose only reader is a masked_fill (see executor.py), so the selected rows are never
+// written to device memory and read back. On a discrete GPU reading and writing host memory
+// (zero-copy), one kernel that does both moves data both ways over the link at once, where two
+// kernels in turn move it one way at a time.
+//
+// Rows are R 16-byte words (the host fuses only rows whose bytes are a multiple of 16): output
+// word e = (o * n_idx + j) * R + r takes source word (o * dim_size + idx[j]) * R + r, then every
+// element (WIDTH bytes) of it whose mask byte is set takes the fill's bits (mask.glsl), as
+// masked_fill.comp does. An index >= dim_size writes nothing and records its position j in the
+// select's status slot. Device addresses only (five buffers; the storage-buffer set has four).
+#define OWN_BUFFERS
+#include "common.glsl"
+#include "mask.glsl"
+
+layout(push_constant) uniform Params {
+    uint64_t src;
+    uint64_t dst;
+    uint64_t aux;     // indices (U32)
+    uint64_t status;
+    uint64_t base;    // first output word of this dispatch
+    uint64_t n;       // output words in total
+    uvec4 fill;       // the fill value repeated over 16 bytes
+    uint64_t mask;    // one byte per output element
+    uint R;           // words per row
+    uint n_idx;
+    uint dim_size;
+} p;
+
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer OneVec4 { uvec4 w; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer OneU32 { uint v; };
+layout(buffer_reference, std430, buffer_reference_align = MASK_BYTES) buffer OneMask { MASKWORD m; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Status { uint first_bad; };
+
+// U: the position type, 32-bit unless WIDE (source and output words < 2**32).
+#define SELECT_FILL(U)                                                          \
+    U n = U(p.n);                                                               \
+    for (uint q = 0; q < ELEMS; ++q) {                                          \
+        U e = POSITION(U, q);                                                   \
+        if (e >= n) return;                                                     \
+        U t = e / U(p.R);                                                       \
+        uint j = uint(t % U(p.n_idx));                                         \
+        uint v = OneU32(p.aux + uint64_t(j) * 4ul).v;                           \
+        if (v >= p.dim_size) {                                                  \
+            atomicMin(Status(p.status).first_bad, j);                           \
+            continue;                                                           \
+        }                                                                       \
+        U from = ((t / U(p.n_idx)) * U(p.dim_size) + U(v)) * U(p.R) + e % U(p.R); \
+        uvec4 data = OneVec4(p.src + uint64_t(from) * 16ul).w;                  \
+        uvec4 sel = selector(OneMask(p.mask + uint64_t(e) * uint64_t(MASK_BYTES)).m); \
+        OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
+    }
+
+void select_fill_wide() { SELECT_FILL(uint64_t) }
+void select_fill_narrow() { SELECT_FILL(uint) }
+
+void main() {
+    if (WIDE) select_fill_wide(); else select_fill_narrow();
+}

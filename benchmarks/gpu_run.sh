@@ -23,6 +23,8 @@
 #   transfer term (submit, host<->device per array and GB/s), both Contiguize bindings timed on a
 #   dense offset view of 64M f32, and `lf.explain` of x[1:].contiguous() and of index_select on a
 #   transposed source with the costs compared (CHOICES_ARGS). About a minute on the H200.
+# zerocopy (not in the default list): benchmarks/zero_copy.py, one program per chunk on page-locked
+#   arrays per op (select, fill, select+fill, a copy) in zero-copy and staged modes (ZEROCOPY_ARGS).
 # graph (not in the default list): the graph layer's tests (tests/graph: lowering, fusion, pieces,
 #   crossing), each on every backend usable there, the H200's Vulkan device among them.
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
@@ -98,6 +100,7 @@ for stage in $stages; do
               python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
     transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     link)     python3 benchmarks/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
+    zerocopy) python3 benchmarks/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;
     crossing) crossing ;;
     *)        echo "unknown stage $stage" ;;

@@ -38,6 +38,15 @@ def expected(x: np.ndarray, dim: int, idx: np.ndarray, mask: np.ndarray, value: 
     return np.where(mask, value.view(f"V{x.dtype.itemsize}")[0], picked).view(x.dtype)
 
 
+def rows_case(seed: int, dtype: DType, shape: tuple[int, int], n_idx: int, density: float = 0.5):
+    """Random rows `x`, row indices, an (n_idx, cols) mask set with `density`, a fill value."""
+    rng = np.random.default_rng(seed)
+    x = random_array(rng, dtype, shape)
+    idx = rng.integers(0, shape[0], n_idx).astype(np.uint32)
+    mask = rng.random((n_idx, shape[1])) < density
+    return (x, idx, mask, *fill_bytes(dtype, rng))
+
+
 def select_then_fill(x: np.ndarray, dim: int, idx: np.ndarray, mask: np.ndarray, fill: bytes,
                      outputs: str = "fill") -> tuple[ProgramBuilder, tuple[int, ...]]:
     dt = DType.from_numpy(x.dtype)
@@ -96,11 +105,7 @@ def test_random_shapes_dims_and_broadcast_masks(executor, monkeypatch, data):
 
 def test_sixty_four_bit_positions(executor, fuse, monkeypatch):
     monkeypatch.setattr(kernels_module, "FORCE_WIDE", True)
-    rng = np.random.default_rng(5)
-    x = random_array(rng, DType.F16, (40, 24))
-    idx = rng.integers(0, 40, 33).astype(np.uint32)
-    mask = rng.random((33, 24)) < 0.3
-    fill, value = fill_bytes(DType.F16, rng)
+    x, idx, mask, fill, value = rows_case(5, DType.F16, (40, 24), 33, density=0.3)
     b, outs = select_then_fill(x, 0, idx, mask, fill)
     (got,) = executor.run(b.program(outs), b.inputs)
     same_bits(got, expected(x, 0, idx, mask, value))
@@ -122,11 +127,7 @@ def test_a_bad_index_is_the_selects_error_and_nothing_comes_back(executor, fuse)
 
 def test_pairs_it_cannot_take_run_as_two_kernels(executor, monkeypatch):
     monkeypatch.setattr(executor_module, "FUSE_SELECT_FILL", True)
-    rng = np.random.default_rng(9)
-    x = random_array(rng, DType.F32, (6, 4))
-    idx = rng.integers(0, 6, 5).astype(np.uint32)
-    mask = rng.random((5, 4)) < 0.5
-    fill, value = fill_bytes(DType.F32, rng)
+    x, idx, mask, fill, value = rows_case(9, DType.F32, (6, 4), 5)
     # the select's result is also returned: it must be written
     b, outs = select_then_fill(x, 0, idx, mask, fill, outputs="both")
     with lf.profile() as p:
@@ -135,7 +136,7 @@ def test_pairs_it_cannot_take_run_as_two_kernels(executor, monkeypatch):
     same_bits(picked, x[idx])
     same_bits(filled, expected(x, 0, idx, mask, value))
     # rows of 12 bytes are not whole 16-byte words
-    x3 = random_array(rng, DType.F32, (6, 3))
+    x3 = random_array(np.random.default_rng(10), DType.F32, (6, 3))
     mask3 = np.ascontiguousarray(mask[:, :3])
     b, outs = select_then_fill(x3, 0, idx, mask3, fill)
     with lf.profile() as p:

@@ -216,7 +216,7 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
     spanning view, computed here once (and once per distinct set of parts, through `spans`)
     instead of in every task: for a graph whose chunks are held (`args` are the chunks, not keys).
     The view is appended to `args`; the parts' own arguments stay (unread)."""
-    inputs = list(recipe.inputs)
+    inputs, changed = list(recipe.inputs), False
     for i, spec in enumerate(inputs):
         if not isinstance(spec, Gathered) or len(spec.parts) < 2:
             continue
@@ -231,7 +231,8 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
             continue
         args.append(spans[ident])
         inputs[i] = Gathered((Part(len(args) - 1),), spec.part_starts[:1], spec.axis, spec.index)
-    return replace(recipe, inputs=tuple(inputs)) if inputs != list(recipe.inputs) else recipe
+        changed = True
+    return replace(recipe, inputs=tuple(inputs)) if changed else recipe
 
 
 def _moved(idx: np.ndarray, by: int) -> np.ndarray:

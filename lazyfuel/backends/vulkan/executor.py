@@ -252,8 +252,7 @@ class VulkanExecutor:
                     j = fused[i]
                     select = program.steps[j]
                     src, idx = (values[a] for a in select.args)
-                    SelectFillKernel().record(batch, select, step, src, idx, args[1], out,
-                                              StatusSlot(status, j))
+                    _SELECT_FILL.record(batch, select, step, src, idx, args[1], out, StatusSlot(status, j))
                 else:
                     kernel.record(batch, step, args, out, StatusSlot(status, i))
                 unfenced.add(len(values))
@@ -312,6 +311,7 @@ class VulkanExecutor:
 # None = where the device is not a CPU (lavapipe runs the two storage-buffer kernels faster than
 # one through device addresses); tests set True or False.
 FUSE_SELECT_FILL: bool | None = None
+_SELECT_FILL = SelectFillKernel()
 
 
 def select_fills(program: Program, kernels: list[VulkanKernel], pool: DevicePool) -> dict[int, int]:

@@ -216,7 +216,8 @@ class VulkanExecutor:
         n_in = program.n_inputs
         timed = timed and timestamps.supported(pool)
         with pool.batch() as batch:
-            values = transfer.upload_all(batch, arrays, program.input_dtypes)
+            values = transfer.upload_all(batch, arrays, program.input_dtypes,
+                                         streamed_inputs(program, kernels))
             results_wanted = {v for v in program.outputs if v >= n_in}
             into = {v: d for v, d in zip(program.outputs, dests) if d is not None and v >= n_in}
             landed: dict[int, np.ndarray] = {}  # results the kernels wrote in place (zero-copy)
@@ -332,6 +333,31 @@ def select_fills(program: Program, kernels: list[VulkanKernel], pool: DevicePool
                 and select_fill_fits(program.steps[i], program.steps[i].out_dtype):
             found[k] = i
     return found
+
+
+STREAMED_ROW_BYTES = 512  # index_select rows at least this long are read as streams
+
+
+def streamed_inputs(program: Program, kernels: list[VulkanKernel]) -> list[bool]:
+    """For each program input, whether every step that reads it reads its bytes at most once and
+    in long runs: masked_fill's data and mask, index_select's indices, and its source when it picks
+    no more rows than the source has, each at least STREAMED_ROW_BYTES long. A page-locked input
+    read that way is bound in place (`transfer.upload_all`): the kernel reads it over the link,
+    instead of a copy engine moving it first (on the H200 kernels move data both ways over the
+    link at once, copy engines one way at a time; decision 47). Gather's scattered elements and
+    Contiguize's views are not streams."""
+    streamed = [True] * program.n_inputs
+    for step, kernel in zip(program.steps, kernels):
+        for k, value in enumerate(step.args):
+            if value >= program.n_inputs or isinstance(kernel, MaskedFillKernel):
+                continue
+            if isinstance(kernel, IndexSelectKernel):
+                p = step.param
+                row = int(p["inner_count"]) * step.out_dtype.itemsize
+                if k == 1 or (int(p["n_indices"]) <= int(p["source_dim_size"]) and row >= STREAMED_ROW_BYTES):
+                    continue
+            streamed[value] = False
+    return streamed
 
 
 def _index_bound(step: Step) -> int:

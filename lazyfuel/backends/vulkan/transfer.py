@@ -28,8 +28,10 @@ ranges whose start is not aligned for a storage-buffer binding, or results whose
 multiple of 16 bytes (kernels write whole 16-byte words), take the copying way of the row above
 (`direct` where device memory is mapped, else `staged` or `import`). Arrays in page-locked memory
 from `lf.empty_pinned` (`pinned.py`), or views of them, move with no CPU copy and no import in
-every mode: the device copies from and into them, and kernels bind them directly where device
-memory is host memory or the mode is zero-copy (offsets aligned). Imported arrays stay alive
+every mode: kernels write page-locked results in place, and read page-locked inputs in place
+where device memory is host memory, the mode is zero-copy, or the program reads the input once in
+order (`executor.streamed_inputs`: masked_fill, index_select of long rows); elsewhere the device
+copies from them (offsets aligned for binding). Imported arrays stay alive
 and pinned until the batch closes, after its fence. Byte counts for `lazyfuel.profile()` count
 the host bytes the device read or wrote, however they moved.
 """
@@ -58,13 +60,16 @@ def _address(data: np.ndarray) -> int:
     return int(data.__array_interface__["data"][0])
 
 
-def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DType]) -> list[DeviceValue]:
+def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DType],
+               streamed: Sequence[bool] = ()) -> list[DeviceValue]:
     """Each array's memory span on the device as a DeviceValue (layout relative to the span),
-    the copies recorded before one barrier that later work waits on."""
+    the copies recorded before one barrier that later work waits on. `streamed[i]`: the program
+    reads array i once, in order (see `executor.streamed_inputs`), so where it is page-locked the
+    kernels read it in place in every mode."""
     allocator = batch.pool.allocator
     mode = allocator.mode
     values, copied = [], False
-    for a, dtype in zip(arrays, dtypes):
+    for i, (a, dtype) in enumerate(zip(arrays, dtypes)):
         span = memory_span(a)
         layout = Layout.of(a)
         n = span.nbytes
@@ -73,7 +78,8 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
         host, pinned = _device_view(batch, span, importing)
         if host is not None:
             batch.bytes_uploaded += n
-            bind = mode is Mode.ZERO_COPY or (pinned and allocator.direct)
+            read_in_place = allocator.direct or (i < len(streamed) and streamed[i])
+            bind = mode is Mode.ZERO_COPY or (pinned and read_in_place)
             if bind and host.offset % allocator.align == 0:
                 values.append(DeviceValue(host, dtype, layout))
                 continue
@@ -91,13 +97,13 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
 
 def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
            into: np.ndarray | None = None) -> tuple[Allocation, np.ndarray | None]:
-    """Device memory for a step's output of `shape`. In zero-copy mode, for a program `result`, an
-    array the kernel writes in place (`into` where given, else a fresh one; returned as `landed`:
-    then `download` is not needed); else (allocation, None)."""
+    """Device memory for a step's output of `shape`. For a program `result`, an array the kernel
+    writes in place: `into` where it is page-locked (every mode: kernels write their outputs in
+    order), else in zero-copy mode `into` or a fresh array, imported (returned as `landed`: then
+    `download` is not needed); else (allocation, None)."""
     allocator = batch.pool.allocator
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
-    in_place = allocator.direct or allocator.mode is Mode.ZERO_COPY
-    if result and into is not None and in_place and nbytes % 16 == 0 and into.flags.c_contiguous:
+    if result and into is not None and nbytes % 16 == 0 and into.flags.c_contiguous:
         pinned = batch.pool.pinned.find(into.reshape(-1).view(np.uint8))
         if pinned is not None and pinned.offset % allocator.align == 0:  # the kernel writes it there
             batch.bytes_downloaded += nbytes

@@ -137,3 +137,62 @@ def test_more_than_the_heap_is_a_memory_error_that_says_so(pool):
         lf.empty_pinned(heap + 4096, np.uint8)
     asked = int(re.search(r"asked for (\d+) bytes", str(raised.value)).group(1))
     assert heap + 4096 <= asked < heap + 3 * 4096, "the block asked for: the array's whole pages"
+
+
+def test_streamed_pinned_inputs_are_read_in_place_in_every_mode(vulkan, monkeypatch):
+    """A program that reads a page-locked input once in long rows (index_select + masked_fill)
+    binds it and writes the page-locked result in place: no device copy in any mode. A gather's
+    scattered reads are no stream: its page-locked source is copied in where the mode copies."""
+    from lazyfuel.backends.vulkan.batch import Batch
+
+    copies: list[int] = []
+    original = Batch.copy
+    monkeypatch.setattr(Batch, "copy", lambda self, *a: copies.append(a[-1]) or original(self, *a))
+    rng = np.random.default_rng(3)
+    x = lf.empty_pinned((256, 128), np.float32)  # rows of 512 bytes: streamed
+    x[:] = rng.standard_normal(x.shape, dtype=np.float32)
+    out = lf.empty_pinned((256, 128), np.float32)
+    idx = rng.permutation(256)
+    mask = rng.random((256, 1)) < 0.5
+    gidx = rng.integers(0, 256, (256, 128))
+    for mode in _modes(vulkan):
+        with in_mode(vulkan, mode):
+            copies.clear()
+            y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(256, 128)), 0, idx), mask, -1.0)
+            y.compute(out=out, scheduler="sync")
+            assert out.tobytes() == np.where(mask, np.float32(-1), x[idx]).tobytes(), mode
+            assert x.nbytes not in copies, f"{mode}: the streamed input was copied in"
+            assert out.nbytes not in copies, f"{mode}: the result was copied out"
+            copies.clear()
+            lf.gather(lf.from_array(x, chunks=(256, 128)), 0, gidx).compute(out=out, scheduler="sync")
+            assert out.tobytes() == np.take_along_axis(np.asarray(x), gidx, axis=0).tobytes(), mode
+            binds = vulkan.allocator.direct or vulkan.allocator.mode is Mode.ZERO_COPY
+            assert (x.nbytes in copies) == (not binds), mode
+
+
+def test_which_inputs_are_streams():
+    """masked_fill's inputs and index_select's indices always; index_select's source only with rows
+    of at least STREAMED_ROW_BYTES and no more rows picked than it has; never gather's or a view's."""
+    from vulkan_helpers import ProgramBuilder
+
+    from lazyfuel.backends.vulkan.executor import STREAMED_ROW_BYTES, streamed_inputs
+    from lazyfuel.dtypes import DType
+
+    def streamed(builder: ProgramBuilder, out: int) -> list[bool]:
+        program = builder.program((out,))
+        return streamed_inputs(program, [s.binding.kernel_ref.impl for s in program.steps])
+
+    cols = STREAMED_ROW_BYTES // 4
+    x, few, many = np.zeros((8, cols), np.float32), np.arange(8, dtype=np.uint32), np.zeros(9, np.uint32)
+    b = ProgramBuilder(x, few, np.zeros((8, cols), np.bool_))
+    picked = b.index_select(0, x.shape, DType.F32, 0, 1, 8)
+    assert streamed(b, b.masked_fill(picked, (8, cols), DType.F32, 2, bytes(4))) == [True, True, True]
+    b = ProgramBuilder(x, many)
+    assert streamed(b, b.index_select(0, x.shape, DType.F32, 0, 1, 9)) == [False, True]  # rows read again
+    short = np.zeros((8, cols - 1), np.float32)
+    b = ProgramBuilder(short, few)
+    assert streamed(b, b.index_select(0, short.shape, DType.F32, 0, 1, 8)) == [False, True]
+    b = ProgramBuilder(x, np.zeros((8, cols), np.uint32))
+    assert streamed(b, b.gather(0, x.shape, DType.F32, 0, 1, (8, cols))) == [False, False]
+    b = ProgramBuilder(x.T)
+    assert streamed(b, b.contiguize(0)) == [False]

@@ -2,11 +2,12 @@
 
 On a discrete GPU a numpy array from malloc is copied by the CPU into the driver's staging memory
 on the way up and out of it on the way down; an array from `lf.empty_pinned` is read and written
-by the GPU's DMA directly (what torch's `pin_memory()` is for). Fill the pinned input in place
+by the GPU directly, with no CPU copy (what torch's `pin_memory()` is for). Fill the pinned input in place
 (here from a generator; in practice from a file or a socket), compute into a pinned result, reuse
-both for every batch. With `LAZYFUEL_VULKAN_TRANSFER=zero-copy` the kernels read and write them
-in place instead, and the index_select + masked_fill below runs as one kernel that moves data both
-ways over the link at once (decision 46: 1.3x torch per chunk on pinned tensors on an H200).
+both for every batch. The kernels write the pinned result in place and, since this program reads
+each input row once, read the pinned input in place too; the index_select + masked_fill below runs
+as one kernel that moves data both ways over the link at once (decisions 46-47: 1.3x torch per
+chunk on pinned tensors on an H200).
 Elsewhere (lavapipe, CPU kernels) the same code runs, and the arrays are plain numpy arrays to
 everything but the Vulkan pool.
 """

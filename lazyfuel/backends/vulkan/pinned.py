@@ -1,4 +1,5 @@
-"""Page-locked host arrays: numpy arrays in the driver's own host memory, moved by DMA alone.
+"""Page-locked host arrays: numpy arrays in the driver's own host memory, which the GPU reaches
+with no CPU copy.
 
 A numpy array from `malloc` is pageable: before the GPU can read or write it, a program's bytes
 are either copied by the CPU into the driver's page-locked staging memory and out again
@@ -9,9 +10,10 @@ each way from page-locked memory (benchmarks/link.py). `PinnedHost.empty(nbytes)
 memory as a numpy array, as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` do:
 
 - on a discrete GPU, a block of the host-cached type the allocator downloads into
-  (HOST_VISIBLE|HOST_CACHED system memory, page-locked by the driver): a run copies from and
-  into it with vkCmdCopyBuffer and no CPU copy (in `zero-copy` mode the kernels read and write
-  it in place);
+  (HOST_VISIBLE|HOST_CACHED system memory, page-locked by the driver): kernels write results
+  into it in place, and read inputs in place where the program reads them once in long rows
+  (`executor.streamed_inputs`) or the mode is `zero-copy`; other inputs are copied in with
+  vkCmdCopyBuffer, still with no CPU copy;
 - where device memory is the host's own (lavapipe, integrated GPUs), a mapped device block:
   kernels bind it directly, so inputs need no copy and results land in place.
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -33,30 +32,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from threads import threaded  # this folder's harness
+
 from lazyfuel.backends.vulkan import get_pool
 
 try:
     import torch
 except ImportError:  # torch is optional: the link figures need CUDA
     torch = None
-
-
-def threaded(threads: int, work: Callable[[int], None]) -> float:
-    """Wall seconds for `threads` threads each running `work(thread_index)`, started together."""
-    barrier = threading.Barrier(threads + 1)
-
-    def body(i: int) -> None:
-        barrier.wait()
-        work(i)
-
-    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    return time.perf_counter() - start
 
 
 def best(fn: Callable[[], float], repeats: int) -> float:

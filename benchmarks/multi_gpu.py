@@ -30,12 +30,13 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from threads import threaded  # this folder's harness
 
 import lazyfuel as lf
 from lazyfuel.api import DefaultRuntime
@@ -79,27 +80,11 @@ class Config:
 
     def run(self, calls: int) -> float:
         """Every device submits its batch `calls` times, all devices at once; the wall seconds."""
-        start = threading.Barrier(len(self.batches) + 1)
-        errors: list[BaseException] = []
+        def work(i: int) -> None:
+            for _ in range(calls):
+                self.batches[i]()
 
-        def work(run: ResidentBatch) -> None:
-            start.wait()
-            try:
-                for _ in range(calls):
-                    run()
-            except BaseException as err:
-                errors.append(err)
-
-        threads = [threading.Thread(target=work, args=(b,)) for b in self.batches]
-        for t in threads:
-            t.start()
-        start.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        return time.perf_counter() - t0
+        return threaded(len(self.batches), work)
 
     def results(self) -> list[np.ndarray]:
         return [p.results()[0] for p in self.programs]

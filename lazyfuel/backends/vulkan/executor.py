@@ -229,6 +229,7 @@ class VulkanExecutor:
                 batch.kernels_begin()
             unfenced: set[int] = set()  # values written since the last barrier
             fused = select_fills(program, kernels, pool)
+            reread = {a for step in program.steps for a in step.args}  # values later steps read
             absorbed = set(fused.values())
             for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
                 args = [values[a] for a in step.args]
@@ -246,7 +247,7 @@ class VulkanExecutor:
                     out, result = exported, None
                 else:
                     out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted,
-                                                  into.get(len(values)))
+                                                  into.get(len(values)), len(values) in reread)
                 if result is not None:
                     landed[len(values)] = result
                 if i in fused:

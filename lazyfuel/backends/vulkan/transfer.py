@@ -96,14 +96,16 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
 
 
 def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
-           into: np.ndarray | None = None) -> tuple[Allocation, np.ndarray | None]:
+           into: np.ndarray | None = None, reread: bool = False) -> tuple[Allocation, np.ndarray | None]:
     """Device memory for a step's output of `shape`. For a program `result`, an array the kernel
-    writes in place: `into` where it is page-locked (every mode: kernels write their outputs in
-    order), else in zero-copy mode `into` or a fresh array, imported (returned as `landed`: then
-    `download` is not needed); else (allocation, None)."""
+    writes in place: `into` where it is page-locked (in every mode, kernels writing their outputs
+    in order, unless later steps `reread` the value: then only where device memory is host memory
+    or the mode is zero-copy), else in zero-copy mode `into` or a fresh array, imported (returned
+    as `landed`: then `download` is not needed); else (allocation, None)."""
     allocator = batch.pool.allocator
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
-    if result and into is not None and nbytes % 16 == 0 and into.flags.c_contiguous:
+    in_place = not reread or allocator.direct or allocator.mode is Mode.ZERO_COPY
+    if result and into is not None and in_place and nbytes % 16 == 0 and into.flags.c_contiguous:
         pinned = batch.pool.pinned.find(into.reshape(-1).view(np.uint8))
         if pinned is not None and pinned.offset % allocator.align == 0:  # the kernel writes it there
             batch.bytes_downloaded += nbytes

@@ -196,3 +196,34 @@ def test_which_inputs_are_streams():
     assert streamed(b, b.gather(0, x.shape, DType.F32, 0, 1, (8, cols))) == [False, False]
     b = ProgramBuilder(x.T)
     assert streamed(b, b.contiguize(0)) == [False]
+
+
+def test_a_result_later_steps_read_again_stays_in_device_memory(vulkan, monkeypatch):
+    """In a copying mode a page-locked result that a later step reads is computed in device memory
+    (and copied out), so the later step does not read it back over the link; the last result is
+    written in place."""
+    from vulkan_helpers import ProgramBuilder
+
+    from lazyfuel.backends.vulkan.batch import Batch
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.dtypes import DType
+
+    copies: list[int] = []
+    original = Batch.copy
+    monkeypatch.setattr(Batch, "copy", lambda self, *a: copies.append(a[-1]) or original(self, *a))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 128), dtype=np.float32)
+    idx = rng.permutation(64).astype(np.uint32)
+    mask = rng.random((64, 128)) < 0.5
+    b = ProgramBuilder(x, idx, mask)
+    picked = b.index_select(0, x.shape, DType.F32, 0, 1, 64)
+    filled = b.masked_fill(picked, (64, 128), DType.F32, 2, np.float32(-1).tobytes())
+    outs = [lf.empty_pinned((64, 128), np.float32) for _ in range(2)]
+    with in_mode(vulkan, Mode.STAGED) as allocator:
+        copies.clear()
+        got = VulkanExecutor(vulkan).run(b.program((picked, filled)), b.inputs, out=outs)
+        assert got[0] is outs[0] and got[1] is outs[1]
+        assert outs[0].tobytes() == x[idx].tobytes()
+        assert outs[1].tobytes() == np.where(mask, np.float32(-1), x[idx]).tobytes()
+        if not allocator.direct:
+            assert copies == [x.nbytes], copies  # `picked` copied out; `filled` written in place

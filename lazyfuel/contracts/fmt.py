@@ -22,7 +22,7 @@ from lazyfuel.contracts.flatten import Path, analyse
 from lazyfuel.contracts.model import ContractDocument, KernelContract, LayoutCaps, Provider
 from lazyfuel.contracts.parse import parse_document, split_lines, yaml_sections
 
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole text only: fullmatch ($ allows a trailing newline)
 _STR_TAG = "tag:yaml.org,2002:str"
 _RESOLVER = yaml.resolver.Resolver()
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\0": "\\0"}
@@ -78,7 +78,7 @@ def scalar(value: object) -> str:
         mantissa, e, exponent = text.partition("e")
         return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
     text = str(value)
-    if _PLAIN.match(text) and _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG:
+    if _PLAIN.fullmatch(text) and _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG:
         return text
     return quoted(text)
 

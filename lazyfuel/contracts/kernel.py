@@ -43,6 +43,7 @@ from lazyfuel.contracts.nodes import Entries, Section
 from lazyfuel.dtypes import DType
 
 E = TypeVar("E", bound=_Named)
+# validators are used with fullmatch: `$` alone would let a trailing newline through
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _RULE = re.compile(r"^\s*(?P<kind>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)\s*$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -60,7 +61,7 @@ def read_kernel(sec: Section, node: yaml.Node | None, fence_line: int, provider:
     top = sec.mapping(node, "kernel", "the fkc block", schema.KERNEL.keys, fence_line)
     name_node = top.pop("kernel")
     name = sec.string(name_node, "kernel")
-    if not _KERNEL_NAME.match(name):
+    if not _KERNEL_NAME.fullmatch(name):
         raise sec.error(name_node, "kernel", f"kernel name {name!r} must be one word (letters, digits, "
                         "_ . -), starting with a letter or _")
     where = f"kernel {name!r}"
@@ -97,7 +98,7 @@ def read_kernel(sec: Section, node: yaml.Node | None, fence_line: int, provider:
 
 def _name(sec: Section, node: yaml.Node, key: str) -> str:
     value = sec.string(node, key)
-    if not _IDENT.match(value):
+    if not _IDENT.fullmatch(value):
         raise sec.error(node, key, f"{key} {value!r} must be a name (letters, digits, _), not starting "
                         "with a digit")
     return value
@@ -121,7 +122,7 @@ def _revision(sec: Section, node: yaml.Node) -> str | None:
     text = node.value.strip()
     if text == "auto":
         return None
-    if not _HEX.match(text):
+    if not _HEX.fullmatch(text):
         raise sec.error(node, "kernel_revision_hash", f"kernel_revision_hash {text!r} is neither `auto` nor "
                         "a hex string (digits 0-9 and letters a-f)")
     return text.lower()
@@ -197,7 +198,7 @@ def _op_params(sec: Section, entries: Entries) -> OpParams:
         return OpParams(variant, ())  # `fields:` with nothing under it
     fields = []
     for name, (key_node, value) in sec.free_mapping(fields_node, "fields", "op_params.fields").items.items():
-        if not _IDENT.match(name):
+        if not _IDENT.fullmatch(name):
             raise sec.error(key_node, name, f"field name {name!r} must be a name (letters, digits, _)")
         if name in COST_NAMES:
             raise sec.error(key_node, name, f"field name {name!r} is reserved for cost expressions")

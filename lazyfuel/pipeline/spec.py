@@ -37,7 +37,7 @@ from lazyfuel.pipeline.ops import OPS, available_ops
 # Params every graph has (a graph may redefine them): the threads dask's local schedulers use.
 BUILTIN_PARAMS = {"threads": CPU_COUNT}
 _TOP = ("version", "description", "params", "limits", "inputs", "steps", "outputs")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # with fullmatch ($ would allow a trailing newline)
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def _params(scope: Scope, y: Y | None, overrides: dict[str, str], line: int) -> 
                              f"{suggest(name, declared)}", scope.path, y.line if y is not None else line)
     params: dict[str, Any] = dict(BUILTIN_PARAMS)
     for name, node in declared.items():
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise scope.error(f"param name {name!r} is not an identifier", y.key_lines[name])
         if node.is_map or node.is_list:
             raise scope.error(f"param {name!r} must be a number or a string", node.line)
@@ -167,7 +167,7 @@ def _limits(scope: Scope, y: Y) -> int | None:
 
 
 def _check_name(scope: Scope, name: str, line: int, seen: dict[str, int]) -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise scope.error(f"{name!r} is not a valid name (letters, digits and _, not starting with a digit)",
                           line)
     if name in seen:

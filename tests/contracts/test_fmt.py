@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lazyfuel.contracts import ContractDocument, ContractError, format_document, format_text, parse_document
@@ -148,6 +148,7 @@ def test_values_that_need_quotes_round_trip(small_text: str) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
+@example("A\n")  # a word and a trailing newline once came out plain and read back without it
 def test_scalar_reads_back_as_the_same_string(value: str) -> None:
     assert yaml.safe_load(f"k: {scalar(value)}")["k"] == value
     assert yaml.safe_load(f"k: {{ a: {quoted(value)} }}")["k"]["a"] == value

@@ -219,6 +219,8 @@ def test_kernel_names_are_one_word(small_text: str) -> None:
     with pytest.raises(ContractError, match="kernel name 'two words' must be one word") as info:
         parse_contracts(small_text.replace("kernel: gather", "kernel: two words"))
     assert (info.value.line, info.value.key) == (15, "kernel")
+    with pytest.raises(ContractError, match=r"kernel name 'gather\\n' must be one word"):
+        parse_contracts(small_text.replace("kernel: gather", 'kernel: "gather\\n"'))
 
 
 def test_optional_keys_may_be_left_out(small_text: str) -> None:

@@ -93,10 +93,11 @@ def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
     device (contents undefined), as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` give.
 
     Inputs read from such arrays (or views of them) and results computed into them
-    (`x.compute(out=...)`) move between host and device by DMA alone: no CPU copy into staging,
-    no pinning per run. Elsewhere (another device, CPU kernels) they are ordinary numpy arrays.
-    Freed when the last view of them is gone. Raises TypeError for a dtype lazyfuel does not
-    know, MemoryError where the driver has no such memory left.
+    (`x.compute(out=...)`) need no CPU copy into staging and no pinning per run: kernels write
+    results into them in place, and read inputs in place where the program reads them once in
+    long rows (else the device copies them in). Elsewhere (another device, CPU kernels) they are
+    ordinary numpy arrays. Freed when the last view of them is gone. Raises TypeError for a dtype
+    lazyfuel does not know, MemoryError where the driver has no such memory left.
     """
     import math
 

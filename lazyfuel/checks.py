@@ -4,7 +4,8 @@ Each check either returns the input in the one form kernels accept (U32 indices,
 fill value's bytes, a normalised dim) or raises with a message that says what was wrong, where, and
 what would be accepted:
 
-- `IndexError`: an index value out of range (negative, >= the axis length, or >= 2**32);
+- `IndexError`: an index value out of range (negative, or >= the axis length; for `as_indices`,
+  which makes U32, also >= 2**32);
 - `TypeError`: a wrong dtype (float or bool indices, a uint8 mask, a string fill value);
 - `ValueError`: shapes that do not fit together, or a fill value the dtype cannot hold.
 
@@ -52,15 +53,18 @@ def as_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarra
     ...
     IndexError: index -1 at position 1 is negative; expected 0 <= index < 3 (no wrap-around, as in PyTorch)
     """
-    a = checked_indices(indices, axis_len, what=what)
+    a = checked_indices(indices, axis_len, what=what, limit=min(int(axis_len), U32_LIMIT))
     return np.asarray(a, dtype=np.uint32, order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
-def checked_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:
-    """`indices` checked as `as_indices` checks them, returned in their own integer dtype (no
-    copy of an integer ndarray): what a numpy kernel takes as it is. Raises as `as_indices`."""
+def checked_indices(indices: Any, axis_len: int, *, what: str = "index",
+                    origin: Sequence[int] = (), limit: int | None = None) -> np.ndarray:
+    """`indices` checked against `axis_len` (and `limit`, when given: `as_indices` passes 2**32),
+    returned in their own integer dtype (no copy of an integer ndarray): what a numpy kernel takes
+    as it is. Raises as `as_indices`; `origin` is where `indices` start in a larger index array
+    (a block of lazy indices), so the message names the position in the whole array."""
     a = integer_indices(indices, axis_len, what=what)
-    limit = min(int(axis_len), U32_LIMIT)
+    limit = int(axis_len) if limit is None else limit
     if a.size:
         if a.dtype.kind == "i" and limit <= 2 ** (8 * a.dtype.itemsize - 1):
             # one pass: seen unsigned, a negative value is >= 2**(bits-1) >= limit
@@ -68,7 +72,7 @@ def checked_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
         else:
             bad = (a.min() < 0 if a.dtype.kind == "i" else False) or a.max() >= limit
         if bad:
-            _raise_first_bad(a, int(axis_len), what)
+            _raise_first_bad(a, int(axis_len), what, origin, limit)
     return a
 
 
@@ -77,8 +81,8 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
 
     What `as_indices` accepts, before its range check: an empty Python list counts as empty
     integer indices, and Python ints that numpy would hold as float64 or objects (beyond int64)
-    are checked here one by one and made uint32. Shares memory with `indices` when that is an
-    integer ndarray.
+    are checked here one by one and made int64 (a valid one fits). Shares memory with `indices`
+    when that is an integer ndarray.
 
     Raises:
         TypeError: the dtype is not an integer one.
@@ -93,9 +97,9 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
         a = exact if _all_python_ints(exact) else a
     if a.dtype == object and _all_python_ints(a):
         # Python ints (maybe beyond int64, where numpy falls back to object): check them one by one.
-        if any(not 0 <= v < min(int(axis_len), U32_LIMIT) for v in a.flat):
+        if any(not 0 <= v < int(axis_len) for v in a.flat):
             _raise_first_bad(a, int(axis_len), what)
-        a = a.astype(np.uint32)
+        a = a.astype(np.int64)
     if a.dtype.kind not in "iu":
         raise TypeError(f"{what} values must be integers (got dtype {a.dtype}); "
                         f"pass an integer array, e.g. indices.astype(np.int64)")
@@ -128,7 +132,7 @@ def index_ranges(a: np.ndarray, axis_len: int, regions: Sequence[tuple[slice, ..
             ranges = tuple(pool.map(lambda r: _range(whole[r]), regions))
     else:
         ranges = tuple(_range(whole[r]) for r in regions)
-    limit = min(int(axis_len), U32_LIMIT)
+    limit = int(axis_len)
     if any(r is not None and (r[0] < 0 or r[1] >= limit) for r in ranges):
         _raise_first_bad(a, int(axis_len), what)
     return ranges
@@ -167,31 +171,34 @@ def _all_python_ints(a: np.ndarray) -> bool:
     return a.size > 0 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in a.flat)
 
 
-def _raise_first_bad(a: np.ndarray, axis_len: int, what: str) -> None:
-    """Raise IndexError for the first out-of-range value of `a` (row-major order)."""
-    limit = min(axis_len, U32_LIMIT)
+def _raise_first_bad(a: np.ndarray, axis_len: int, what: str, origin: Sequence[int] = (),
+                     limit: int | None = None) -> None:
+    """Raise IndexError for the first out-of-range value of `a` (row-major order), naming the
+    value as given and its position (counted from `origin`, where `a` starts in a larger array).
+    The one source of the index error texts."""
+    limit = axis_len if limit is None else limit
     bad = (a >= limit) | (a < 0) if a.dtype.kind in "iO" else a >= limit
     flat = int(np.argmax(bad.ravel()))
     value = int(a.ravel()[flat])
-    where = _position(flat, a.shape)
+    where = _position(flat, a.shape, tuple(origin))
     if axis_len:
         valid = f"expected 0 <= {what} < {axis_len}"
     else:
         valid = f"the axis has length 0, so no {what} is valid"
     if value < 0:
         raise IndexError(f"{what} {value} {where} is negative; {valid} (no wrap-around, as in PyTorch)")
-    if value >= U32_LIMIT and axis_len > U32_LIMIT:
+    if value >= limit and value < axis_len:
         raise IndexError(f"{what} {value} {where} does not fit in 32 bits; "
-                         f"lazyfuel indices are U32 (expected 0 <= {what} < 2**32)")
+                         f"U32 indices hold 0 <= {what} < 2**32")
     raise IndexError(f"{what} {value} {where} is out of range; {valid}")
 
 
-def _position(flat: int, shape: tuple[int, ...]) -> str:
+def _position(flat: int, shape: tuple[int, ...], origin: tuple[int, ...] = ()) -> str:
     if len(shape) == 0:
         return "(the 0-d index)"
-    if len(shape) == 1:
-        return f"at position {flat}"
-    return f"at position {tuple(int(i) for i in np.unravel_index(flat, shape))}"
+    local = (flat,) if len(shape) == 1 else tuple(int(i) for i in np.unravel_index(flat, shape))
+    at = tuple(o + i for o, i in zip(origin, local)) if origin else local
+    return f"at position {at[0]}" if len(at) == 1 else f"at position {at}"
 
 
 def check_mask(mask: Any) -> np.ndarray:

@@ -79,7 +79,7 @@ def test_as_indices_empty_axis():
 
 def test_as_indices_beyond_32_bits():
     with pytest.raises(IndexError, match=r"index 4294967296 at position 1 does not fit in 32 bits; "
-                                         r"lazyfuel indices are U32"):
+                                         r"U32 indices hold 0 <= index < 2\*\*32"):
         as_indices(np.array([0, 2**32], np.uint64), 2**40)
     assert as_indices([2**32 - 1], 2**40)[0] == 2**32 - 1
 

@@ -78,46 +78,112 @@ def _k_range(lo: int, hi: int, start: int, step: int) -> tuple[int, int]:
     return (start - hi) // s + 1, (start - lo) // s + 1
 
 
-def chunk_ids(values: np.ndarray, axis_chunks: tuple[int, ...]) -> np.ndarray:
-    """The chunk number (int64) each index value falls in (values already range-checked).
+class Axis:
+    """One axis's chunks with what lookups need worked out once: where each chunk starts, and
+    whether they are regular (all one size but a shorter last one, as dask makes them).
 
-    Regular chunks (all one size but a shorter last one, as dask makes them) take one integer
-    division; others a binary search.
+    Building costs O(chunks); after that a lookup costs O(its values) (regular chunks: one
+    division per value) or O(values x log chunks), never O(chunks): a select with one index
+    block per chunk looks up every block, so anything O(chunks) per lookup is quadratic.
     """
-    size = axis_chunks[0] if axis_chunks else 0
-    if size and all(c == size for c in axis_chunks[:-1]) and 0 < axis_chunks[-1] <= size:
-        return np.floor_divide(values, size, dtype=np.int64)
-    begin = np.asarray(starts(axis_chunks), dtype=np.int64)
-    nonempty = np.asarray(axis_chunks) > 0
-    # Empty chunks never hold a value: search among the nonempty ones only.
-    keep = np.flatnonzero(nonempty)
-    found = np.searchsorted(begin[keep], values.astype(np.int64, copy=False), side="right") - 1
-    return keep[found]
+
+    __slots__ = ("_begin", "_nonempty", "_size", "begin", "extents")
+
+    def __init__(self, extents: tuple[int, ...]) -> None:
+        self.extents = tuple(extents)
+        self.begin = starts(self.extents)
+        self._begin = np.asarray(self.begin, dtype=np.int64)
+        size = self.extents[0] if self.extents else 0
+        regular = size and all(c == size for c in self.extents[:-1]) and 0 < self.extents[-1] <= size
+        self._size = size if regular else 0
+        # empty chunks never hold a value: searches look among the nonempty ones only
+        self._nonempty = np.flatnonzero(np.asarray(self.extents, dtype=np.int64) > 0)
+
+    def __len__(self) -> int:
+        return len(self.extents)
+
+    def slice(self, block: int) -> slice:
+        """The global positions of chunk `block`."""
+        return slice(self.begin[block], self.begin[block] + self.extents[block])
+
+    def ids(self, values: np.ndarray) -> np.ndarray:
+        """The chunk number (int64) each index value falls in (values already range-checked)."""
+        if self._size:
+            return np.floor_divide(values, self._size, dtype=np.int64)
+        found = np.searchsorted(self._begin[self._nonempty], values.astype(np.int64, copy=False),
+                                side="right") - 1
+        return self._nonempty[found]
+
+    def hits(self, values: np.ndarray) -> tuple[int, ...]:
+        """The sorted chunk numbers that `values` touch (the chunks a select must read)."""
+        if values.size == 0:
+            return ()
+        ids = self.ids(values.ravel())
+        if ids.size < len(self.extents):  # fewer values than chunks: sort them, no O(chunks) count
+            return tuple(int(b) for b in np.unique(ids))
+        return tuple(int(b) for b in np.flatnonzero(np.bincount(ids, minlength=len(self.extents))))
+
+    def hit_range(self, bounds: tuple[int, int] | None) -> tuple[int, ...]:
+        """Every chunk from the one holding the smallest index value to the one holding the
+        largest, given `bounds` = (smallest, largest) of the values (None: no values, no chunks).
+        `hits` costs a division and a count per value."""
+        if bounds is None:
+            return ()
+        low, high = self.ids(np.array(bounds, dtype=np.int64))
+        return tuple(range(int(low), int(high) + 1))
+
+
+class Grid:
+    """An array's chunks as one `Axis` per dim: a block's slices, shape and number in O(ndim)."""
+
+    __slots__ = ("axes", "chunks", "counts")
+
+    def __init__(self, chunks: Chunks) -> None:
+        self.chunks = chunks
+        self.axes = tuple(Axis(c) for c in chunks)
+        self.counts = tuple(len(c) for c in chunks)
+
+    def slices(self, block: tuple[int, ...]) -> tuple[slice, ...]:
+        """The global slices covered by `block`."""
+        return tuple(a.slice(b) for a, b in zip(self.axes, block))
+
+    def origin(self, block: tuple[int, ...]) -> tuple[int, ...]:
+        """The global position of `block`'s first element."""
+        return tuple(a.begin[b] for a, b in zip(self.axes, block))
+
+    def number(self, block: tuple[int, ...]) -> int:
+        """`block`'s row-major number."""
+        n = 0
+        for count, b in zip(self.counts, block):
+            n = n * count + b
+        return n
+
+    def blocks(self) -> list[tuple[int, ...]]:
+        """Every block index, row-major."""
+        return [tuple(int(i) for i in b) for b in np.ndindex(*self.counts)]
+
+
+def chunk_ids(values: np.ndarray, axis_chunks: tuple[int, ...]) -> np.ndarray:
+    """`Axis(axis_chunks).ids(values)`: O(chunks) to set up; loops use one `Axis`."""
+    return Axis(axis_chunks).ids(values)
 
 
 def hits(values: np.ndarray, axis_chunks: tuple[int, ...]) -> tuple[int, ...]:
-    """The sorted chunk numbers that `values` touch (the chunks a select must read)."""
-    if values.size == 0:
-        return ()
-    counts = np.bincount(chunk_ids(values.ravel(), axis_chunks), minlength=len(axis_chunks))
-    return tuple(int(b) for b in np.flatnonzero(counts))
+    """`Axis(axis_chunks).hits(values)`: O(chunks) to set up; loops use one `Axis`."""
+    return Axis(axis_chunks).hits(values)
 
 
 def hit_range(bounds: tuple[int, int] | None, axis_chunks: tuple[int, ...]) -> tuple[int, ...]:
-    """Every chunk from the one holding the smallest index value to the one holding the largest,
-    given `bounds` = (smallest, largest) of the values (None: no values, no chunks). `hits` costs a
-    division and a count per value."""
-    if bounds is None:
-        return ()
-    low, high = chunk_ids(np.array(bounds, dtype=np.int64), axis_chunks)
-    return tuple(range(int(low), int(high) + 1))
+    """`Axis(axis_chunks).hit_range(bounds)`: O(chunks) to set up; loops use one `Axis`."""
+    return Axis(axis_chunks).hit_range(bounds)
 
 
 def block_slices(chunks: Chunks, block: tuple[int, ...]) -> tuple[slice, ...]:
-    """The global slices covered by `block` of an array chunked as `chunks`."""
+    """The global slices covered by `block` of an array chunked as `chunks` (O(chunks): loops
+    over blocks use one `Grid`)."""
     return tuple(slice(starts(c)[b], starts(c)[b] + c[b]) for c, b in zip(chunks, block))
 
 
 def block_shape(chunks: Chunks, block: tuple[int, ...]) -> tuple[int, ...]:
-    """The shape of `block`."""
-    return tuple(c[b] for c, b in zip(chunks, block))
+    """The shape of `block` (called per block and argument when lowering: kept to one map)."""
+    return tuple(map(tuple.__getitem__, chunks, block))

@@ -30,6 +30,7 @@ import numpy as np
 
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.fft import Transform
+from lazyfuel.graph.indices import kernel_dtype
 from lazyfuel.graph.ir import (
     Contiguize,
     Gather,
@@ -217,19 +218,19 @@ class _Builder:
             return self.assembled(self.partition.pieces[node.name], block)
         index = self.index(node, block)
         if self.partition.resolvable(node.data):
-            axis_chunks = node.data.chunks[node.dim]
+            axis = node.data_axis
             if isinstance(index, Const) and index.value.size > EXACT_HITS and _one_buffer(node.data):
                 # Views of one buffer are spanned, not copied: every chunk between the lowest
                 # and the highest hit costs nothing to pass, and finding the exact hits of
                 # millions of indices would cost more than the select. The lowest and highest
                 # were found when the indices were checked.
                 bounds = node.indices.block_range(node.index_chunks, node.index_block(block))
-                dim_blocks = ch.hit_range(bounds, axis_chunks)
+                dim_blocks = axis.hit_range(bounds)
             elif isinstance(index, Const):
-                dim_blocks = ch.hits(index.value, axis_chunks) or (0,)
+                dim_blocks = axis.hits(index.value) or (0,)
             else:
-                dim_blocks = tuple(range(len(axis_chunks)))
-            begin = ch.starts(axis_chunks)
+                dim_blocks = tuple(range(len(axis)))
+            begin = axis.begin
             parts = tuple(self.part(node.data, node.data_block(block, b)) for b in dim_blocks)
             spec = Gathered(parts, tuple(begin[b] for b in dim_blocks), node.dim, index)
             data, idx = self.add_input(spec, 2)
@@ -241,7 +242,7 @@ class _Builder:
     def assembled(self, plan: PiecePlan, block: tuple[int, ...]) -> tuple[str, int]:
         """The select's block from the pieces its read tasks cut for it, then permuted."""
         node = plan.select
-        pieces, perm, extent = plan.blocks.get(block, ((), np.empty(0, np.uint32), 0))
+        pieces, perm, extent = plan.blocks.get(block, ((), np.empty(0, kernel_dtype(0)), 0))
         args = tuple((self.key_arg(pieces_key(node, s), ((), node.dtype)), j) for s, j in pieces)
         if plan.flat:
             shape, axis = (extent,), 0
@@ -254,13 +255,11 @@ class _Builder:
         return self.add_node("IndexSelect", (data, idx), (("dim", axis),))
 
     def index(self, node: Select, block: tuple[int, ...]) -> Const | LazyIndex:
-        index_block = node.index_block(block)
-        axis_len = node.data.shape[node.dim]
+        index_block, grid = node.index_block(block), node.index_grid
         if node.indices.node is None:
-            return Const(node.indices.block(node.index_chunks, index_block))
-        inode = node.indices.node
-        origin = tuple(s.start for s in ch.block_slices(inode.chunks, index_block))
-        return LazyIndex(self.arg(inode, index_block), axis_len, origin)
+            return Const(node.indices.values[grid.slices(index_block)])
+        origin = grid.origin(index_block)
+        return LazyIndex(self.arg(node.indices.node, index_block), node.indices.axis_len, origin)
 
     def chain(self, output: tuple[str, int]) -> Chain:
         n = self.n_program_inputs

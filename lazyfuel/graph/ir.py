@@ -23,10 +23,10 @@ import numpy as np
 from dask.base import tokenize
 
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.indices import HASHED_INDEX_BYTES, Indices  # noqa: F401 (HASHED_: re-exported)
 from lazyfuel.planner.chain import encode_key
 
 ViewOp = tuple[str, tuple[tuple[str, Any], ...]]  # (chain view name, attrs), as in OpNode
-HASHED_INDEX_BYTES = 1 << 20  # concrete indices up to this size are named by their bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -277,53 +277,6 @@ class MaskedFill(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Indices:
-    """The indices of a select: concrete (numpy, every value checked in range) or lazy (a node,
-    checked at compute).
-
-    Concrete `values` keep the integer dtype they were given once they are larger than
-    `HASHED_INDEX_BYTES` (tasks hand each block to the executor as it is, which narrows it where
-    its kernels need U32: `graph.task.Const`, `backends.base.input_fits`), and are read when the
-    graph runs, as a `from_array` source is; smaller ones are a U32 copy. `ranges` holds
-    the (smallest, largest) value of each block of `chunks` (row-major; None for an empty block),
-    found while checking them, so lowering need not read the values again.
-    """
-
-    values: np.ndarray | None = None
-    node: Node | None = None
-    chunks: ch.Chunks | None = None
-    ranges: tuple[tuple[int, int] | None, ...] = ()
-
-    @property
-    def lazy(self) -> bool:
-        return self.node is not None
-
-    def block(self, chunks: ch.Chunks, block: tuple[int, ...]) -> np.ndarray:
-        """The concrete values of `block` of the index array chunked as `chunks` (a view)."""
-        return self.values[ch.block_slices(chunks, block)]
-
-    def block_range(self, chunks: ch.Chunks, block: tuple[int, ...]) -> tuple[int, int] | None:
-        """(smallest, largest) value of a block (None if empty): recorded when `chunks` are the
-        chunks it was checked in, else computed."""
-        if chunks == self.chunks and self.ranges:
-            return self.ranges[int(np.ravel_multi_index(block, tuple(len(c) for c in chunks)))]
-        values = self.block(chunks, block)
-        return (int(values.min()), int(values.max())) if values.size else None
-
-    def token(self) -> str:
-        """Names the indices in node names: lazy ones by their node, small concrete ones by their
-        bytes, large ones (hashing 256 MB costs ~0.35 s here) by the identity of the array this
-        object holds, which no other live array shares."""
-        if self.node is not None:
-            return self.node.name
-        if self.values.nbytes > HASHED_INDEX_BYTES:
-            v = self.values
-            return tokenize("lazyfuel-indices", id(v), v.__array_interface__["data"][0], v.shape,
-                            v.strides, v.dtype.str)
-        return tokenize(self.values)
-
-
-@dataclass(frozen=True, eq=False)
 class Select(Node):
     """IndexSelect or Gather of `data` along `dim`; output chunks are chosen by `graph.ops`."""
 
@@ -358,6 +311,17 @@ class Select(Node):
     def index_chunks(self) -> ch.Chunks:
         """The chunks of the index array, one block per block of output along the index's axes."""
         raise NotImplementedError
+
+    @cached_property
+    def index_grid(self) -> ch.Grid:
+        """`index_chunks` as a `Grid` (built once: lowering looks up every block)."""
+        chunks = self.index_chunks
+        return self.indices.grid if chunks == self.indices.grid.chunks else ch.Grid(chunks)
+
+    @cached_property
+    def data_axis(self) -> ch.Axis:
+        """The source's chunks along `dim` as an `Axis` (built once)."""
+        return ch.Axis(self.data.chunks[self.dim])
 
     def index_block(self, block: tuple[int, ...]) -> tuple[int, ...]:
         """The block of the index array that output `block` uses."""

@@ -4,8 +4,9 @@ Each function takes nodes (or numpy / dask input, made into sources) and returns
 runs. Concrete (numpy, list, scalar) indices and masks are checked here with `lazyfuel.checks`,
 so a bad index raises IndexError at the call, as in PyTorch; lazy ones (dask arrays, lazyfuel
 nodes) have their dtype and shape checked here and their values checked when their chunks are
-computed. A 0-d array behaves as one element along dim 0 (PyTorch): ops see it as shape (1,) and
-the result is viewed back to 0-d.
+computed. Concrete indices are a snapshot: changing the caller's array after the op was built
+changes nothing (`graph.indices`). A 0-d array behaves as one element along dim 0 (PyTorch):
+ops see it as shape (1,) and the result is viewed back to 0-d.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from lazyfuel import checks
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
-    HASHED_INDEX_BYTES,
     Broadcast,
     Contiguize,
     Gather,
@@ -232,37 +232,24 @@ def gather(x: Node, dim: Any, indices: Any) -> Node:
                        for a in range(len(ishape)))
     idx = lazy or _concrete_indices(indices, data.shape[d], out_chunks)
     if idx.lazy and idx.node.chunks != out_chunks:
-        idx = Indices(node=Rechunk(idx.node, out_chunks))
+        idx = Indices.of_node(Rechunk(idx.node, out_chunks), data.shape[d])
     out: Node = Gather(data, d, idx, ishape, out_chunks)
     return Slice(out, (0,)) if len(shape) == 0 else out
 
 
 def _concrete_indices(indices: Any, axis_len: int, chunks: ch.Chunks) -> Indices:
-    """Concrete indices checked now (IndexError at the call, as in PyTorch), block by block of
-    `chunks` (how the select reads them), keeping each block's value range for lowering.
-
-    Indices larger than `HASHED_INDEX_BYTES` keep their dtype: each task hands its own block to
-    the executor as it is (`graph.task.Const`; numpy's kernels take it so, the Vulkan executor
-    narrows it to U32), so building reads them once and copies nothing. Smaller ones are made U32
-    now.
-    """
-    values = checks.integer_indices(indices, axis_len)
-    blocks = np.ndindex(*(len(c) for c in chunks))
-    ranges = checks.index_ranges(values, axis_len, [ch.block_slices(chunks, b) for b in blocks])
-    values = values if values.ndim else values.reshape(1)
-    if values.nbytes <= HASHED_INDEX_BYTES:
-        values = np.asarray(values, dtype=np.uint32, order="C")
-    return Indices(values=values, chunks=chunks, ranges=ranges)
+    """Concrete indices checked now, block by block of `chunks` (how the select reads them), and
+    kept as a snapshot (`Indices.concrete`)."""
+    return Indices.concrete(indices, axis_len, chunks)
 
 
 def _lazy_indices(indices: Any, axis_len: int, ndim: int) -> Indices:
     """Lazy indices (a dask array or a node) of `ndim` dims (0-d broadcast to ones): their dtype
     checked now (TypeError for float / bool), their values when computed."""
-    checks.as_indices(np.empty(0, indices.dtype), axis_len)
     node = source(indices, data=False)
     if node.ndim == 0:
         node = broadcast_to(node, (1,) * ndim)
-    return Indices(node=node)
+    return Indices.of_node(node, axis_len)
 
 
 def _with_0d(x: Node, make: Any) -> Node:

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.indices import narrowed
 from lazyfuel.graph.ir import Gather, IndexSelect, Node, Select, Source, View
 
 Block = tuple[int, ...]
-U32 = np.dtype(np.uint32)
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,10 +38,11 @@ class PiecePlan:
     """Where every piece of a select comes from and goes to.
 
     `reads[data_block] = (positions, bounds)`: the read task of that source block selects
-    `positions` (U32, along `dim`, or flat element offsets when `flat`) and cuts the result into
+    `positions` (along `dim`, or flat element offsets when `flat`; in the kernels' index dtype
+    of what they index, `indices.kernel_dtype`) and cuts the result into
     pieces `bounds[j]:bounds[j+1]`. `blocks[out_block] = (pieces, perm, extent)`: the block
     concatenates `pieces` (each `(data_block, j)`) into `extent` rows (elements when `flat`) and
-    takes them in the order `perm` (U32).
+    takes them in the order `perm` (likewise).
     """
 
     select: Select
@@ -64,26 +65,21 @@ def wants_pieces(select: Select, leaf: Node) -> bool:
     (not a `from_array` of one numpy array, which `Gathered` spans without a copy) and some
     output block hits more than one of them.
     """
-    axis_chunks = select.data.chunks[select.dim]
-    if select.indices.lazy or len(axis_chunks) < 2 or math.prod(select.shape) == 0:
+    axis = select.data_axis
+    if select.indices.lazy or len(axis) < 2 or math.prod(select.shape) == 0:
         return False
     if isinstance(leaf, Source) and leaf.one_buffer:
         return False
     # a block hits several chunks exactly when its lowest and highest values lie in different ones
     chunks = select.index_chunks
-    return any(len(ch.hit_range(select.indices.block_range(chunks, b), axis_chunks)) > 1
-               for b in _blocks(chunks))
-
-
-def _blocks(chunks: ch.Chunks) -> list[Block]:
-    return [tuple(int(i) for i in b) for b in np.ndindex(*(len(c) for c in chunks))]
+    return any(len(axis.hit_range(select.indices.block_range(chunks, b))) > 1
+               for b in select.index_grid.blocks())
 
 
 def _index_blocks(select: Select) -> list[tuple[Block, np.ndarray]]:
-    """(block of the index array, its values: checked, of any integer dtype) for every index
-    block of a select."""
-    chunks = select.index_chunks
-    return [(b, select.indices.block(chunks, b)) for b in _blocks(chunks)]
+    """(block of the index array, its checked values) for every index block of a select."""
+    grid = select.index_grid
+    return [(b, select.indices.values[grid.slices(b)]) for b in grid.blocks()]
 
 
 def plan_pieces(select: Select) -> PiecePlan:
@@ -97,27 +93,27 @@ def plan_pieces(select: Select) -> PiecePlan:
 
 def _plan_rows(select: IndexSelect) -> PiecePlan:
     """index_select: pieces are rows along `dim`, shared by every block of the other axes."""
-    d, axis_chunks = select.dim, select.data.chunks[select.dim]
-    begin = np.asarray(ch.starts(axis_chunks), dtype=np.int64)
+    d, axis = select.dim, select.data_axis
+    begin = np.asarray(axis.begin, dtype=np.int64)
     rows: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)  # chunk -> [(out block, rows)]
     per_block: dict[int, tuple[list[tuple[int, int]], np.ndarray, int]] = {}
     for (k,), values in _index_blocks(select):
         if values.size == 0:
             continue
         unique, inverse = np.unique(values, return_inverse=True)  # sorted: grouped by chunk
-        chunk_of = ch.chunk_ids(unique, axis_chunks)
+        chunk_of = axis.ids(unique)
         hit, first = np.unique(chunk_of, return_index=True)
         ends = [*first[1:], unique.size]
         used = []
         for c, lo, hi in zip(hit.tolist(), first.tolist(), ends):
             used.append((c, len(rows[c])))
-            rows[c].append((k, (unique[lo:hi].astype(np.int64) - begin[c]).astype(U32)))
-        per_block[k] = (used, inverse.reshape(-1).astype(U32), int(unique.size))
+            rows[c].append((k, unique[lo:hi].astype(np.int64) - begin[c]))
+        per_block[k] = (used, narrowed(inverse.reshape(-1), unique.size), int(unique.size))
     others = [range(len(c)) for a, c in enumerate(select.data.chunks) if a != d]
     reads, blocks = {}, {}
     for o in (tuple(int(i) for i in b) for b in np.ndindex(*(len(r) for r in others))):
         for c, got in rows.items():
-            reads[(*o[:d], c, *o[d:])] = _concat([r for _, r in got])
+            reads[(*o[:d], c, *o[d:])] = _concat([r for _, r in got], axis.extents[c])
         for k, (used, perm, extent) in per_block.items():
             pieces = tuple(((*o[:d], c, *o[d:]), j) for c, j in used)
             blocks[(*o[:d], k, *o[d:])] = (pieces, perm, extent)
@@ -126,9 +122,9 @@ def _plan_rows(select: IndexSelect) -> PiecePlan:
 
 def _plan_elements(select: Gather) -> PiecePlan:
     """gather: pieces are elements of the raveled source chunk, per output block."""
-    d, data = select.dim, select.data
-    axis_chunks = data.chunks[d]
-    begin = np.asarray(ch.starts(axis_chunks), dtype=np.int64)
+    d, data, axis = select.dim, select.data, select.data_axis
+    axis_chunks = axis.extents
+    begin = np.asarray(axis.begin, dtype=np.int64)
     flats: dict[Block, list[np.ndarray]] = defaultdict(list)  # data block -> positions per piece
     blocks = {}
     for b, values in _index_blocks(select):
@@ -139,7 +135,7 @@ def _plan_elements(select: Gather) -> PiecePlan:
         grid = (outer, shape[d], inner)
         outer_at = np.arange(outer, dtype=np.int64)[:, None, None]
         inner_at = np.arange(inner, dtype=np.int64)[None, None, :]
-        chunk_of = ch.chunk_ids(values.reshape(-1), axis_chunks).reshape(grid)
+        chunk_of = axis.ids(values.reshape(-1)).reshape(grid)
         local = values.reshape(grid).astype(np.int64) - begin[chunk_of]
         extent = np.asarray(axis_chunks, dtype=np.int64)[chunk_of]
         flat = (outer_at * extent + local) * inner + inner_at
@@ -152,13 +148,14 @@ def _plan_elements(select: Gather) -> PiecePlan:
         for c, lo, hi in zip(hit.tolist(), first.tolist(), ends):
             source = (*b[:d], c, *b[d + 1:])
             used.append((source, len(flats[source])))
-            flats[source].append((unique[lo:hi] - c * stride).astype(U32))
-        blocks[b] = (tuple(used), inverse.reshape(-1).astype(U32), int(unique.size))
-    reads = {s: _concat(got) for s, got in flats.items()}
+            flats[source].append(unique[lo:hi] - c * stride)
+        blocks[b] = (tuple(used), narrowed(inverse.reshape(-1), unique.size), int(unique.size))
+    reads = {s: _concat(got, math.prod(ch.block_shape(data.chunks, s))) for s, got in flats.items()}
     return PiecePlan(select, True, reads, blocks)
 
 
-def _concat(pieces: list[np.ndarray]) -> tuple[np.ndarray, tuple[int, ...]]:
-    """The pieces' positions end to end, and where each piece starts and ends."""
+def _concat(pieces: list[np.ndarray], extent: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The pieces' positions (into an axis of `extent`) end to end, in the kernels' index dtype,
+    and where each piece starts and ends."""
     bounds = np.concatenate(([0], np.cumsum([p.size for p in pieces]))).astype(int)
-    return np.concatenate(pieces).astype(U32, copy=False), tuple(bounds.tolist())
+    return narrowed(np.concatenate(pieces), extent), tuple(bounds.tolist())

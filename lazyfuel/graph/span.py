@@ -69,6 +69,11 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
         return first
     if any(s1 <= s0 for s0, s1 in pairwise(starts)) or any(p.size == 0 for p in parts):
         return None
+    # the gap first: it needs no look at the parts' memory (random lookups hit scattered chunks)
+    extent = starts[-1] + parts[-1].shape[axis] - starts[0]
+    held = sum(p.shape[axis] for p in parts)
+    if extent - held > (held if max_gap is None else max_gap):
+        return None
     root = owner(first)
     # one pass over the parts (a task runs this for every block it reads): the other axes'
     # extents and (where they matter) strides as tuples, compared with the first part's
@@ -89,10 +94,6 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
             return None
         if address(p) != base + (start - starts[0]) * stride:
             return None
-    extent = starts[-1] + parts[-1].shape[axis] - starts[0]
-    held = sum(p.shape[axis] for p in parts)
-    if extent - held > (held if max_gap is None else max_gap):
-        return None
     shape = list(first.shape)
     shape[axis] = extent
     strides = list(first.strides)

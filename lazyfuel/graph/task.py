@@ -6,10 +6,10 @@ arguments (the chunks dask hands in, in key order) and which `Chain` to plan:
 - `Part`: a chunk with numpy views applied (transpose, strided or reversed slices, broadcast):
   free, so the planner sees the view's real layout and contiguizes only where a kernel's caps
   demand it;
-- `Const`: concrete indices, checked when the op was built, handed to the executor in their own
-  integer dtype (it narrows them where its kernels need U32) or, when they must be moved to a
-  span's start, narrowed to U32 and moved in one copy;
-- `LazyIndex`: a chunk of lazy indices, range-checked here (IndexError naming the value);
+- `Const`: a block of concrete indices, the snapshot checked and narrowed to the kernel's index
+  dtype when the op was built (`graph.indices`), moved to a span's start in one copy;
+- `LazyIndex`: a chunk of lazy indices, range-checked and narrowed here (IndexError naming the
+  value and its position in the whole index array);
 - `Gathered`: a select's source read from the chunks its indices hit (each once): one chunk as
   it is, several views of one buffer as one spanning view (no copy), else concatenated on the
   host; plus the indices remapped into it;
@@ -39,11 +39,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
-from lazyfuel.backends.base import devices, executor, narrowed_indices
-from lazyfuel.checks import as_indices
+from lazyfuel.backends.base import devices, executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import crossing
+from lazyfuel.graph.indices import checked_block, kernel_dtype, shifted
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
@@ -53,7 +53,6 @@ from lazyfuel.planner.chain import decode_key
 
 ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
 Signature = tuple[DType, Layout]
-U32 = np.dtype(np.uint32)
 
 
 class Runtime(Protocol):
@@ -110,58 +109,40 @@ class Part:
 
 @dataclass(frozen=True, eq=False)
 class Const:
-    """A block of concrete indices, range-checked when the op was built: small ones made U32 then,
-    large ones the caller's values in their own dtype, handed on as they are (`_moved`)."""
+    """A block of concrete indices: part of the snapshot taken, checked and narrowed to the
+    kernel's index dtype when the op was built (`graph.indices.Indices.concrete`)."""
 
     value: np.ndarray
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return [_moved(self.value, 0)]
+        return [np.ascontiguousarray(self.value)]
 
-    def moved(self, args: Sequence[Any], by: int) -> np.ndarray:
-        """The indices each plus `by` (they stay in range): one copy at most (`_moved`)."""
-        return _moved(self.value, by)
+    def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
+        """The indices each minus `start` (they stay in range): one copy (`indices.shifted`)."""
+        return shifted(self.value, start)
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        return [(DType.U32, Layout.contiguous(self.value.shape))]
+        return [(DType.from_numpy(self.value.dtype), Layout.contiguous(self.value.shape))]
 
 
 @dataclass(frozen=True)
 class LazyIndex:
-    """Task argument `arg` holds lazy indices into an axis of `axis_len`: checked here."""
+    """Task argument `arg` holds lazy indices into an axis of `axis_len`, starting at `origin` in
+    the whole index array: checked and narrowed here (`indices.checked_block`)."""
 
     arg: int
     axis_len: int
     origin: tuple[int, ...]  # global position of this index block, for messages
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return [self.checked(args[self.arg])]
+        return [checked_block(args[self.arg], self.axis_len, self.origin)]
 
-    def moved(self, args: Sequence[Any], by: int) -> np.ndarray:
-        """The checked indices (U32), each plus `by` (they stay in range)."""
-        return _moved(self.checked(args[self.arg]), by)
-
-    def checked(self, chunk: Any) -> np.ndarray:
-        a = np.asarray(chunk)
-        try:
-            return as_indices(a, self.axis_len)
-        except IndexError as err:
-            raise IndexError(self._global_position(str(err), a)) from None
-
-    def _global_position(self, message: str, a: np.ndarray) -> str:
-        """`as_indices`' message with the position counted in the whole index array."""
-        values = a.astype(object).ravel()
-        bad = next(i for i, v in enumerate(values) if not 0 <= v < min(self.axis_len, 2**32))
-        local = np.unravel_index(bad, a.shape) if a.ndim else ()
-        glob = tuple(int(o + i) for o, i in zip(self.origin, local))
-        def text(pos: tuple[int, ...]) -> str:
-            return f"at position {pos[0] if len(pos) == 1 else pos}"
-        if a.ndim and text(tuple(int(i) for i in local)) in message:
-            return message.replace(text(tuple(int(i) for i in local)), text(glob), 1)
-        return f"{message} (in the lazy index chunk starting at position {self.origin})"
+    def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
+        """The checked indices each minus `start` (they stay in range)."""
+        return shifted(checked_block(args[self.arg], self.axis_len, self.origin), start)
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        return [(DType.U32, Layout.contiguous(metas[self.arg][0]))]
+        return [(DType.from_numpy(kernel_dtype(self.axis_len)), Layout.contiguous(metas[self.arg][0]))]
 
 
 @dataclass(frozen=True)
@@ -169,8 +150,8 @@ class Gathered:
     """A select's source along `axis`, read from the `parts` its indices hit, and the indices.
 
     `part_starts[i]` is where part i begins along `axis` in the select's source. Gives two program
-    inputs: the source and the indices remapped into it (U32). The source is one part as it is;
-    or, when the parts are views of one buffer laid out one after the other (chunks of
+    inputs: the source and the indices remapped into it (in their kernel dtype). The source is
+    one part as it is; or, when the parts are views of one buffer laid out one after the other (chunks of
     `from_array`: the recipe then passes every chunk from the lowest to the highest hit), one
     spanning view over them (no copy, no look at the index values); else the parts the indices
     hit, concatenated.
@@ -184,21 +165,21 @@ class Gathered:
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
-            return [chosen[0], self.index.moved(args, -self.part_starts[0])]
+            return [chosen[0], self.index.moved(args, self.part_starts[0])]
         span = spanning_view(chosen, self.part_starts, self.axis)
         if span is not None:
-            return [span, self.index.moved(args, -self.part_starts[0])]
+            return [span, self.index.moved(args, self.part_starts[0])]
         (idx,) = self.index.arrays(args)
         begin = np.asarray(self.part_starts, dtype=np.int64)
-        ids = np.searchsorted(begin, idx.astype(np.int64), side="right") - 1
+        ids = np.searchsorted(begin, idx, side="right") - 1
         used = np.unique(ids)
         chosen = [chosen[i] for i in used]
         if len(chosen) == 1:
-            return [chosen[0], _moved(idx, -self.part_starts[int(used[0])])]
+            return [chosen[0], shifted(idx, self.part_starts[int(used[0])])]
         sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
-        offset = np.zeros(len(self.parts), dtype=np.int64)
-        offset[used] = np.concatenate(([0], np.cumsum(sizes)[:-1])) - begin[used]
-        local = (idx.astype(np.int64) + offset[ids]).astype(U32)
+        back = np.zeros(len(self.parts), dtype=idx.dtype)  # how far each used part moves down
+        back[used] = begin[used] - np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        local = np.subtract(idx, back[ids], dtype=idx.dtype)  # in the indices' dtype: no wrap
         return [np.concatenate(chosen, axis=self.axis), local]
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
@@ -235,22 +216,6 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
     return replace(recipe, inputs=tuple(inputs)) if changed else recipe
 
 
-def _moved(idx: np.ndarray, by: int) -> np.ndarray:
-    """Checked indices each plus `by` (the results stay in range, so nothing wraps), C-contiguous.
-    Unmoved, they stay in their integer dtype (no copy when contiguous): the executors take any
-    checked integer indices for a U32 input (`backends.base.input_fits`), numpy's kernels as they
-    are, the Vulkan executor narrowing them as it moves them. Moved, they are narrowed to U32 and
-    moved in that one copy."""
-    if by == 0:
-        return np.ascontiguousarray(idx)
-    out = narrowed_indices(idx)  # saturating, as the executor narrows
-    if np.may_share_memory(out, idx):  # the caller's U32 array: not ours to change
-        return np.add(out, by, dtype=U32) if by > 0 else np.subtract(out, U32.type(-by), dtype=U32)
-    if by > 0:
-        return np.add(out, U32.type(by), out=out)
-    return np.subtract(out, U32.type(-by), out=out)
-
-
 @dataclass(frozen=True, eq=False)
 class Assembled:
     """A select's source made of the pieces read for this block (see `graph.pieces`), and the
@@ -258,7 +223,7 @@ class Assembled:
 
     `pieces[i] = (arg, j)`: piece j of the read task whose result is task argument `arg`. Gives
     two program inputs: the pieces concatenated along `axis` (one piece as it is), of `shape`
-    (1-d for a gather's elements), and `perm` (U32), which a select along `axis` applies.
+    (1-d for a gather's elements), and `perm` (the kernel index dtype), which a select along `axis` applies.
     """
 
     pieces: tuple[tuple[int, int], ...]
@@ -284,9 +249,10 @@ InputSpec = Part | Const | LazyIndex | Gathered | Assembled
 class Reader:
     """One read task of a select read per source chunk (see `graph.pieces`).
 
-    `part` is the source chunk (task argument 0, numpy views applied); `positions` (U32) are the
-    rows along `axis` that every output block needs from it, grouped by block (piece j is
-    `positions[bounds[j]:bounds[j + 1]]`), or element offsets into the raveled chunk when `flat`.
+    `part` is the source chunk (task argument 0, numpy views applied); `positions` (the
+    kernels' index dtype) are the rows along `axis` that every output block needs from it,
+    grouped by block (piece j is `positions[bounds[j]:bounds[j + 1]]`), or element offsets into
+    the raveled chunk when `flat`.
     `block` is the read task's number, which picks its device (`device_for`).
     """
 
@@ -348,7 +314,7 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
     into `into` where that has the output's shape and dtype (a split block's halves do not), or
     with `handover` left on the device where `crossing.hand_over` can."""
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
-        program = runtime.planner().plan(chain, _input_dtypes(chain, inputs), [Layout.of(a) for a in inputs])
+        program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs])
         device = device_for(block, program.backend)
         if handover and program.backend is Backend.Vulkan:
             return crossing.hand_over(program, inputs, device)
@@ -362,12 +328,10 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
     return run
 
 
-def _input_dtypes(chain: Chain, inputs: Sequence[np.ndarray]) -> list[DType]:
-    """The program's input dtypes: each array's, but U32 for indices given in a wider integer
-    dtype (checked when the op was built; the executor narrows them where its kernels need it)."""
-    indices = chain.index_inputs
-    return [DType.U32 if i in indices and a.dtype.kind in "iu" else DType.from_numpy(a.dtype)
-            for i, a in enumerate(inputs)]
+def _input_dtypes(inputs: Sequence[np.ndarray]) -> list[DType]:
+    """The program's input dtypes: each array's. Index inputs come in the kernels' index dtype
+    already (`graph.indices.kernel_dtype`: U32, or I64 on an axis past 2**32)."""
+    return [DType.from_numpy(a.dtype) for a in inputs]
 
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:

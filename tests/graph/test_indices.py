@@ -1,5 +1,5 @@
 """Concrete indices of a select: checked block by block when built, ranges kept for lowering,
-large ones kept in their dtype and narrowed to U32 by each task (`graph.task.Const`)."""
+kept as a read-only snapshot in the kernels' index dtype (`graph.indices`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import lazyfuel as lf
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.fuse import EXACT_HITS, Partition, recipe
+from lazyfuel.graph.indices import shifted
 from lazyfuel.graph.ir import HASHED_INDEX_BYTES, Gather, IndexSelect
-from lazyfuel.graph.task import Const, Gathered, _moved
+from lazyfuel.graph.task import Const, Gathered
 
 RNG = np.random.default_rng(7)
 SRC = RNG.standard_normal((1200, 256)).astype(np.float32)  # blocks of 300 rows: 76800 indices each
@@ -34,14 +35,15 @@ def test_recorded_ranges_are_each_blocks_min_and_max():
     assert node.indices.block_range(other, (1, 0)) == (idx[600:].min(), idx[600:].max())
 
 
-def test_large_indices_keep_their_dtype_small_ones_become_u32():
+def test_concrete_indices_of_any_size_are_a_read_only_u32_snapshot():
     big = RNG.integers(0, 1200, (1200, 256))
     assert big.nbytes > HASHED_INDEX_BYTES
     x = lf.from_array(SRC, chunks=(300, 256))
-    kept = select_node(lf.gather(x, 0, big)).indices.values
-    assert kept.dtype == np.int64 and np.shares_memory(kept, big)  # no copy at build time
-    small = select_node(lf.index_select(x, 0, np.array([3, 1], np.int64))).indices.values
-    assert small.dtype == np.uint32 and small.flags.c_contiguous
+    for given in (big, np.array([3, 1], np.int64)):
+        kept = select_node(lf.gather(x, 0, given) if given.ndim == 2 else
+                           lf.index_select(x, 0, given)).indices.values
+        assert kept.dtype == np.uint32 and kept.flags.c_contiguous and not kept.flags.writeable
+        assert not np.shares_memory(kept, given) and kept.tolist() == given.tolist()
 
 
 def test_lowering_reads_the_recorded_hit_range():
@@ -97,11 +99,12 @@ def test_zero_d_and_empty_indices(bits_equal):
     bits_equal(lf.gather(lf.from_array(np.float32(3.5)), 0, np.int8(0)).compute(), np.float32(3.5))
 
 
-def test_moved_narrows_and_shifts_without_touching_the_callers_array():
+def test_shifted_keeps_the_dtype_and_never_writes_its_input():
     wide = np.array([[7, 9], [8, 12]], np.int64)
-    got = _moved(wide, -7)
-    assert got.dtype == np.uint32 and got.flags.c_contiguous and got.tolist() == [[0, 2], [1, 5]]
+    got = shifted(wide, 7)
+    assert got.dtype == np.int64 and got.flags.c_contiguous and got.tolist() == [[0, 2], [1, 5]]
     mine = np.array([7, 9], np.uint32)
-    assert _moved(mine, 0) is mine
-    assert _moved(mine, -7).tolist() == [0, 2] and mine.tolist() == [7, 9]
-    assert _moved(wide.T, 3).tolist() == [[10, 11], [12, 15]]
+    assert shifted(mine, 0) is mine
+    assert shifted(mine, 7).dtype == np.uint32 and shifted(mine, 7).tolist() == [0, 2]
+    assert mine.tolist() == [7, 9]
+    assert shifted(wide.T, 7).tolist() == [[0, 1], [2, 5]]

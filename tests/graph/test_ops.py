@@ -154,9 +154,9 @@ def test_numpy_sources_are_views_of_the_array_not_copies():
 
 
 def test_large_concrete_indices_are_named_without_hashing_their_bytes(monkeypatch):
-    from lazyfuel.graph import ir
+    from lazyfuel.graph import indices
 
-    monkeypatch.setattr(ir, "HASHED_INDEX_BYTES", 16)
+    monkeypatch.setattr(indices, "HASHED_INDEX_BYTES", 16)
     idx = np.arange(30) % 5
     first = lf.index_select(x(), 0, idx)
     assert first.name == first.name and first.name != lf.index_select(x(), 0, idx).name  # by identity

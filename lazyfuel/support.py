@@ -25,7 +25,7 @@ def support_table(registry: Registry | None = None) -> str:
         rows[(b.op_kind.name, b.backend.name, b.kernel_source)].append(b.dtypes[0].name)
     lines = ["| op kind | backend | kernel_source | dtypes (first input) |", "| --- | --- | --- | --- |"]
     for (op, backend, source), dtypes in sorted(rows.items()):
-        lines.append(f"| {op} | {backend} | {source} | {' '.join(dtypes)} |")
+        lines.append(f"| {op} | {backend} | {source} | {' '.join(dict.fromkeys(dtypes))} |")  # once each
     return "\n".join(lines)
 
 

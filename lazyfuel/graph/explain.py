@@ -162,6 +162,11 @@ def recipe_shape(node: Node, block: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(c[b] for c, b in zip(node.chunks, block))
 
 
+def _indices(spec: object) -> str:
+    """How a select's index input is described: concrete ones were checked when built."""
+    return "indices (checked when built)" if hasattr(spec, "value") else "indices (checked at compute)"
+
+
 def _inputs(task: Task) -> list[str]:
     lines = []
     number = 0
@@ -169,15 +174,14 @@ def _inputs(task: Task) -> list[str]:
         sigs = spec.signature(task.metas)
         if isinstance(spec, Gathered):
             what = [f"source from {len(spec.parts)} chunk(s) along axis {spec.axis}"
-                    + _views(spec.parts[0]), "indices (U32" + (", checked at compute)" if
-                                                              not hasattr(spec.index, "value") else ")")]
+                    + _views(spec.parts[0]), _indices(spec.index)]
         elif isinstance(spec, Assembled):
             what = [f"source: {len(spec.pieces)} piece(s) concatenated along axis {spec.axis}",
-                    "the order to take them in (U32)"]
+                    "the order to take them in"]
         elif isinstance(spec, Part):
             what = ["chunk" + _views(spec)]
         else:
-            what = ["indices (U32" + (")" if hasattr(spec, "value") else ", checked at compute)")]
+            what = [_indices(spec)]
         for text, (dtype, layout) in zip(what, sigs):
             awkward = [k for k, v in layout.properties().items() if v and k != "contiguous"]
             shape = "contiguous" if layout.is_contiguous else " + ".join(awkward) or "not contiguous"

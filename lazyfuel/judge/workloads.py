@@ -75,7 +75,8 @@ def _fill_value(data: np.ndarray, rng: np.random.Generator) -> Any:
 def _index_select(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
                   rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     src = random_array(rng, binding.dtypes[0], shape)
-    idx = rng.integers(0, shape[dim], n_indices).astype(np.uint32) if shape[dim] else np.zeros(0, np.uint32)
+    index = binding.dtypes[1].numpy  # U32, or I64 (the Cpu kernels for axes past 2**32)
+    idx = rng.integers(0, shape[dim], n_indices).astype(index) if shape[dim] else np.zeros(0, index)
     return [src, idx], {"dim": dim}
 
 
@@ -83,7 +84,7 @@ def _gather(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
             rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     src = random_array(rng, binding.dtypes[0], shape)
     idx_shape = (*shape[:dim], n_indices, *shape[dim + 1:])
-    idx = rng.integers(0, max(shape[dim], 1), idx_shape).astype(np.uint32)
+    idx = rng.integers(0, max(shape[dim], 1), idx_shape).astype(binding.dtypes[1].numpy)
     return [src, idx], {"dim": dim}
 
 

@@ -14,14 +14,17 @@ def test_judge_cli_measures_then_reads_the_cache(cache: JudgeCache, capsys) -> N
     argv = ["judge", "--quick", "--backend", "cpu", "--op", "IndexSelect", "--dtype", "F32"]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert "1 measured, 0 cached" in captured.out and str(cache.path) in captured.out
+    # two bindings: U32 indices, and I64 ones (the kernel for axes past 2**32)
+    assert "2 measured, 0 cached" in captured.out and str(cache.path) in captured.out
     assert "lazyfuel::cpu::index_select_f32" in captured.out and "GB/s" in captured.out
-    assert "judging 1 Cpu binding(s)" in captured.err and "1/1" in captured.err  # the progress bar
+    assert "lazyfuel::cpu::index_select_wide_f32" in captured.out
+    assert "judging 2 Cpu binding(s)" in captured.err and "2/2" in captured.err  # the progress bar
     assert main(argv) == 0
-    assert "0 measured, 1 cached" in capsys.readouterr().out
+    assert "0 measured, 2 cached" in capsys.readouterr().out
     costs = measured_costs(backends=[Backend.Cpu])
-    (judged,) = [b for b in default_registry().bindings() if costs.judgement(b) is not None]
-    assert judged.op_kind is OpKind.IndexSelect and judged.dtypes[0] is DType.F32
+    judged = [b for b in default_registry().bindings() if costs.judgement(b) is not None]
+    assert {(b.op_kind, b.dtypes) for b in judged} == {
+        (OpKind.IndexSelect, (DType.F32, index, DType.F32)) for index in (DType.U32, DType.I64)}
 
 
 def test_judge_cli_measures_fft_bindings(cache: JudgeCache, capsys) -> None:

@@ -25,6 +25,8 @@ NAMESPACE = "lazyfuel::cpu::"
 KERNELS: dict[str, Callable[..., object]] = {
     "index_select": kernels.index_select_step,
     "gather": kernels.gather_step,
+    "index_select_wide": kernels.index_select_step,  # I64 indices: axes past 2**32
+    "gather_wide": kernels.gather_step,
     "masked_fill": kernels.masked_fill_step,
     "contiguize": kernels.contiguize_step,
     "fft": fft.fft_step,

@@ -52,8 +52,9 @@ def test_document_parses_with_the_expected_contracts():
     contracts = parse_contracts(str(CPU_MD))
     assert [c.op_kind for c in contracts[:4]] == [OpKind.IndexSelect, OpKind.Gather, OpKind.MaskedFill,
                                                   OpKind.Contiguize]
-    assert {c.op_kind for c in contracts[4:]} == FFT_KINDS  # tests/backends/vkfft/test_cpu_fft.py
-    for c in contracts[:4]:
+    assert [c.op_kind for c in contracts[4:6]] == [OpKind.IndexSelect, OpKind.Gather]  # I64 indices
+    assert {c.op_kind for c in contracts[6:]} == FFT_KINDS  # tests/backends/vkfft/test_cpu_fft.py
+    for c in contracts[:6]:
         assert c.backend is Backend.Cpu and c.kernel_source == "numpy"
         assert c.provider.link_registry == LINK_REGISTRY
         assert c.caps.awkward_layout_strategy is AwkwardLayoutStrategy.native_strided
@@ -67,14 +68,15 @@ def bindings():
     return Registry().load(CPU_MD)
 
 
-def test_document_links_into_44_bindings(bindings):
-    assert len(bindings) == 4 * len(DType) + 12  # + the FFT family: 12
+def test_document_links_into_66_bindings(bindings):
+    assert len(bindings) == 6 * len(DType) + 12  # + the FFT family: 12
     bindings = [b for b in bindings if b.op_kind not in FFT_KINDS]
-    assert len(bindings) == 4 * len(DType)
+    assert len(bindings) == 6 * len(DType)
     keys = {(b.op_kind, b.dtypes) for b in bindings}
     for t in DType:
-        assert (OpKind.IndexSelect, (t, DType.U32, t)) in keys
-        assert (OpKind.Gather, (t, DType.U32, t)) in keys
+        for index in (DType.U32, DType.I64):  # I64: the kernels for axes past 2**32
+            assert (OpKind.IndexSelect, (t, index, t)) in keys
+            assert (OpKind.Gather, (t, index, t)) in keys
         assert (OpKind.MaskedFill, (t, DType.BOOL, t)) in keys
         assert (OpKind.Contiguize, (t, t)) in keys
     assert all(b.kernel_ref.impl in KERNELS.values() for b in bindings)

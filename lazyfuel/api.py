@@ -33,7 +33,7 @@ from lazyfuel import completion
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
-from lazyfuel.graph.ir import Node, Source
+from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
@@ -76,31 +76,41 @@ class Array:
     are views. It is a dask collection: `dask.compute(x)` and `dask.persist(x)` work.
     """
 
-    __slots__ = ("_lowered", "_node")
+    __slots__ = ("_given", "_lowered")
 
     def __init__(self, node: Node) -> None:
-        self._node = node
+        self._given = node
         self._lowered: dict[DefaultRuntime, da.Array] = {}
 
-    # --- description -------------------------------------------------------------------------
+    @property
+    def _node(self) -> Node:
+        """The graph node; a select on indices of unknown chunk sizes (`ir.Deferred`) is built
+        for real here, on first use by anything but the description below."""
+        if isinstance(self._given, Deferred):
+            self._given = self._given.resolved
+        return self._given
+
+    # --- description (NaN along an axis whose size the indices will tell, as in dask) --------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._node.shape
+        return self._given.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self._node.dtype
+        return self._given.dtype
 
     @property
     def ndim(self) -> int:
-        return self._node.ndim
+        return self._given.ndim
 
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]:
-        return self._node.chunks
+        return self._given.chunks
 
     @property
     def size(self) -> int:
+        if isinstance(self._given, Deferred):
+            return math.nan
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
@@ -110,7 +120,7 @@ class Array:
     @property
     def name(self) -> str:
         """A deterministic name of this array's graph."""
-        return self._node.name
+        return self._given.name
 
     def __len__(self) -> int:
         if not self.shape:
@@ -118,7 +128,7 @@ class Array:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return (f"lazyfuel.Array<{self._node.label}, shape={self.shape}, dtype={self.dtype}, "
+        return (f"lazyfuel.Array<{self._given.label}, shape={self.shape}, dtype={self.dtype}, "
                 f"chunks={self.chunks}>")
 
     # --- ops (mirror the functions) ----------------------------------------------------------
@@ -182,12 +192,13 @@ class Array:
         as it is done. No block is held and no thread concatenates at the end. Elsewhere
         (dask.distributed) dask gathers the blocks and concatenates them (then copied into `out`).
         """
+        node = self._node
         if out is not None:
-            _check_out(out, self.shape, self.dtype)
+            _check_out(out, node.shape, node.dtype)
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
-        if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(self.shape):
-            result = np.empty(self.shape, self.dtype) if out is None else out
-            found = lower_into(self._node, DefaultRuntime.from_env(), result)
+        if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
+            result = np.empty(node.shape, node.dtype) if out is None else out
+            found = lower_into(node, DefaultRuntime.from_env(), result)
             if found is not None:
                 graph, keys = found
                 kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
@@ -245,7 +256,7 @@ class Array:
         return self.to_dask().__dask_layers__()
 
     def __dask_tokenize__(self) -> Any:
-        return ("lazyfuel.Array", self._node.name, DefaultRuntime.from_env())
+        return ("lazyfuel.Array", self._given.name, DefaultRuntime.from_env())
 
     def __dask_postcompute__(self) -> Any:
         return self.to_dask().__dask_postcompute__()
@@ -286,6 +297,12 @@ def _persisted(dsk: Any, rebuild: Any, args: tuple[Any, ...], rename: Any = None
 def _node(x: Any) -> Any:
     """The graph node of a lazyfuel Array; anything else unchanged (ops decides what it is)."""
     return x._node if isinstance(x, Array) else x
+
+
+def _indices(x: Any) -> Any:
+    """Indices as the ops take them: a lazyfuel Array's node as it was given (indices of unknown
+    chunk sizes stay so: the select on them is deferred too, `ops.unknown_sizes`)."""
+    return x._given if isinstance(x, Array) else x
 
 
 def _data(x: Any) -> Node:
@@ -339,7 +356,7 @@ def index_select(x: Any, dim: int, indices: Any) -> Array:
     array([[2., 0.],
            [5., 3.]], dtype=float32)
     """
-    return Array(ops.index_select(_data(x), dim, _node(indices)))
+    return Array(ops.index_select(_data(x), dim, _indices(indices)))
 
 
 def gather(x: Any, dim: int, indices: Any) -> Array:
@@ -357,7 +374,7 @@ def gather(x: Any, dim: int, indices: Any) -> Array:
     array([[1., 1.],
            [4., 3.]])
     """
-    return Array(ops.gather(_data(x), dim, _node(indices)))
+    return Array(ops.gather(_data(x), dim, _indices(indices)))
 
 
 def masked_fill(x: Any, mask: Any, value: Any) -> Array:

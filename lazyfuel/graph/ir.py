@@ -368,6 +368,51 @@ class Gather(Select):
         return (*block[:self.dim], dim_block, *block[self.dim + 1:])
 
 
+@dataclass(frozen=True, eq=False)
+class Deferred(Node):
+    """A select whose lazy indices have chunk sizes nobody knows yet (dask's `nonzero()`, a
+    boolean selection): its `shape` and `chunks` hold NaN along the axes the indices give, as
+    dask's own do. `resolved` builds the real node (`make()`: the indices' sizes computed, then
+    the select built with them) once, when it is needed: to lower, explain or build on it.
+    """
+
+    make: Any  # () -> Node
+    hint_shape: tuple[float, ...]
+    hint_chunks: tuple[tuple[float, ...], ...]
+    hint_dtype: np.dtype
+    what: str  # the op's label
+    token: str
+
+    @property
+    def shape(self) -> tuple[float, ...]:
+        return self.hint_shape
+
+    @property
+    def chunks(self) -> tuple[tuple[float, ...], ...]:
+        return self.hint_chunks
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.hint_dtype
+
+    @property
+    def label(self) -> str:
+        return self.what
+
+    @cached_property
+    def name(self) -> str:
+        return f"{self.what}-{self.token}"
+
+    @cached_property
+    def resolved(self) -> Node:
+        return self.make()
+
+
+def resolved(node: Node) -> Node:
+    """`node`, or the node a `Deferred` one stands for (built now, once)."""
+    return node.resolved if isinstance(node, Deferred) else node
+
+
 def nbytes(node: Node) -> int:
     """Bytes of the whole array `node` describes."""
     return math.prod(node.shape) * node.dtype.itemsize

@@ -26,6 +26,7 @@ from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
     Broadcast,
     Contiguize,
+    Deferred,
     Gather,
     IndexSelect,
     Indices,
@@ -35,6 +36,7 @@ from lazyfuel.graph.ir import (
     Slice,
     Source,
     Transpose,
+    resolved,
 )
 from lazyfuel.graph.lower import from_layer
 from lazyfuel.layout import Layout, normalize_dim
@@ -54,7 +56,7 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     integer dtype), ValueError for unknown chunk sizes.
     """
     if isinstance(obj, Node):
-        return obj
+        return resolved(obj)
     one_buffer = not isinstance(obj, da.Array)
     if isinstance(obj, da.Array):
         arr = obj if chunks == "auto" else obj.rechunk(chunks)
@@ -195,11 +197,16 @@ def index_select(x: Node, dim: Any, indices: Any) -> Node:
     Raises IndexError (dim or an index out of range), TypeError (indices not integers),
     ValueError (indices of more than one dim; a 0-d `x` given other than one index).
     """
+    x = resolved(x)
     d = normalize_dim(dim, x.ndim)
     shape = tuple(indices.shape) if is_lazy(indices) else np.shape(indices)
     if len(shape) > 1:
         raise ValueError(f"index_select takes 1-d indices, got shape {shape}; "
                          f"use gather for n-d indices or pass indices.ravel()")
+    if unknown_sizes(indices):
+        along = tuple(indices.chunks[0]) if shape else (1,)
+        return _deferred(index_select, x, d, indices, (*x.shape[:d], sum(along), *x.shape[d + 1:]),
+                         (*x.chunks[:d], along, *x.chunks[d + 1:]))
     if x.ndim == 0 and math.prod(shape) != 1:
         raise ValueError(f"index_select on a 0-d array takes exactly one index, got {math.prod(shape)}")
     data = broadcast_to(x, (1,)) if x.ndim == 0 else x
@@ -222,7 +229,11 @@ def gather(x: Node, dim: Any, indices: Any) -> Node:
     Raises IndexError (dim or an index out of range), TypeError (indices not integers),
     ValueError (the index shape does not fit `x`).
     """
+    x = resolved(x)
     shape = tuple(indices.shape) if is_lazy(indices) else np.shape(indices)
+    if unknown_sizes(indices):  # the shapes are checked once the sizes are known
+        normalize_dim(dim, x.ndim)
+        return _deferred(gather, x, dim, indices, shape, tuple(tuple(c) for c in indices.chunks))
     d = checks.check_gather_shapes(x.shape, shape, dim)
     data = broadcast_to(x, (1,)) if x.ndim == 0 else x
     ishape = shape or (1,)
@@ -235,6 +246,38 @@ def gather(x: Node, dim: Any, indices: Any) -> Node:
         idx = Indices.of_node(Rechunk(idx.node, out_chunks), data.shape[d])
     out: Node = Gather(data, d, idx, ishape, out_chunks)
     return Slice(out, (0,)) if len(shape) == 0 else out
+
+
+def unknown_sizes(indices: Any) -> bool:
+    """Lazy indices whose chunk sizes nobody knows yet: a dask array with NaN chunks (from
+    `nonzero()` or a boolean selection), or a `Deferred` node."""
+    if isinstance(indices, Deferred):
+        return True
+    return isinstance(indices, da.Array) and any(math.isnan(n) for c in indices.chunks for n in c)
+
+
+def _deferred(op: Any, x: Node, dim: int, indices: Any, shape: tuple[float, ...],
+              chunks: tuple[tuple[float, ...], ...]) -> Deferred:
+    """`op(x, dim, indices)` for indices of unknown chunk sizes: their dtype checked now, and
+    a node with NaN where the sizes are unknown, which becomes the real select when it is
+    needed (`Deferred.resolved`): then the indices alone are computed, once (`with_sizes`)."""
+    checks.integer_indices(np.empty(0, indices.dtype), 1)  # TypeError for float / bool now
+
+    def make() -> Node:
+        return op(x, dim, with_sizes(indices))
+
+    label = "index_select" if op is index_select else "gather"
+    return Deferred(make, tuple(shape), chunks, x.dtype, label, tokenize(label, x.name, dim, indices.name))
+
+
+def with_sizes(indices: Any) -> Any:
+    """Indices of unknown chunk sizes computed (held in memory) with their sizes known: a
+    persisted dask array, or the node a `Deferred` one stands for."""
+    if isinstance(indices, Deferred):
+        return indices.resolved
+    held = indices.persist()
+    held.compute_chunk_sizes()  # reads the held chunks' shapes: nothing is computed again
+    return held
 
 
 def _concrete_indices(indices: Any, axis_len: int, chunks: ch.Chunks) -> Indices:

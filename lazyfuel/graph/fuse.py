@@ -43,6 +43,7 @@ from lazyfuel.graph.ir import (
     ViewOp,
 )
 from lazyfuel.graph.pieces import PiecePlan, base_leaf, plan_pieces, wants_pieces
+from lazyfuel.graph.span import gap_allows
 from lazyfuel.graph.task import ArgMeta, Assembled, BlockRecipe, Const, Gathered, LazyIndex, Part, Reader
 from lazyfuel.planner.chain import Chain, OpNode
 
@@ -175,7 +176,11 @@ class _Builder:
         return self.keys[key]
 
     def arg(self, leaf: Node, block: tuple[int, ...]) -> int:
-        return self.key_arg((leaf.name, *block), (ch.block_shape(leaf.chunks, block), leaf.dtype))
+        key = (leaf.name, *block)
+        found = self.keys.get(key)
+        if found is not None:
+            return found
+        return self.key_arg(key, (ch.block_shape(leaf.chunks, block), leaf.dtype))
 
     def part(self, node: Node, block: tuple[int, ...]) -> Part:
         views: list[ViewOp] = []
@@ -230,9 +235,10 @@ class _Builder:
                 dim_blocks = axis.hits(index.value) or (0,)
             else:
                 dim_blocks = tuple(range(len(axis)))
-            begin = axis.begin
+            starts = tuple(axis.begin[b] for b in dim_blocks)
             parts = tuple(self.part(node.data, node.data_block(block, b)) for b in dim_blocks)
-            spec = Gathered(parts, tuple(begin[b] for b in dim_blocks), node.dim, index)
+            spannable = gap_allows(starts, [axis.extents[b] for b in dim_blocks])
+            spec = Gathered(parts, starts, node.dim, index, spannable)
             data, idx = self.add_input(spec, 2)
         else:  # a computed source with one chunk along dim (Partition made the others leaves)
             data = self.emit(node.data, node.data_block(block, 0))

@@ -7,7 +7,9 @@ parameters and its inputs' names), and nothing about how it will run. There are
 - views (`Transpose`, `Slice`, `Broadcast`): they move no data; each output block is a numpy view
   of exactly one block of the input, given by `input_block(block)`;
 - ops (`Contiguize`, `MaskedFill`, `IndexSelect`, `Gather`, and `graph.fft.Transform`): what
-  kernels run; each names its `op_kind`.
+  kernels run; each names its `op_kind`;
+- `Deferred`: a select on lazy indices of unknown chunk sizes, standing for the real one until
+  the sizes are needed.
 
 Building nodes does no checking of user input (`graph.ops` does that) and runs nothing.
 """

@@ -70,10 +70,10 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     if any(s1 <= s0 for s0, s1 in pairwise(starts)) or any(p.size == 0 for p in parts):
         return None
     # the gap first: it needs no look at the parts' memory (random lookups hit scattered chunks)
-    extent = starts[-1] + parts[-1].shape[axis] - starts[0]
-    held = sum(p.shape[axis] for p in parts)
-    if extent - held > (held if max_gap is None else max_gap):
+    extents = [p.shape[axis] for p in parts]
+    if not gap_allows(starts, extents, max_gap):
         return None
+    extent = starts[-1] + extents[-1] - starts[0]
     root = owner(first)
     # one pass over the parts (a task runs this for every block it reads): the other axes'
     # extents and (where they matter) strides as tuples, compared with the first part's
@@ -99,6 +99,18 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     strides = list(first.strides)
     strides[axis] = stride
     return as_strided(first, shape=tuple(shape), strides=tuple(strides), writeable=False)
+
+
+def gap_allows(starts: Sequence[int], extents: Sequence[int], max_gap: int | None = None) -> bool:
+    """Whether parts at `starts` with `extents` along the axis (nonempty ones, in order) are close
+    enough to span: the positions between them hold at most `max_gap` (default: no more than the
+    parts hold together). Needs no array: the recipe asks before any chunk exists."""
+    kept = [(s, e) for s, e in zip(starts, extents) if e]
+    if len(kept) < 2:
+        return True
+    held = sum(e for _, e in kept)
+    gap = kept[-1][0] + kept[-1][1] - kept[0][0] - held
+    return gap <= (held if max_gap is None else max_gap)
 
 
 def _axis_stride(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int) -> int | None:

@@ -161,12 +161,13 @@ class Gathered:
     part_starts: tuple[int, ...]
     axis: int
     index: Const | LazyIndex
+    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`)
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
             return [chosen[0], self.index.moved(args, self.part_starts[0])]
-        span = spanning_view(chosen, self.part_starts, self.axis)
+        span = spanning_view(chosen, self.part_starts, self.axis) if self.spannable else None
         if span is not None:
             return [span, self.index.moved(args, self.part_starts[0])]
         (idx,) = self.index.arrays(args)
@@ -199,7 +200,7 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
     The view is appended to `args`; the parts' own arguments stay (unread)."""
     inputs, changed = list(recipe.inputs), False
     for i, spec in enumerate(inputs):
-        if not isinstance(spec, Gathered) or len(spec.parts) < 2:
+        if not isinstance(spec, Gathered) or len(spec.parts) < 2 or not spec.spannable:
             continue
         if not all(isinstance(args[p.arg], np.ndarray) for p in spec.parts):
             continue

@@ -237,8 +237,11 @@ class _Builder:
                 dim_blocks = tuple(range(len(axis)))
             starts = tuple(axis.begin[b] for b in dim_blocks)
             parts = tuple(self.part(node.data, node.data_block(block, b)) for b in dim_blocks)
-            spannable = gap_allows(starts, [axis.extents[b] for b in dim_blocks])
-            spec = Gathered(parts, starts, node.dim, index, spannable)
+            extents = [axis.extents[b] for b in dim_blocks]
+            spannable = gap_allows(starts, extents)
+            # the program's source: a span from the first part to the last, or the parts joined
+            reach = starts[-1] + extents[-1] - starts[0] if spannable else sum(extents)
+            spec = Gathered(parts, starts, node.dim, index, spannable, reach)
             data, idx = self.add_input(spec, 2)
         else:  # a computed source with one chunk along dim (Partition made the others leaves)
             data = self.emit(node.data, node.data_block(block, 0))

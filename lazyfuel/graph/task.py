@@ -43,7 +43,7 @@ from lazyfuel.backends.base import devices, executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import crossing
-from lazyfuel.graph.indices import checked_block, kernel_dtype, shifted
+from lazyfuel.graph.indices import checked_block, kernel_dtype, narrowed, shifted
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
@@ -162,29 +162,38 @@ class Gathered:
     axis: int
     index: Const | LazyIndex
     spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`)
+    reach: int = 0  # at least the program source's extent along `axis` (0: the whole axis)
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        source, local = self._arrays(args)
+        # positions into the program's source, which may index it in a narrower dtype than
+        # the whole axis needs (a chunked axis past 2**32: U32, so Vulkan kernels can run it)
+        return [source, narrowed(local, self.reach, copy=False) if self.reach else local]
+
+    def _arrays(self, args: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
-            return [chosen[0], self.index.moved(args, self.part_starts[0])]
+            return chosen[0], self.index.moved(args, self.part_starts[0])
         span = spanning_view(chosen, self.part_starts, self.axis) if self.spannable else None
         if span is not None:
-            return [span, self.index.moved(args, self.part_starts[0])]
+            return span, self.index.moved(args, self.part_starts[0])
         (idx,) = self.index.arrays(args)
         begin = np.asarray(self.part_starts, dtype=np.int64)
         ids = np.searchsorted(begin, idx, side="right") - 1
         used = np.unique(ids)
         chosen = [chosen[i] for i in used]
         if len(chosen) == 1:
-            return [chosen[0], shifted(idx, self.part_starts[int(used[0])])]
+            return chosen[0], shifted(idx, self.part_starts[int(used[0])])
         sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
         back = np.zeros(len(self.parts), dtype=idx.dtype)  # how far each used part moves down
         back[used] = begin[used] - np.concatenate(([0], np.cumsum(sizes)[:-1]))
         local = np.subtract(idx, back[ids], dtype=idx.dtype)  # in the indices' dtype: no wrap
-        return [np.concatenate(chosen, axis=self.axis), local]
+        return np.concatenate(chosen, axis=self.axis), local
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
         (index,) = self.index.signature(metas)
+        if self.reach:
+            index = (DType.from_numpy(kernel_dtype(self.reach)), index[1])
         sigs = [p.signature(metas)[0] for p in self.parts]
         if len(sigs) == 1:
             return [sigs[0], index]
@@ -212,7 +221,7 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
         if spans[ident] is None:
             continue
         args.append(spans[ident])
-        inputs[i] = Gathered((Part(len(args) - 1),), spec.part_starts[:1], spec.axis, spec.index)
+        inputs[i] = replace(spec, parts=(Part(len(args) - 1),), part_starts=spec.part_starts[:1])
         changed = True
     return replace(recipe, inputs=tuple(inputs)) if changed else recipe
 

@@ -1,6 +1,7 @@
 """An axis past 2**32 positions (issue 15 item 5): no valid index is refused. Such a select takes
 I64 indices (`graph.indices.kernel_dtype`), which the planner runs on the Cpu kernels bound for
-them; U32 stays the index dtype everywhere else.
+them, except in a program whose source (the chunks its indices hit) is short enough for U32;
+U32 stays the index dtype everywhere else.
 
 The long axis is one array of 2**32 + 16 uint8 zeros with a few values written: its pages are
 never touched except where written, so the test holds a few MiB, not 4 GiB."""
@@ -13,7 +14,9 @@ import pytest
 
 import lazyfuel as lf
 from lazyfuel.graph.indices import kernel_dtype
+from lazyfuel.providers import available_backends
 
+BACKENDS = [b.name.lower() for b in available_backends() if b.name in ("Cpu", "Vulkan")]
 N = 2**32 + 16
 WRITTEN = np.array([0, 5, 2**31, 2**32 - 1, 2**32, 2**32 + 15])
 PICK = np.array([2**32 + 15, 5, 2**32 - 1, 2**32, 0, 2**31, 7, 2**32])
@@ -54,3 +57,18 @@ def test_an_index_past_the_long_axis_names_the_axis(long_axis):
         lf.index_select(x, 0, np.array([2**32, N]))
     with pytest.raises(IndexError, match=rf"^index -1 at position 2 is negative; expected 0 <= index < {N}"):
         lf.gather(x, 0, da.from_array(np.array([2**32, 3, -1]), chunks=2)).compute()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_chunked_long_axis_indexes_each_program_in_u32(monkeypatch, long_axis, bits_equal, backend):
+    """Chunks of 2**24: each program's source is the chunks its indices hit, so the positions
+    into it fit U32 and every backend runs it (Vulkan too), though the axis needs I64."""
+    monkeypatch.setenv("LAZYFUEL_BACKEND", backend)
+    x = lf.from_array(long_axis, chunks=2**24)
+    idx = np.array([2**32 + 15, 5, 2**32, 0])
+    y = lf.index_select(x, 0, idx)
+    assert "U8,U32,U8" in lf.explain(y)
+    bits_equal(y.compute(), long_axis[idx])
+    bits_equal(lf.gather(x, 0, idx).compute(), long_axis[idx])
+    if backend == "cpu":  # lazy indices may hit any chunk: their program spans the whole axis (I64)
+        bits_equal(lf.gather(x, 0, da.from_array(idx, chunks=2)).compute(), long_axis[idx])

@@ -108,3 +108,13 @@ def test_errors_on_unknown_sizes(backend):
     assert value == PICKS[PICKS > 0][position] + 100
     with pytest.raises(ValueError, match="gather index has shape"):
         lf.gather(lf.from_array(SRC, chunks=(10, 6)), 0, da.stack([d[d > 0]] * 5, axis=1)).compute()
+
+
+def test_explain_persist_and_zarr_of_a_select_on_unknown_sizes(tmp_path, bits_equal):
+    d = da.from_array(PICKS, chunks=5)
+    want = SRC[PICKS[PICKS > 0]]
+    y = lf.index_select(lf.from_array(SRC, chunks=(10, 6)), 0, d[d > 0])
+    assert f"shape ({len(want)}, 6)" in lf.explain(y)
+    bits_equal(y.persist().compute(), want)
+    y.to_zarr(tmp_path / "out.zarr")
+    bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), want)

@@ -92,11 +92,6 @@ class Indices:
     def lazy(self) -> bool:
         return self.node is not None
 
-    @property
-    def dtype(self) -> np.dtype:
-        """The dtype kernels get these indices in."""
-        return kernel_dtype(self.axis_len)
-
     @cached_property
     def grid(self) -> ch.Grid:
         """The chunks concrete values were checked in (lazy: the node's chunks)."""

@@ -63,9 +63,11 @@ class DefaultRuntime:
 
 @cache
 def _planner(choice: str) -> Planner:
-    """The process's planner for `choice`: the default registry, with the judge's cached costs."""
+    """The process's planner for `choice`: the default registry, with the judge's cached costs; it
+    knows the backends left out and why, and (`auto`) mentions one once where work needs it."""
     registry, backends = default_registry(), available_backends(choice)
-    return Planner(registry, backends, costs=measured_costs(registry, backends))
+    return Planner(registry, backends, costs=measured_costs(registry, backends),
+                   left_out=left_out(choice), mention_left_out=choice == "auto")
 
 
 class Array:
@@ -438,4 +440,4 @@ def explain(x: Any) -> str:
     cost, with the candidate plans priced for each decision. Plans only; runs nothing."""
     arr = asarray(x)
     runtime = DefaultRuntime.from_env()
-    return explain_node(arr._node, runtime, runtime.planner(), left_out(runtime.backend))
+    return explain_node(arr._node, runtime, runtime.planner())

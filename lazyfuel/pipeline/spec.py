@@ -102,6 +102,9 @@ def load_graph(path: str | Path, overrides: Mapping[str, str] | None = None) -> 
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise GraphError(f"cannot read the graph: {err.strerror or err}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise GraphError(f"not a text file: byte {err.object[err.start]:#04x} at offset {err.start} is not "
+                         "UTF-8; a graph is a YAML text file (graphs/*.yaml)", str(path)) from None
     return parse_graph(text, str(path), overrides, base=Path(path).resolve().parent)
 
 

@@ -226,13 +226,13 @@ class GraphIndexError(GraphError, IndexError):
 
 
 def _located(built: Built, err: IndexError) -> IndexError:
-    """`err` as a GraphIndexError naming the step and indices it came from, when that step is found:
-    the only step taking named indices, else the first whose indices fall outside its axis (read
-    again to find out: only on this failing path). Else `err` itself."""
+    """`err` as a GraphIndexError naming the step and indices it came from: the first step taking
+    named indices with one outside its axis (they are read again to find out, on this failing path
+    only). `err` itself when no step's indices are out of range (an IndexError of another kind)."""
     graph = built.graph
     takers = [s for s in graph.steps if isinstance(s.values.get("indices"), str)
               and isinstance(s.values.get("x"), str)]
-    culprit = takers[0] if len(takers) == 1 else next((s for s in takers if _out_of_range(built, s)), None)
+    culprit = next((s for s in takers if _out_of_range(built, s)), None)
     if culprit is None:
         return err
     return GraphIndexError(_first_line(err), graph.path, culprit.line,

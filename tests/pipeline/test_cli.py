@@ -154,7 +154,7 @@ def test_the_run_raises_an_index_error_located_in_the_graph(tmp_path: Path):
     assert (caught.value.line, caught.value.step) == (8, "shuffled")
     one = write_graph(tmp_path, SMALL.replace("high: 1000", "high: 2000"), "one.yaml")
     with pytest.raises(GraphError, match=r"one.yaml:6: step 'rows', indices 'ids': index \d+ at position"):
-        execute(build(load_graph(one)), progress=False)  # the only step taking indices: not read again
+        execute(build(load_graph(one)), progress=False)
 
 
 def test_a_binary_file_as_a_graph_is_a_graph_error(tmp_path: Path, capsys: pytest.CaptureFixture):

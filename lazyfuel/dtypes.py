@@ -1,6 +1,6 @@
 """Element types lazyfuel knows, their names in contract documents and their numpy twins.
 
-A `DType` is named as in the contract documents (`F32`, `BF16`, `BOOL` …), has the suffix that
+A `DType` is named as in the contract documents (`F32`, `BF16`, `BOOL`, `I16` …), has the suffix that
 entry points fan to (`f32`, `bf16` …), a byte width, and a numpy dtype (bf16 through `ml_dtypes`).
 """
 
@@ -27,6 +27,10 @@ class DType(enum.Enum):
     I64 = ("i64", 8, np.dtype(np.int64))
     C64 = ("c64", 8, np.dtype(np.complex64))
     C128 = ("c128", 16, np.dtype(np.complex128))
+    I8 = ("i8", 1, np.dtype(np.int8))
+    I16 = ("i16", 2, np.dtype(np.int16))
+    U16 = ("u16", 2, np.dtype(np.uint16))
+    U64 = ("u64", 8, np.dtype(np.uint64))
 
     @property
     def suffix(self) -> str:

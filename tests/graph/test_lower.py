@@ -19,6 +19,7 @@ import lazyfuel as lf
 
 DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.uint32, np.bool_,
           np.complex64]
+NEW_DTYPES = [np.int8, np.int16, np.uint16, np.uint64]  # issue 15: supported since then
 INDEX_DTYPES = [np.int64, np.int32, np.uint8, np.uint16, np.uint64, np.int8]
 
 
@@ -35,9 +36,9 @@ def chunking(draw: st.DrawFn, n: int) -> tuple[int, ...]:
 
 
 @st.composite
-def source(draw: st.DrawFn) -> tuple[lf.Array, np.ndarray]:
+def source(draw: st.DrawFn, dtypes: list = DTYPES) -> tuple[lf.Array, np.ndarray]:
     shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
-    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
     seed = draw(st.integers(0, 2**16))
     raw = np.random.default_rng(seed).integers(0, 256, size=int(np.prod(shape)) * dtype.itemsize,
                                                dtype=np.uint8)
@@ -54,7 +55,7 @@ def maybe_lazy(draw: st.DrawFn, values: np.ndarray) -> object:
         return values
     chunks = max(1, draw(st.integers(1, 4)))
     d = da.from_array(values, chunks=chunks)
-    lazyfuel_dtype = values.dtype in (np.int32, np.int64, np.uint8, np.uint32, np.bool_)
+    lazyfuel_dtype = values.dtype in (np.int32, np.int64, np.uint8, np.uint32, np.bool_, *NEW_DTYPES)
     return lf.asarray(d) if kind == "lazyfuel" and lazyfuel_dtype else d
 
 
@@ -99,6 +100,17 @@ def step(draw: st.DrawFn, x: lf.Array, ref: np.ndarray) -> tuple[lf.Array, np.nd
 @given(data=st.data())
 def test_random_pipelines_are_bit_equal_to_numpy(backend, bits_equal, data):
     x, ref = data.draw(source())
+    for _ in range(data.draw(st.integers(1, 4))):
+        x, ref = step(data.draw, x, ref)
+    assert x.shape == ref.shape and x.dtype == ref.dtype
+    bits_equal(x.compute(scheduler="threads"), ref)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_pipelines_of_int8_int16_uint16_uint64_are_bit_equal_to_numpy(backend, bits_equal, data):
+    x, ref = data.draw(source(NEW_DTYPES))
     for _ in range(data.draw(st.integers(1, 4))):
         x, ref = step(data.draw, x, ref)
     assert x.shape == ref.shape and x.dtype == ref.dtype

@@ -161,10 +161,12 @@ def contiguous(x: Node) -> Node:
 
 
 def masked_fill(x: Node, mask: Any, value: Any) -> Node:
-    """`x` with `value` where `mask` is true; `mask` bool, broadcastable to `x`.
+    """`x` with `value` where `mask` is true; `mask` bool. The result has the shape `x` and `mask`
+    broadcast to together (numpy rules, as `np.where(mask, value, x)`): a mask larger than `x`
+    stretches `x` up first (a Broadcast view, `_stretched_to`).
 
     Raises TypeError (mask not bool: a uint8 mask is refused; value not a scalar), ValueError
-    (mask does not broadcast, value does not fit x's dtype).
+    (mask and `x` do not broadcast together, x's dtype cannot hold the value).
     """
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
@@ -173,7 +175,9 @@ def masked_fill(x: Node, mask: Any, value: Any) -> Node:
         checks.check_mask(np.empty(0, mask.dtype))
     else:
         mask = checks.check_mask(mask)
-    checks.broadcast_mask_shape(mask.shape, x.shape)
+    shape = checks.masked_fill_shape(mask.shape, x.shape)
+    if shape != x.shape:
+        x = _stretched_to(x, shape, mask.chunks if is_lazy(mask) else None)
     if x.ndim == 0:
         mask_node = broadcast_to(source(mask), (1,))
         return Slice(MaskedFill(broadcast_to(x, (1,)), mask_node, value), (0,))
@@ -187,6 +191,24 @@ def masked_fill(x: Node, mask: Any, value: Any) -> Node:
     if m.shape != x.shape:
         m = Broadcast(m, x.shape, x.chunks)
     return MaskedFill(x, m, value)
+
+
+def _stretched_to(x: Node, shape: tuple[int, ...], mask_chunks: ch.Chunks | None) -> Node:
+    """`x` broadcast up to `shape` (a larger mask's common shape), as a view. Dims `x` keeps keep
+    its chunks; a new or stretched dim takes a lazy mask's chunks there (so the mask is not
+    rechunked), or dask's "auto" chunks given the others (blocks of about `array.chunk-size`)."""
+    lead = len(shape) - x.ndim
+    mask_lead = len(shape) - len(mask_chunks) if mask_chunks is not None else 0
+    wanted: list[Any] = []
+    for i, n in enumerate(shape):
+        if i >= lead and x.shape[i - lead] == n:
+            wanted.append(x.chunks[i - lead])
+        elif mask_chunks is not None and i >= mask_lead and sum(mask_chunks[i - mask_lead]) == n:
+            wanted.append(mask_chunks[i - mask_lead])
+        else:
+            wanted.append("auto" if math.prod(shape) else (n,))  # dask's auto divides by the size
+    chunks = normalize_chunks(tuple(wanted), shape, dtype=x.dtype)
+    return Broadcast(x, shape, tuple(tuple(int(c) for c in cs) for cs in chunks))
 
 
 def index_select(x: Node, dim: Any, indices: Any) -> Node:

@@ -89,6 +89,9 @@ def step(draw: st.DrawFn, x: lf.Array, ref: np.ndarray) -> tuple[lf.Array, np.nd
         return lf.gather(x, dim, maybe_lazy(draw, idx)), np.take_along_axis(ref, idx, axis=dim)
     k = draw(st.integers(0, ref.ndim))
     mshape = tuple(1 if draw(st.booleans()) else n for n in ref.shape[ref.ndim - k:])
+    if draw(st.integers(0, 3)) == 0:  # a mask larger than the data: the data is stretched up
+        lead = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+        mshape = lead + tuple(draw(st.integers(2, 3)) if n == 1 else n for n in ref.shape)
     mask = rng.random(mshape) < 0.5
     value = draw(st.sampled_from([0, 1, True]))
     fill = np.asarray(value).astype(ref.dtype)
@@ -115,6 +118,25 @@ def test_random_pipelines_of_int8_int16_uint16_uint64_are_bit_equal_to_numpy(bac
         x, ref = step(data.draw, x, ref)
     assert x.shape == ref.shape and x.dtype == ref.dtype
     bits_equal(x.compute(scheduler="threads"), ref)
+
+
+def test_a_mask_larger_than_the_data_gives_np_where_s_shape_and_bits(backend, bits_equal):
+    """Issue 15: the data is stretched up to the common shape (numpy's where, torch's out-of-place
+    masked_fill), for concrete and lazy masks, every new dtype and a 0-d data value."""
+    rng = np.random.default_rng(15)
+    for dtype in (np.float32, np.int8, np.int16, np.uint16, np.uint64, np.complex128):
+        data = rng.integers(0, 256, 25 * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype)
+        mask = rng.random((2, 1)) < 0.5
+        fill = np.asarray(7).astype(dtype)
+        got = lf.masked_fill(lf.from_array(data, chunks=10), mask, 7).compute()
+        bits_equal(got, np.where(mask, fill, data))
+    data = rng.standard_normal((1, 7, 1)).astype(np.float32)
+    mask = rng.random((3, 5, 7, 4)) < 0.5
+    lazy = da.from_array(mask, chunks=(2, 5, 3, 4))
+    bits_equal(lf.masked_fill(data, lazy, 0.5).compute(), np.where(mask, np.float32(0.5), data))
+    bits_equal(lf.masked_fill(lf.from_array(data).T, mask[..., :1, :], -1).compute(),
+               np.where(mask[..., :1, :], np.float32(-1), data.T))
+    bits_equal(lf.masked_fill(np.int16(9), np.array([True, False]), 1).compute(), np.array([1, 9], np.int16))
 
 
 def test_index_select_along_a_chunked_axis_with_repeats_and_reversal(backend, bits_equal):

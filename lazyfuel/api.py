@@ -363,15 +363,18 @@ def gather(x: Any, dim: int, indices: Any) -> Array:
 
 
 def masked_fill(x: Any, mask: Any, value: Any) -> Array:
-    """`x` with `value` (cast to x's dtype) where `mask` is true; lazy, blockwise.
+    """`x` with `value` (which x's dtype must hold exactly) where `mask` is true; lazy, blockwise.
 
-    `mask` is bool and broadcastable to `x` (it is rechunked to `x`'s chunks; a broadcast mask
-    stays a stride-0 view until a kernel needs it contiguous).
+    `mask` is bool; mask and `x` broadcast together (numpy rules), so the result has
+    `np.where(mask, value, x)`'s shape: a mask larger than `x` stretches `x` up (a stride-0 view;
+    new dims take a lazy mask's chunks, or dask's auto chunks). The mask is rechunked to the
+    result's chunks; a broadcast mask stays a stride-0 view until a kernel needs it contiguous.
 
     Raises:
         TypeError: a mask that is not bool (a uint8 mask is refused, never reinterpreted), a
-            fill value that is not a scalar.
-        ValueError: the mask does not broadcast to `x`; the value does not fit x's dtype.
+            fill value that is not a scalar number.
+        ValueError: mask and `x` do not broadcast together; x's dtype cannot hold the value
+            exactly (1.5 or 300 into uint8, NaN into int32, 2 into bool; `checks.fill_bytes`).
 
     >>> masked_fill(np.array([1.0, 2.0, 3.0]), np.array([True, False, True]), -1).compute()
     array([-1.,  2., -1.])

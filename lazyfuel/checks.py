@@ -25,7 +25,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from lazyfuel.dtypes import DType
+from lazyfuel.dtypes import DType, native
 from lazyfuel.layout import normalize_dim
 
 U32_LIMIT = 2**32
@@ -79,7 +79,7 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
     What `as_indices` accepts, before its range check: an empty Python list counts as empty
     integer indices, and Python ints that numpy would hold as float64 or objects (beyond int64)
     are checked here one by one and made uint32. Shares memory with `indices` when that is an
-    integer ndarray.
+    integer ndarray in native byte order (one in another, `>i8`, is converted to native once).
 
     Raises:
         TypeError: the dtype is not an integer one.
@@ -100,6 +100,8 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
     if a.dtype.kind not in "iu":
         raise TypeError(f"{what} values must be integers (got dtype {a.dtype}); "
                         f"pass an integer array, e.g. indices.astype(np.int64)")
+    if not a.dtype.isnative:  # `>i8`: converted once, here, so that nothing later sees it
+        a = a.astype(native(a.dtype))
     return a
 
 

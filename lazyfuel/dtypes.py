@@ -66,11 +66,22 @@ class DType(enum.Enum):
     @classmethod
     def from_numpy(cls, dtype: np.dtype | type | str) -> DType:
         """The DType of a numpy dtype; TypeError naming the accepted dtypes if it has none."""
-        found = _by_numpy().get(np.dtype(dtype))
+        dtype = np.dtype(dtype)
+        found = _by_numpy().get(dtype)
+        if found is None and dtype.kind != "V" and _by_numpy().get(native(dtype)) is not None:
+            raise TypeError(f"numpy dtype {dtype.str} is in non-native byte order; kernels take "
+                            f"{native(dtype)} (lf.from_array, lf.from_zarr and index arguments "
+                            f"convert it; here pass a.astype(a.dtype.newbyteorder('=')))")
         if found is None:
             accepted = ", ".join(str(d.numpy) for d in cls)
-            raise TypeError(f"unsupported numpy dtype {np.dtype(dtype)}; lazyfuel handles {accepted}")
+            raise TypeError(f"unsupported numpy dtype {dtype}; lazyfuel handles {accepted}")
         return found
+
+
+def native(dtype: np.dtype | type | str) -> np.dtype:
+    """`dtype` in this machine's byte order (`>i4` -> `int32` on x86); a native one unchanged."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def names() -> str:

@@ -11,7 +11,8 @@ another backend says so, and how the result crosses (`graph.crossing`): device t
 exported memory (Vulkan -> Cuda on one GPU), or through host memory (a numpy chunk between the two
 tasks) and why. Backends whose bindings are left out (not usable here, or not chosen) are named with the
 reason where the graph has ops they ship bindings for (an FFT names a missing CUDA; an index_select
-does not), and that counts as the planner's one notice of them. It plans; it runs nothing.
+does not), and that counts as the planner's one notice of them. A source given in non-native byte
+order is named with where it becomes native. It plans; it runs nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
     left = planner.left_out if left_out is None else dict(left_out)
     # the text names the left-out backends the graph needs, so planning it must not say so too
     held = [b for b in left if notices.claim(left_out_notice(b))]
-    body: list[str] = []
+    body: list[str] = _byte_order_conversions(root)
     ops: set[str] = set()
     if not groups:
         body.append("  a source as it is: nothing to run")
@@ -66,6 +67,22 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
         if b not in needed:  # not said here: later work that needs it still hears of it
             notices.forget(left_out_notice(b))
     return "\n".join(lines + body)
+
+
+def _byte_order_conversions(root: Node) -> list[str]:
+    """A line per source given in non-native byte order: where it is converted to native order."""
+    lines, seen, todo = [], set(), [root]
+    while todo:
+        node = todo.pop()
+        if node.name in seen:
+            continue
+        seen.add(node.name)
+        todo.extend(node.inputs)
+        if isinstance(node, Source) and node.stored is not None:
+            lines.append(f"  source {node.name} {node.shape}: stored as {node.stored.str} (non-native byte "
+                         f"order); each chunk is converted to native {node.dtype} once as it is read (a "
+                         f"byte-swapping pass in a task of its own), before any kernel")
+    return lines
 
 
 def _crossings(node: Node, backend: Backend | None, partition: Partition,

@@ -20,7 +20,7 @@ from dask.array.core import normalize_chunks, slices_from_chunks
 from dask.base import tokenize
 
 from lazyfuel import checks
-from lazyfuel.dtypes import DType
+from lazyfuel.dtypes import DType, native
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
     HASHED_INDEX_BYTES,
@@ -48,7 +48,9 @@ def is_lazy(obj: Any) -> bool:
 
 def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     """`obj` as a node: nodes as they are, dask arrays (rechunked if `chunks` is given), numpy
-    arrays and array-likes cut into `chunks` (dask's `from_array`).
+    arrays and array-likes cut into `chunks` (dask's `from_array`). Data in non-native byte order
+    (`>i4` on this machine) is converted to native order chunk by chunk where each chunk is read
+    (`native_chunks`), and the Source says so (`stored`).
 
     Raises TypeError for a dtype lazyfuel does not handle (when `data`: indices may have any
     integer dtype), ValueError for unknown chunk sizes.
@@ -61,13 +63,29 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     else:
         a = np.asarray(obj)
         if data:
-            DType.from_numpy(a.dtype)
+            DType.from_numpy(native(a.dtype))
         arr = numpy_source(a, chunks)
+    stored = np.dtype(arr.dtype)
+    if not stored.isnative:
+        arr, one_buffer = native_chunks(arr), False
     if data:
         DType.from_numpy(arr.dtype)
     if any(math.isnan(n) for c in arr.chunks for n in c):
         raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
-    return Source(arr, one_buffer=one_buffer)
+    return Source(arr, one_buffer=one_buffer, stored=None if stored.isnative else stored)
+
+
+def native_chunks(arr: da.Array) -> da.Array:
+    """`arr` (non-native byte order) with each chunk converted to native order as it is read: one
+    byte-swapping pass per chunk, in a task of its own that every reader of the chunk shares, so
+    kernels only ever see native data."""
+    want = native(arr.dtype)
+    return arr.map_blocks(_to_native, dtype=want, meta=np.empty((0,) * arr.ndim, want),
+                          name="native-" + tokenize(arr.name, want.str))
+
+
+def _to_native(block: np.ndarray) -> np.ndarray:
+    return block if block.dtype.isnative else block.astype(native(block.dtype))
 
 
 def numpy_source(a: np.ndarray, chunks: Any = "auto") -> da.Array:

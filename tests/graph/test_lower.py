@@ -46,6 +46,8 @@ def source(draw: st.DrawFn, dtypes: list = DTYPES) -> tuple[lf.Array, np.ndarray
         raw = raw % 2
     a = raw.view(dtype).reshape(shape)  # every bit pattern, NaN payloads included
     chunks = tuple(draw(chunking(n)) for n in shape)
+    if draw(st.integers(0, 3)) == 0:  # given in the other byte order: converted where it is read
+        return lf.from_array(a.astype(a.dtype.newbyteorder("S")), chunks=chunks), a
     return lf.from_array(a, chunks=chunks), a
 
 

@@ -298,8 +298,9 @@ def from_array(a: Any, chunks: Any = "auto") -> Array:
     """A lazy Array over a numpy array (or array-like, or dask array), cut into `chunks`.
 
     `chunks` is anything dask's `from_array` takes ("auto", an int, a tuple per axis). The data is
-    not copied; its chunks reach kernels as numpy views. TypeError for a dtype lazyfuel does not
-    handle (e.g. int16).
+    not copied; its chunks reach kernels as numpy views. Data in non-native byte order (`>i4`)
+    is converted to native order chunk by chunk as it is read (`lf.explain` says so). TypeError
+    for a dtype lazyfuel does not handle (e.g. float128, datetime64).
 
     >>> x = from_array(np.arange(6, dtype=np.float32).reshape(2, 3), chunks=(1, 3))
     >>> x.chunks

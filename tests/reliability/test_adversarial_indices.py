@@ -78,8 +78,6 @@ BAD_VALUES = {
 @pytest.mark.parametrize("case", sorted(BAD_VALUES))
 def test_index_select_out_of_range_names_value_and_position(backend, case, kind):
     idx = BAD_VALUES[case]
-    if kind == "lazyfuel" and idx.dtype in (np.uint64, np.int8):
-        pytest.skip(f"lazyfuel arrays do not hold {idx.dtype}")
     value, where = _first_bad(idx, AXIS)
     words = "is negative" if value < 0 else "is out of range"
     with pytest.raises(IndexError, match=rf"index {value} {_position_text(where)} {words}"):
@@ -91,8 +89,6 @@ def test_index_select_out_of_range_names_value_and_position(backend, case, kind)
 def test_gather_out_of_range_names_value_and_2d_position(backend, case, kind):
     idx = np.zeros(X.shape, np.int64)
     bad = BAD_VALUES[case]
-    if kind == "lazyfuel" and bad.dtype in (np.uint64, np.int8):
-        pytest.skip(f"lazyfuel arrays do not hold {bad.dtype}")
     idx = idx.astype(bad.dtype) if bad.dtype != np.uint32 else idx.astype(np.uint32)
     idx.reshape(-1)[7: 7 + bad.size] = bad  # row 1, from column 3 on
     value, where = _first_bad(idx, AXIS)

@@ -123,8 +123,12 @@ def execute(built: Built, scheduler: str = "threads", progress: bool = True, log
     local = scheduler in LOCAL_SCHEDULERS
     with lf.profile() as prof, _MemoryWatch(enabled=scheduler in ("threads", "sync")) as memory:
         started = time.perf_counter()
-        results = _compute(targets, scheduler, progress) if local else _compute_distributed(
-            targets, scheduler, progress)
+        try:
+            results = _compute(targets, scheduler, progress) if local else _compute_distributed(
+                targets, scheduler, progress)
+        except BaseException:
+            output_kinds.discard([spec for spec, _ in built.outputs])
+            raise
         wall = time.perf_counter() - started
     summaries = [output_kinds.summarise(spec, arr, res) for (spec, arr), res in zip(built.outputs, results)]
     used_inputs = {v for s in graph.steps for v in s.values.values() if isinstance(v, str)}

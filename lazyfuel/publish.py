@@ -123,11 +123,16 @@ def _ours(entry: Path) -> bool:
 
 
 def remove(path: Path) -> None:
-    """Delete a file or folder tree; nothing if it is gone."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
+    """Delete a file or folder tree; nothing if it is gone. A folder's own zarr metadata goes
+    last, so a kill part way leaves a zarr store that `clean_leftovers` still knows as its own."""
+    if not path.is_dir() or path.is_symlink():
         path.unlink(missing_ok=True)
+        return
+    for entry in os.scandir(path):
+        if entry.name not in ZARR_METADATA:
+            shutil.rmtree(entry.path, ignore_errors=True) if entry.is_dir(follow_symlinks=False) \
+                else Path(entry.path).unlink(missing_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def install(temp: Path, target: Path) -> None:

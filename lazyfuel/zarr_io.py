@@ -45,6 +45,12 @@ def local_path(url: Any, storage_options: dict | None) -> Path | None:
 def write(arr: da.Array, url: Any, component: str | None, overwrite: bool, compute: bool,
           kwargs: dict[str, Any]) -> Any:
     """Store `arr` (regular chunks) as a zarr array; the dask collection, or None once computed."""
+    import zarr
+
+    if isinstance(url, (zarr.Array, zarr.Group)):
+        raise TypeError(f"to_zarr takes a path, URL or zarr store, not a {type(url).__name__}: lazyfuel "
+                        "creates the array itself (checksummed, marked incomplete until written); to write "
+                        "into an existing zarr array use dask's da.store(x.to_dask(), z)")
     for name, why in _REFUSED.items():
         if name in kwargs:
             raise TypeError(f"to_zarr: {name}= is not supported ({why})")

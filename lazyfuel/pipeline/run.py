@@ -119,11 +119,11 @@ def execute(built: Built, scheduler: str = "threads", progress: bool = True, log
             ) -> RunResult:
     """Compute every output; RunResult. GraphError if the run exceeds the graph's memory limit."""
     graph = built.graph
-    targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
     local = scheduler in LOCAL_SCHEDULERS
     with lf.profile() as prof, _MemoryWatch(enabled=scheduler in ("threads", "sync")) as memory:
         started = time.perf_counter()
-        try:
+        try:  # a failed run leaves no temporary output of this process behind
+            targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
             results = _compute(targets, scheduler, progress) if local else _compute_distributed(
                 targets, scheduler, progress)
         except BaseException:

@@ -218,7 +218,8 @@ class Array:
         each chunk's, so `lf.from_zarr` detects missing, swapped and truncated chunks. Zarr chunks
         are regular, so uneven chunks (a reversed slice, a select's last block) are first
         rechunked to the largest chunk of each axis; keyword arguments go to zarr's
-        `create_array` (TypeError for `return_stored`, `region`, `mode`, `chunks`).
+        `create_array` (TypeError for `return_stored`, `region`, `mode`, `chunks`, `shards`, and for a
+        `zarr.Array` as `url`).
         """
         arr = self.to_dask()
         if not all(_regular(c) for c in arr.chunks):

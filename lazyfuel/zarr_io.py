@@ -29,7 +29,8 @@ _REFUSED = {"return_stored": "the store is marked complete after its last chunk;
             "region": "lazyfuel writes whole arrays (checksummed and published at once)",
             "mode": "pass overwrite=True to replace an existing store",
             "chunks": "the store's chunks are the array's: rechunk it first (x.rechunk is dask's; "
-                      "lf.from_array(..., chunks=) for a new source)"}
+                      "lf.from_array(..., chunks=) for a new source)",
+            "shards": "each block is written and checked as one chunk file"}
 
 
 def local_path(url: Any, storage_options: dict | None) -> Path | None:
@@ -48,7 +49,7 @@ def write(arr: da.Array, url: Any, component: str | None, overwrite: bool, compu
     import zarr
 
     if isinstance(url, (zarr.Array, zarr.Group)):
-        raise TypeError(f"to_zarr takes a path, URL or zarr store, not a {type(url).__name__}: lazyfuel "
+        raise TypeError(f"to_zarr takes a path, URL or zarr store, not a zarr {type(url).__name__}: lazyfuel "
                         "creates the array itself (checksummed, marked incomplete until written); to write "
                         "into an existing zarr array use dask's da.store(x.to_dask(), z)")
     for name, why in _REFUSED.items():

@@ -16,6 +16,7 @@ import zarr
 
 import lazyfuel as lf
 from lazyfuel import publish
+from lazyfuel.integrity import DamagedStoreError
 from lazyfuel.pipeline import GraphError, build, execute, load_graph
 
 RNG = np.random.default_rng(1604)
@@ -60,6 +61,25 @@ def test_a_store_reached_through_a_symlink_is_replaced_where_it_is(tmp_path):
     alias.symlink_to(real)
     lf.from_array(NEW).to_zarr(alias, overwrite=True)
     assert alias.is_symlink() and np.array_equal(lf.from_zarr(real).compute(), NEW)
+
+
+def test_writing_over_its_own_source_is_exact_and_the_old_view_then_refuses_to_read(tmp_path):
+    path = tmp_path / "t.zarr"
+    lf.from_array(OLD, chunks=(8, 5)).to_zarr(path)
+    source = lf.from_zarr(path)
+    lf.index_select(source, 0, np.arange(23, -1, -1)).to_zarr(path, overwrite=True)
+    assert np.array_equal(lf.from_zarr(path).compute(), OLD[::-1])  # read the old store, then swapped in
+    with pytest.raises(DamagedStoreError, match=r"does not hold what lazyfuel wrote there .* or the store "
+                                                r"was replaced after it was opened"):
+        source.compute()  # opened before the swap: its checksums are the old store's
+
+
+def test_arguments_to_zarr_cannot_honour_are_type_errors(tmp_path):
+    with pytest.raises(TypeError, match=r"to_zarr: shards= is not supported \(each block is written"):
+        lf.from_array(OLD).to_zarr(tmp_path / "s.zarr", shards=(24, 5))
+    z = zarr.create_array(str(tmp_path / "z.zarr"), shape=OLD.shape, dtype=OLD.dtype)
+    with pytest.raises(TypeError, match="to_zarr takes a path, URL or zarr store, not a zarr Array"):
+        lf.from_array(OLD).to_zarr(z)
 
 
 def test_a_component_is_published_into_its_group_beside_the_others(tmp_path):

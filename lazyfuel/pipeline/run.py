@@ -138,15 +138,18 @@ def execute(built: Built, scheduler: str = "threads", progress: bool = True, log
             ) -> RunResult:
     """Compute every output; RunResult. GraphError if the run exceeds the graph's memory limit."""
     graph = built.graph
-    targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
     local = scheduler in LOCAL_SCHEDULERS
     with lf.profile() as prof, _MemoryWatch(enabled=scheduler in ("threads", "sync")) as memory:
         started = time.perf_counter()
-        try:
+        try:  # a failed run leaves no temporary output of this process behind
+            targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
             results = _compute(targets, scheduler, progress) if local else _compute_distributed(
                 targets, scheduler, progress)
-        except IndexError as err:  # an index checked as its chunk was computed: say whose
-            raise _located(built, err) from err
+        except BaseException as err:
+            output_kinds.discard([spec for spec, _ in built.outputs])
+            if isinstance(err, IndexError):  # an index checked as its chunk was computed: say whose
+                raise _located(built, err) from err
+            raise
         wall = time.perf_counter() - started
     summaries = [output_kinds.summarise(spec, arr, res) for (spec, arr), res in zip(built.outputs, results)]
     used_inputs = {v for s in graph.steps for v in s.values.values() if isinstance(v, str)}

@@ -32,6 +32,7 @@ from lazyfuel.api import (
 )
 from lazyfuel.contracts import parse_contracts
 from lazyfuel.contracts.model import ContractError
+from lazyfuel.judge import UnmeasuredCostWarning
 from lazyfuel.profiling import profile
 from lazyfuel.registry import NoBindingError, Registry
 
@@ -40,6 +41,7 @@ __all__ = [
     "ContractError",
     "NoBindingError",
     "Registry",
+    "UnmeasuredCostWarning",
     "asarray",
     "broadcast_to",
     "contiguous",

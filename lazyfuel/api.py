@@ -29,10 +29,11 @@ import dask.threaded
 import numpy as np
 from dask.base import get_scheduler
 
-from lazyfuel import completion
+from lazyfuel import zarr_io
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
+from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
@@ -63,9 +64,11 @@ class DefaultRuntime:
 
 @cache
 def _planner(choice: str) -> Planner:
-    """The process's planner for `choice`: the default registry, with the judge's cached costs."""
+    """The process's planner for `choice`: the default registry, with the judge's cached costs; it
+    knows the backends left out and why, and (`auto`) mentions one once where work needs it."""
     registry, backends = default_registry(), available_backends(choice)
-    return Planner(registry, backends, costs=measured_costs(registry, backends))
+    return Planner(registry, backends, costs=measured_costs(registry, backends),
+                   left_out=left_out(choice), mention_left_out=choice == "auto")
 
 
 class Array:
@@ -195,6 +198,7 @@ class Array:
         node = self._node
         if out is not None:
             _check_out(out, node.shape, node.dtype)
+            _check_out_apart(out, node)
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
             result = np.empty(node.shape, node.dtype) if out is None else out
@@ -219,27 +223,21 @@ class Array:
         """Compute and store into a zarr array at `url` (a path or store); with `compute=False`
         the dask collection that does it.
 
-        The array carries the attribute `lazyfuel: {complete: false}` until its last chunk is
-        written, then `complete: true`; `lf.from_zarr` refuses an incomplete one, so a failed run
-        is never read as complete (`lazyfuel.completion`). Zarr chunks are regular, so uneven
-        chunks (a reversed slice, a select's last block) are first rechunked to the largest chunk
-        of each axis; keyword arguments go to dask's `to_zarr` (TypeError for `return_stored`).
+        Never leaves a result that reads as complete before it is (`lazyfuel.zarr_io`): a local
+        path is written beside itself and renamed into place when whole (an existing store stays
+        until then; `overwrite=True` replaces a zarr store, never a folder that is not one, which
+        is a FileExistsError); other stores carry `lazyfuel: {complete: false}` from their first
+        metadata until the last chunk is in. Every chunk carries a crc32c and the marker records
+        each chunk's, so `lf.from_zarr` detects missing, swapped and truncated chunks. Zarr chunks
+        are regular, so uneven chunks (a reversed slice, a select's last block) are first
+        rechunked to the largest chunk of each axis; keyword arguments go to zarr's
+        `create_array` (TypeError for `return_stored`, `region`, `mode`, `chunks`, `shards`, and for a
+        `zarr.Array` as `url`).
         """
-        if "return_stored" in kwargs:
-            raise TypeError("to_zarr: return_stored is not supported (the store is marked complete "
-                            "after its last chunk); read the result back with lf.from_zarr")
         arr = self.to_dask()
         if not all(_regular(c) for c in arr.chunks):
             arr = arr.rechunk(tuple(max(c) for c in arr.chunks))
-        url = str(url) if isinstance(url, Path) else url
-        stored = da.to_zarr(arr, url, component=component, overwrite=overwrite, compute=False, **kwargs)
-        options = kwargs.get("storage_options")
-        completion.mark_incomplete(url, component, options)
-        done = completion.finish(stored, url, component, options)
-        if not compute:
-            return done
-        done.compute()
-        return None
+        return zarr_io.write(arr, url, component, overwrite, compute, kwargs)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.compute()
@@ -284,6 +282,18 @@ def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
         raise ValueError("out is read-only; pass a writeable array")
 
 
+def _check_out_apart(out: np.ndarray, node: Node) -> None:
+    """ValueError when `out` shares memory with an array the graph reads: blocks written into it
+    would overwrite values other blocks have still to read (numpy copies the input first; lazyfuel
+    reads in place, so it refuses)."""
+    found = overlapping(out, node)
+    if found is not None:
+        role, a = found
+        raise ValueError(f"out shares memory with {role} (shape {a.shape}, {a.dtype}), which this "
+                         "computation reads while it writes out; pass a new array (or a copy of the "
+                         "input), or call compute() without out=")
+
+
 def _regular(axis_chunks: tuple[int, ...]) -> bool:
     """Every chunk the same size but the last, which may be smaller (what zarr stores)."""
     return all(c == axis_chunks[0] for c in axis_chunks[:-1]) and axis_chunks[-1] <= axis_chunks[0]
@@ -313,8 +323,9 @@ def from_array(a: Any, chunks: Any = "auto") -> Array:
     """A lazy Array over a numpy array (or array-like, or dask array), cut into `chunks`.
 
     `chunks` is anything dask's `from_array` takes ("auto", an int, a tuple per axis). The data is
-    not copied; its chunks reach kernels as numpy views. TypeError for a dtype lazyfuel does not
-    handle (e.g. int16).
+    not copied; its chunks reach kernels as numpy views. Data in non-native byte order (`>i4`)
+    is converted to native order chunk by chunk as it is read (`lf.explain` says so). TypeError
+    for a dtype lazyfuel does not handle (e.g. float128, datetime64).
 
     >>> x = from_array(np.arange(6, dtype=np.float32).reshape(2, 3), chunks=(1, 3))
     >>> x.chunks
@@ -327,11 +338,12 @@ def from_zarr(store_or_path: Any, component: str | None = None) -> Array:
     """A lazy Array over a zarr array (a path, URL or store; `component` inside a group).
 
     Raises `completion.IncompleteStoreError` (a ValueError) for an array `to_zarr` began and did
-    not finish: its run failed, or is still running."""
+    not finish: its run failed, or is still running. An array `to_zarr` finished is read with
+    every chunk checked against what was written: `integrity.DamagedStoreError` (a ValueError)
+    names a chunk that is missing, truncated, corrupted or swapped, or metadata that disagrees."""
     if isinstance(store_or_path, Path):
         store_or_path = str(store_or_path)
-    completion.check_complete(store_or_path, component)
-    return Array(ops.source(da.from_zarr(store_or_path, component=component)))
+    return Array(ops.source(zarr_io.read(store_or_path, component)))
 
 
 def asarray(obj: Any) -> Array:
@@ -378,15 +390,18 @@ def gather(x: Any, dim: int, indices: Any) -> Array:
 
 
 def masked_fill(x: Any, mask: Any, value: Any) -> Array:
-    """`x` with `value` (cast to x's dtype) where `mask` is true; lazy, blockwise.
+    """`x` with `value` (which x's dtype must hold exactly) where `mask` is true; lazy, blockwise.
 
-    `mask` is bool and broadcastable to `x` (it is rechunked to `x`'s chunks; a broadcast mask
-    stays a stride-0 view until a kernel needs it contiguous).
+    `mask` is bool; mask and `x` broadcast together (numpy rules), so the result has
+    `np.where(mask, value, x)`'s shape: a mask larger than `x` stretches `x` up (a stride-0 view;
+    new dims take a lazy mask's chunks, or dask's auto chunks). The mask is rechunked to the
+    result's chunks; a broadcast mask stays a stride-0 view until a kernel needs it contiguous.
 
     Raises:
         TypeError: a mask that is not bool (a uint8 mask is refused, never reinterpreted), a
-            fill value that is not a scalar.
-        ValueError: the mask does not broadcast to `x`; the value does not fit x's dtype.
+            fill value that is not a scalar number.
+        ValueError: mask and `x` do not broadcast together; x's dtype cannot hold the value
+            exactly (1.5 or 300 into uint8, NaN into int32, 2 into bool; `checks.fill_bytes`).
 
     >>> masked_fill(np.array([1.0, 2.0, 3.0]), np.array([True, False, True]), -1).compute()
     array([-1.,  2., -1.])
@@ -455,4 +470,4 @@ def explain(x: Any) -> str:
     cost, with the candidate plans priced for each decision. Plans only; runs nothing."""
     arr = asarray(x)
     runtime = DefaultRuntime.from_env()
-    return explain_node(arr._node, runtime, runtime.planner(), left_out(runtime.backend))
+    return explain_node(arr._node, runtime, runtime.planner())

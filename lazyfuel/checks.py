@@ -6,8 +6,8 @@ what would be accepted:
 
 - `IndexError`: an index value out of range (negative, or >= the axis length; for `as_indices`,
   which makes U32, also >= 2**32);
-- `TypeError`: a wrong dtype (float or bool indices, a uint8 mask, a string fill value);
-- `ValueError`: shapes that do not fit together, or a fill value the dtype cannot hold.
+- `TypeError`: a wrong dtype (float or bool indices, a uint8 mask, a fill value that is no number);
+- `ValueError`: shapes that do not fit together, or a fill value the dtype cannot hold exactly.
 
 Nothing here is lazy: the checks run on concrete numpy data (lazy indices are checked when they
 are computed). They are vectorised, so checking a million indices costs a couple of reductions.
@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from lazyfuel.dtypes import DType
+from lazyfuel.dtypes import DType, native
 from lazyfuel.layout import normalize_dim
 
 U32_LIMIT = 2**32
@@ -82,7 +83,8 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
     What `as_indices` accepts, before its range check: an empty Python list counts as empty
     integer indices, and Python ints that numpy would hold as float64 or objects (beyond int64)
     are checked here one by one and made int64 (a valid one fits). Shares memory with `indices`
-    when that is an integer ndarray.
+    when that is an integer ndarray in native byte order (one in another, `>i8`, is converted to
+    native once).
 
     Raises:
         TypeError: the dtype is not an integer one.
@@ -103,6 +105,8 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
     if a.dtype.kind not in "iu":
         raise TypeError(f"{what} values must be integers (got dtype {a.dtype}); "
                         f"pass an integer array, e.g. indices.astype(np.int64)")
+    if not a.dtype.isnative:  # `>i8`: converted once, here, so that nothing later sees it
+        a = a.astype(native(a.dtype))
     return a
 
 
@@ -223,43 +227,47 @@ def check_mask(mask: Any) -> np.ndarray:
 
 
 def fill_bytes(value: Any, dtype: DType) -> bytes:
-    """The bytes of `value` cast to `dtype`: what a MaskedFill kernel writes where the mask is true.
+    """The bytes of `value` as an element of `dtype`: what a MaskedFill kernel writes where the mask
+    is true.
 
-    Accepts Python and numpy scalars (bool, int, float, complex, bf16) and 0-d arrays. The cast is
-    numpy's `astype` for values the dtype can hold, with these decisions (PyTorch's, where it has
-    them):
+    Accepts Python and numpy scalars (bool, int, float, complex, bf16) and 0-d arrays. One rule:
+    the value goes in only if `dtype` holds it exactly; nothing is truncated, wrapped or dropped.
 
-    - integer dtypes (U8 U32 I32 I64): a float is truncated toward zero (2.7 -> 2, -0.5 -> 0),
-      as numpy and PyTorch do; NaN, ±inf or a (truncated) value outside the dtype's range raise
-      ValueError instead of wrapping around;
-    - float dtypes (F16 BF16 F32 F64): rounded to nearest; a finite value too large for the
-      dtype raises ValueError (PyTorch: "cannot be converted without overflow"); NaN and ±inf
-      pass, and a value already of the dtype keeps its exact bits (NaN payloads, -0.0);
-    - complex values into a real dtype raise TypeError unless their imaginary part is 0;
-    - BOOL: nonzero is True.
+    - integer dtypes (U8 U16 U32 U64 I8 I16 I32 I64): a whole number in the dtype's range (`2`,
+      `2.0`, `True`, `3+0j`); a fraction (1.5), NaN, ±inf or a value out of range is refused;
+    - BOOL: True, False, 0 or 1 (and their float and complex twins); any other number is refused;
+    - float dtypes (F16 BF16 F32 F64) and complex ones (C64 C128): rounded to nearest, as every
+      float is; a finite value too large for the dtype is refused (it would become infinite:
+      PyTorch's "cannot be converted without overflow"); NaN and ±inf pass, and a value already
+      of the dtype keeps its exact bits (NaN payloads, -0.0);
+    - a complex value into a real dtype: only with an imaginary part of exactly 0.
 
     Raises:
         TypeError: `value` is not a bool, real or complex scalar (a string, None, an n-d array).
-        ValueError: the dtype cannot hold the value (see above).
+        ValueError: `dtype` cannot hold the value; the message names the value, the dtype and
+            what it would accept.
     """
     dtype = DType.parse(dtype)
     arr = _scalar_array(value)
     target = dtype.numpy
     if arr.dtype.kind == "c" and target.kind != "c":
         if arr.imag != 0:
-            raise TypeError(f"fill value {value!r} is complex but the data is {dtype}; pass a real value")
+            raise ValueError(f"fill value {value!r} is complex but the data is {dtype}, which holds "
+                             f"real values only; pass a real value (e.g. value.real)")
         arr = arr.real
-    if target.kind in "iu":
-        return _int_fill(arr, value, dtype)
+    if target.kind in "iub":
+        return _whole_fill(arr, value, dtype)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # numpy's overflow / complex warnings: we check ourselves
         try:
             cast = arr.astype(target)
-            overflow = target.kind != "b" and _overflowed(arr, cast)
+            overflow = _overflowed(arr, cast)
         except OverflowError:  # a Python int beyond float64
             overflow = True
     if overflow:
-        raise ValueError(f"fill value {value!r} cannot be converted to {dtype} without overflow")
+        info = ml_dtypes.finfo(target)
+        raise ValueError(f"fill value {value!r} cannot be converted to {dtype} without overflow; "
+                         f"expected a magnitude <= {float(info.max):g}, or ±inf")
     return cast.tobytes()
 
 
@@ -285,20 +293,30 @@ def _scalar_array(value: Any) -> np.ndarray:
     return arr
 
 
-def _int_fill(arr: np.ndarray, value: Any, dtype: DType) -> bytes:
-    info = np.iinfo(dtype.numpy)
+def _whole_fill(arr: np.ndarray, value: Any, dtype: DType) -> bytes:
+    """The bytes of `value` (a real 0-d `arr`) in integer or bool `dtype`, which must hold it exactly."""
+    info = None if dtype is DType.BOOL else np.iinfo(dtype.numpy)
+    low, high = (0, 1) if info is None else (int(info.min), int(info.max))
+    accepted, fix = (("True, False, 0 or 1", "value != 0") if dtype is DType.BOOL
+                     else (f"a whole number {low} <= value <= {high}", "round(value)"))
     raw = arr.item()
-    if isinstance(raw, bool) or isinstance(raw, numbers.Integral):
+    if isinstance(raw, numbers.Integral):  # bool, int, numpy ints (Python ints of any size)
         whole = int(raw)
     else:
         real = float(raw)
         if not math.isfinite(real):
-            raise ValueError(f"fill value {value!r} cannot be converted to {dtype}: "
-                             f"integers have no NaN or infinity")
-        whole = math.trunc(real)
-    if not info.min <= whole <= info.max:
+            raise ValueError(f"fill value {value!r} cannot be converted to {dtype}: integers have "
+                             f"no NaN or infinity; expected {accepted}")
+        if not real.is_integer():
+            raise ValueError(f"fill value {value!r} is not a whole number, so {dtype} cannot hold it "
+                             f"exactly (nothing is truncated); expected {accepted}, e.g. {fix}")
+        whole = int(real)
+    if not low <= whole <= high:
+        if dtype is DType.BOOL:
+            raise ValueError(f"fill value {value!r} is not a truth value, so BOOL cannot hold it "
+                             f"exactly; expected {accepted}, e.g. {fix}")
         raise ValueError(f"fill value {value!r} is out of range for {dtype} "
-                         f"(expected {info.min} <= value <= {info.max})")
+                         f"(expected {low} <= value <= {high})")
     return np.asarray(whole, dtype=dtype.numpy).tobytes()
 
 
@@ -317,9 +335,9 @@ def _as_complex(a: np.ndarray) -> complex:
 def broadcast_mask_shape(mask_shape: Sequence[int], data_shape: Sequence[int]) -> tuple[int, ...]:
     """The data's shape, after checking that a mask of `mask_shape` broadcasts to it (numpy rules).
 
-    The broadcast goes one way: the mask is stretched to the data, never the data to the mask
-    (so the output always has the data's shape). PyTorch's out-of-place masked_fill also
-    broadcasts the data to a larger mask; lazyfuel refuses that, as DESIGN.md states.
+    The broadcast goes one way: the mask is stretched to the data, never the data to the mask.
+    This is what a MaskedFill step sees: the API (`masked_fill_shape`) has already stretched the
+    data to the common shape where the mask is larger.
 
     Raises:
         ValueError: naming both shapes and the first dim that does not fit.
@@ -334,6 +352,28 @@ def broadcast_mask_shape(mask_shape: Sequence[int], data_shape: Sequence[int]) -
             raise ValueError(f"mask of shape {mask_shape} does not broadcast to data of shape "
                              f"{data_shape}: mask dim {i} has {m} elements, expected 1 or {d}")
     return data_shape
+
+
+def masked_fill_shape(mask_shape: Sequence[int], data_shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape of `masked_fill(data, mask, v)`: data and mask broadcast together (numpy rules),
+    as `np.where(mask, v, data)` and PyTorch's out-of-place `masked_fill` do. A mask larger than
+    the data stretches the data up: mask (2, 1) over data (25,) gives (2, 25).
+
+    Raises:
+        ValueError: the shapes do not broadcast together, naming both and the first dim (counted
+            from the right, as broadcasting aligns them) where they differ and neither is 1.
+    """
+    mask_shape, data_shape = tuple(mask_shape), tuple(data_shape)
+    out = []
+    for back in range(1, max(len(mask_shape), len(data_shape)) + 1):
+        m = mask_shape[-back] if back <= len(mask_shape) else 1
+        d = data_shape[-back] if back <= len(data_shape) else 1
+        if m != d and 1 not in (m, d):
+            raise ValueError(f"mask of shape {mask_shape} and data of shape {data_shape} do not "
+                             f"broadcast together: dim -{back} has {m} elements in the mask and {d} "
+                             f"in the data (expected equal extents, or 1 in either)")
+        out.append(d if m == 1 else m)
+    return tuple(reversed(out))
 
 
 def check_gather_shapes(source_shape: Sequence[int], index_shape: Sequence[int], dim: int) -> int:

@@ -1,12 +1,17 @@
 """The `lazyfuel` command line (also `python -m lazyfuel`).
 
-Exit codes: 0 success, 1 the work failed (a malformed document, a kernel error), 2 bad usage.
-Errors print as one line (`file:line: key: message`) unless `--debug` is given.
+Exit codes: 0 success, 1 the work failed (a malformed document, a kernel error), 2 bad usage,
+141 (128 + SIGPIPE, as a unix tool killed by it) when the reader of stdout went away (`| head`),
+quietly. Errors print as one line (`file:line: key: message`) unless `--debug` is given (before or
+after the subcommand); so do warnings and notices (`lazyfuel: warning: ...`).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +20,8 @@ from typing import TYPE_CHECKING
 from lazyfuel.contracts import ContractError, format_text, parse_document
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
-from lazyfuel.providers import available_backends, register_builtin_providers
+from lazyfuel.notices import LOGGER
+from lazyfuel.providers import BACKEND_CHOICES, available_backends, register_builtin_providers
 from lazyfuel.registry import Binding, NoBindingError, Registry
 
 if TYPE_CHECKING:
@@ -138,28 +144,40 @@ def _audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _use_device(args: argparse.Namespace) -> None:
-    """--device and --backend reach every layer (and worker processes) through the environment."""
-    import os
+class UsageError(Exception):
+    """A command line that cannot be carried out as given (exit 2), e.g. `--device` naming no device."""
 
-    if not args.debug:
-        _one_line_warnings()
+
+def _use_device(args: argparse.Namespace) -> None:
+    """--device and --backend reach every layer (and worker processes) through the environment.
+    A --device that names no Vulkan device here is a UsageError listing the devices there are."""
     if getattr(args, "device", None):
+        _check_device(args.device)
         os.environ["LAZYFUEL_DEVICE"] = args.device
     if getattr(args, "backend_choice", None):
         os.environ["LAZYFUEL_BACKEND"] = args.backend_choice
 
 
+def _check_device(wanted: str) -> None:
+    from lazyfuel.backends.vulkan.devices import choose, list_devices
+
+    try:
+        choose(list_devices(), wanted.strip(), source="--device")
+    except Exception as err:  # no device matches, or no Vulkan at all: say which devices there are
+        raise UsageError(str(err) if str(err).startswith("--device") else
+                         f"--device={wanted!r}: no Vulkan device can be listed here: {err}") from err
+
+
 def _device_name() -> str:
-    """Where kernels may run: the Vulkan device the pool picks (plans still choose per op between it
-    and the numpy reference; the bindings listed after the run say which ran), else numpy."""
+    """Where kernels may run (for bench's title): the Vulkan device the pool picks and the numpy
+    reference, or numpy alone."""
     from lazyfuel import devices
     from lazyfuel.backends.vulkan.devices import choose
     from lazyfuel.contracts.model import Backend
 
     if Backend.Vulkan in available_backends():
         info = choose(devices())
-        return f"{info.name} [{info.index}, {info.kind}] (Vulkan) or the CPU (numpy), as planned"
+        return f"{info.name} [{info.index}, {info.kind}] (Vulkan) and the CPU (numpy)"
     return "the CPU via numpy (cpu backend)"
 
 
@@ -173,16 +191,29 @@ def _as_runtime_error(err: Exception) -> Exception:
     return RuntimeError(f"{type(err).__name__}: {err}")
 
 
-def _one_line_warnings() -> None:
-    """Warnings (an unmeasured cost, …) as one `lazyfuel: warning: …` line on stderr, without the
-    source line Python shows; --debug keeps Python's format."""
+def _warning_line(text: str) -> str:
+    return f"lazyfuel: warning: {text.removeprefix('lazyfuel: ')}"
+
+
+class _NoticeLines(logging.Handler):
+    """The `lazyfuel` logger's records as `lazyfuel: warning: …` lines on the stderr of the moment."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(_warning_line(record.getMessage()), file=sys.stderr, flush=True)
+
+
+def _one_line_notices() -> None:
+    """Warnings (an unmeasured cost, …) and the `lazyfuel` logger's notices (a backend that cannot
+    run) as one `lazyfuel: warning: …` line each on stderr, without the source line Python shows;
+    --debug keeps Python's formats."""
     import warnings
 
     def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
-        text = str(message).removeprefix("lazyfuel: ")
-        print(f"lazyfuel: warning: {text}", file=sys.stderr)
+        print(_warning_line(str(message)), file=sys.stderr, flush=True)
 
     warnings.showwarning = show  # type: ignore[assignment]
+    if not any(isinstance(h, _NoticeLines) for h in LOGGER.handlers):
+        LOGGER.addHandler(_NoticeLines())
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -191,7 +222,6 @@ def _run(args: argparse.Namespace) -> int:
 
     _use_device(args)
     graph = load_graph(args.graph, dict(args.set or ()))
-    device = _device_name()
     try:
         built = build(graph)
         result = execute(built, scheduler=args.scheduler, progress=not args.no_progress)
@@ -200,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
         if converted is err:
             raise
         raise converted from err
-    print(summary(built, result, device))
+    print(summary(built, result))
     return 0
 
 
@@ -218,8 +248,6 @@ def _bench(args: argparse.Namespace) -> int:
     _use_device(args)
     sizes = tuple(int(s * 2**20) for s in args.sizes) if args.sizes else (QUICK_SIZES if args.quick
                                                                           else FULL_SIZES)
-    import os
-
     device = f"{_device_name()}; backend {os.environ.get('LAZYFUEL_BACKEND') or 'auto'}"
     print(f"lazyfuel bench on {device}; sizes {', '.join(f'{s / 2**20:g} MiB' for s in sizes)}",
           file=sys.stderr)
@@ -287,7 +315,7 @@ def _add_graph_commands(sub: argparse._SubParsersAction) -> None:
     bench.set_defaults(func=_bench)
     for p in (run, explain, bench):
         p.add_argument("--device", help="Vulkan device: index or name substring (sets LAZYFUEL_DEVICE)")
-        p.add_argument("--backend", dest="backend_choice", choices=("auto", "vulkan", "cpu"),
+        p.add_argument("--backend", dest="backend_choice", type=str.lower, choices=BACKEND_CHOICES,
                        help="force a backend (sets LAZYFUEL_BACKEND; default auto)")
 
 
@@ -332,14 +360,30 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="check every binding against the CPU reference and its "
                            "declared precision and determinism; exit 1 on any failure")
     audit.add_argument("--seed", type=int, help="seed of the random data (default: fresh)")
-    for p, func in ((judge, _judge), (audit, _audit)):
-        p.add_argument("--backend", help="only this backend (vulkan, opencl, cuda, cpu; default: every "
-                       "usable one)")
+    for p, func, default in ((judge, _judge, "every usable one"),
+                             (audit, _audit, "every one, those that cannot run here listed as skipped")):
+        p.add_argument("--backend", type=str.lower, choices=BACKEND_CHOICES,
+                       help=f"only this backend, or auto: every usable one (default: {default})")
         p.add_argument("--op", action="append", help="only this op kind (repeatable)")
         p.add_argument("--dtype", action="append", help="only bindings of this data dtype (repeatable)")
         p.set_defaults(func=func)
     _add_graph_commands(sub)
+    _debug_everywhere(parser)
     return parser
+
+
+def _debug_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept --debug after any subcommand too (`lazyfuel run g.yaml --debug`); a subcommand's
+    copy leaves the top-level value alone unless given (default SUPPRESS)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                   help="show tracebacks on errors")
+                _debug_everywhere(child)
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a unix tool killed by SIGPIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -347,14 +391,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    if not args.debug:
+        _one_line_notices()
     try:
-        return func(args)
-    except (ContractError, NoBindingError, OSError, ValueError, TypeError, IndexError,
-            LookupError, RuntimeError, MemoryError) as err:
+        code = func(args)
+        sys.stdout.flush()  # a reader that went away shows here, not in Python's flush at exit
+        return code
+    except BrokenPipeError as err:
+        if _reader_gone(sys.stdout):
+            return _quiet_broken_pipe()
+        return _failed(err, args.debug)
+    except UsageError as err:
         if args.debug:
             raise
         print(f"lazyfuel: {err}", file=sys.stderr)
-        return 1
+        return 2
+    except (ContractError, NoBindingError, OSError, ValueError, TypeError, IndexError,
+            LookupError, RuntimeError, MemoryError) as err:
+        return _failed(err, args.debug)
+
+
+def _failed(err: Exception, debug: bool) -> int:
+    """Exit 1 with the error on one line (raised again with --debug, for its traceback)."""
+    if debug:
+        raise err
+    print(f"lazyfuel: {err}", file=sys.stderr)
+    return 1
+
+
+def _reader_gone(stream: object) -> bool:
+    """Whether `stream` is a pipe or socket whose reading end is closed (poll reports an error)."""
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)  # type: ignore[attr-defined]
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a test's capture)
+        return False
+
+
+def _quiet_broken_pipe() -> int:
+    """Stop as `yes | head` does: no message, and nothing more written to the closed stdout (its
+    descriptor now points at /dev/null, so Python's flush at exit finds nowhere to fail)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Element types lazyfuel knows, their names in contract documents and their numpy twins.
 
-A `DType` is named as in the contract documents (`F32`, `BF16`, `BOOL` …), has the suffix that
+A `DType` is named as in the contract documents (`F32`, `BF16`, `BOOL`, `I16` …), has the suffix that
 entry points fan to (`f32`, `bf16` …), a byte width, and a numpy dtype (bf16 through `ml_dtypes`).
 """
 
@@ -27,6 +27,10 @@ class DType(enum.Enum):
     I64 = ("i64", 8, np.dtype(np.int64))
     C64 = ("c64", 8, np.dtype(np.complex64))
     C128 = ("c128", 16, np.dtype(np.complex128))
+    I8 = ("i8", 1, np.dtype(np.int8))
+    I16 = ("i16", 2, np.dtype(np.int16))
+    U16 = ("u16", 2, np.dtype(np.uint16))
+    U64 = ("u64", 8, np.dtype(np.uint64))
 
     @property
     def suffix(self) -> str:
@@ -62,11 +66,22 @@ class DType(enum.Enum):
     @classmethod
     def from_numpy(cls, dtype: np.dtype | type | str) -> DType:
         """The DType of a numpy dtype; TypeError naming the accepted dtypes if it has none."""
-        found = _by_numpy().get(np.dtype(dtype))
+        dtype = np.dtype(dtype)
+        found = _by_numpy().get(dtype)
+        if found is None and dtype.kind != "V" and _by_numpy().get(native(dtype)) is not None:
+            raise TypeError(f"numpy dtype {dtype.str} is in non-native byte order; kernels take "
+                            f"{native(dtype)} (lf.from_array, lf.from_zarr and index arguments "
+                            f"convert it; here pass a.astype(a.dtype.newbyteorder('=')))")
         if found is None:
             accepted = ", ".join(str(d.numpy) for d in cls)
-            raise TypeError(f"unsupported numpy dtype {np.dtype(dtype)}; lazyfuel handles {accepted}")
+            raise TypeError(f"unsupported numpy dtype {dtype}; lazyfuel handles {accepted}")
         return found
+
+
+def native(dtype: np.dtype | type | str) -> np.dtype:
+    """`dtype` in this machine's byte order (`>i4` -> `int32` on x86); a native one unchanged."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def names() -> str:

@@ -31,6 +31,7 @@ class Profile:
     programs: int = 0
     bindings: Counter = field(default_factory=Counter)
     devices: Counter = field(default_factory=Counter)  # device label -> programs run there
+    where: Counter = field(default_factory=Counter)  # (backend name, device label) -> programs
 
     def __str__(self) -> str:
         used = ", ".join(f"{k} x{n}" for k, n in sorted(self.bindings.items())) or "none"
@@ -48,9 +49,10 @@ _lock = threading.Lock()
 
 def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
            bytes_downloaded: int = 0, device_seconds: float = 0.0, kernel_seconds: float = 0.0,
-           bindings: tuple[str, ...] = (), programs: int = 0, device: str | None = None) -> None:
-    """Add to every active profile (cheap when none is active); `device` names where the
-    `programs` ran."""
+           bindings: tuple[str, ...] = (), programs: int = 0, device: str | None = None,
+           backend: str | None = None) -> None:
+    """Add to every active profile (cheap when none is active); `backend` and `device` name where
+    the `programs` ran."""
     if not _active:
         return
     with _lock:
@@ -65,6 +67,8 @@ def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
             p.bindings.update(bindings)
             if device is not None:
                 p.devices[device] += programs
+            if backend is not None:
+                p.where[(backend, device or "")] += programs
 
 
 def active() -> bool:

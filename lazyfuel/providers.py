@@ -3,7 +3,9 @@
 A provider plugs in by data: a row in `BUILTIN` names the module whose `register()` registers its
 link registries and executor, and the contract documents it ships under `lazyfuel/contracts/`.
 `default_registry()` loads them all once per process; `available_backends()` says which backends
-can run here (a Vulkan device exists, …), honouring `LAZYFUEL_BACKEND=vulkan|cpu|auto`.
+can run here (a Vulkan device exists, …), honouring `LAZYFUEL_BACKEND` (one of `BACKEND_CHOICES`).
+Checking a backend says nothing: the planner mentions one that cannot run where work it has bindings
+for is planned (`Planner(left_out=...)`), and forcing one raises.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,8 @@ BUILTIN = (
 # Preference order when costs tie: a device first, the numpy reference last; of the two FFT
 # backends, Cuda before OpenCL (docs/decisions.md).
 BACKEND_PRIORITY = (Backend.Vulkan, Backend.Cuda, Backend.OpenCL, Backend.Cpu)
+# What `LAZYFUEL_BACKEND` and every `--backend` accept: auto (plan over every usable one) or one name.
+BACKEND_CHOICES = ("auto", *(b.name.lower() for b in BACKEND_PRIORITY))
 
 _lock = threading.Lock()
 _default: Registry | None = None
@@ -71,13 +74,13 @@ def default_registry() -> Registry:
 
 
 def backend_usable(backend: Backend) -> bool:
-    """Whether `backend`'s executor can be built here (checked once; a failure warns once)."""
+    """Whether `backend`'s executor can be built here (checked once per process, silently)."""
     return unusable_reason(backend) is None
 
 
 def unusable_reason(backend: Backend) -> str | None:
     """Why `backend`'s executor cannot be built here (the error building it), or None if it can.
-    Checked once per process; a failure warns once."""
+    Checked once per process and silently: where it matters the planner or the caller says it."""
     register_builtin_providers()
     with _lock:
         if backend not in _unusable:
@@ -85,7 +88,6 @@ def unusable_reason(backend: Backend) -> str | None:
                 executor(backend)
                 _unusable[backend] = None
             except Exception as err:
-                warnings.warn(f"lazyfuel: backend {backend} is not usable here: {err}", stacklevel=3)
                 _unusable[backend] = str(err)
         return _unusable[backend]
 
@@ -106,7 +108,7 @@ def _choice(choice: str | None) -> str:
 
 
 def available_backends(choice: str | None = None) -> list[Backend]:
-    """Backends to plan over, best first: `choice` or `$LAZYFUEL_BACKEND` (vulkan, cpu or auto).
+    """Backends to plan over, best first: `choice` or `$LAZYFUEL_BACKEND` (one of `BACKEND_CHOICES`).
 
     Forcing a backend that cannot run here raises RuntimeError saying why.
     """
@@ -115,9 +117,8 @@ def available_backends(choice: str | None = None) -> list[Backend]:
     if choice == "auto":
         return [b for b in BACKEND_PRIORITY if _has_provider(b) and backend_usable(b)]
     named = {b.name.lower(): b for b in Backend}
-    if choice not in named:
-        raise ValueError(f"LAZYFUEL_BACKEND={choice!r}; expected one of auto, "
-                         f"{', '.join(sorted(named))}")
+    if choice not in BACKEND_CHOICES:
+        raise ValueError(f"LAZYFUEL_BACKEND={choice!r}; expected one of {', '.join(BACKEND_CHOICES)}")
     backend = named[choice]
     if not _has_provider(backend):
         raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but no provider "

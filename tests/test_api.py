@@ -129,6 +129,19 @@ def test_zarr_round_trip(backend, tmp_path):
     assert same_bits(back.index_select(0, [11, 0]).compute(), want[[11, 0]])
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint16, np.uint64])
+def test_new_dtypes_round_trip_through_zarr_and_npy(backend, tmp_path, dtype):
+    """Issue 15: int8, int16, uint16 and uint64 are read and written as they are."""
+    a = np.random.default_rng(8).integers(0, 256, 96, dtype=np.uint8).view(dtype).reshape(6, -1)
+    y = lf.from_array(a, chunks=(4, 3)).index_select(0, [5, 0, 2])
+    y.to_zarr(str(tmp_path / "out.zarr"))
+    back = lf.from_zarr(tmp_path / "out.zarr")
+    assert back.dtype == dtype and same_bits(back.compute(), a[[5, 0, 2]])
+    np.save(tmp_path / "a.npy", a)
+    mapped = lf.from_array(np.load(tmp_path / "a.npy", mmap_mode="r"), chunks=2)
+    assert same_bits(mapped.T.contiguous().compute(), a.T)
+
+
 def test_a_fused_chain_on_one_block_is_one_submit(vulkan):
     from lazyfuel.backends.vulkan import get_pool
 

@@ -10,7 +10,9 @@ prefer different backends (`graph.family`); a group reading another group's resu
 another backend says so, and how the result crosses (`graph.crossing`): device to device through
 exported memory (Vulkan -> Cuda on one GPU), or through host memory (a numpy chunk between the two
 tasks) and why. Backends whose bindings are left out (not usable here, or not chosen) are named with the
-reason. It plans; it runs nothing.
+reason where the graph has ops they ship bindings for (an FFT names a missing CUDA; an index_select
+does not), and that counts as the planner's one notice of them. A source given in non-native byte
+order is named with where it becomes native. It plans; it runs nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import math
 import os
 from collections.abc import Mapping
 
+from lazyfuel import notices
 from lazyfuel.backends.base import devices
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing
@@ -27,31 +30,59 @@ from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
 from lazyfuel.planner import Planner, describe_choices, describe_program
+from lazyfuel.planner.plan import left_out_notice
 from lazyfuel.registry import NoBindingError
 
 
 def explain_node(root: Node, runtime: Runtime, planner: Planner,
                  left_out: Mapping[Backend, str] | None = None) -> str:
     """The explanation text for the graph ending at `root`; `left_out` (backend -> why, e.g. "not
-    usable here: ...") names the backends with bindings that the planner does not plan over."""
+    usable here: ...", default the planner's) names the backends with bindings that the planner
+    does not plan over: those shipping bindings for the graph's ops are listed."""
     prefer = Families(planner)
     partition = Partition.of(root, prefer)
     groups = _groups(root, partition)
     backends = ", ".join(b.name for b in planner.backends) or "none"
     lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
              f"backends [{backends}]"]
-    lines += [f"  {b.name}'s bindings are not planned over: {b.name} is {why}"
-              for b, why in (left_out or {}).items()]
+    left = planner.left_out if left_out is None else dict(left_out)
+    # the text names the left-out backends the graph needs, so planning it must not say so too
+    held = [b for b in left if notices.claim(left_out_notice(b))]
+    body: list[str] = _byte_order_conversions(root)
+    ops: set[str] = set()
     if not groups:
-        lines.append("  a source as it is: nothing to run")
+        body.append("  a source as it is: nothing to run")
     ran: dict[str, tuple[int, Backend | None]] = {}  # group name -> (number, backend)
     for number, node in enumerate(groups, 1):
-        lines.append("")
-        body, backend = _group(number, node, partition, planner)
-        lines.extend(body)
-        lines.extend(_crossings(node, backend, partition, ran, prefer))
+        body.append("")
+        group, backend, chain_ops = _group(number, node, partition, planner)
+        body.extend(group)
+        body.extend(_crossings(node, backend, partition, ran, prefer))
         ran[node.name] = (number, backend)
-    return "\n".join(lines)
+        ops.update(chain_ops)
+    needed = planner.left_out_for(ops)
+    lines += [f"  {b.name}'s bindings are not planned over: {b.name} is {why}"
+              for b, why in left.items() if b in needed]
+    for b in held:
+        if b not in needed:  # not said here: later work that needs it still hears of it
+            notices.forget(left_out_notice(b))
+    return "\n".join(lines + body)
+
+
+def _byte_order_conversions(root: Node) -> list[str]:
+    """A line per source given in non-native byte order: where it is converted to native order."""
+    lines, seen, todo = [], set(), [root]
+    while todo:
+        node = todo.pop()
+        if node.name in seen:
+            continue
+        seen.add(node.name)
+        todo.extend(node.inputs)
+        if isinstance(node, Source) and node.stored is not None:
+            lines.append(f"  source {node.name} {node.shape}: stored as {node.stored.str} (non-native byte "
+                         f"order); each chunk is converted to native {node.dtype} once as it is read (a "
+                         f"byte-swapping pass in a task of its own), before any kernel")
+    return lines
 
 
 def _crossings(node: Node, backend: Backend | None, partition: Partition,
@@ -98,14 +129,15 @@ def _groups(root: Node, partition: Partition) -> list[Node]:
 
 
 def _group(number: int, node: Node, partition: Partition,
-           planner: Planner) -> tuple[list[str], Backend | None]:
-    """The lines describing one group, and the backend its representative block plans on."""
+           planner: Planner) -> tuple[list[str], Backend | None, list[str]]:
+    """The lines describing one group, the backend its representative block plans on, and the ops
+    of its chain."""
     blocks = node.blocks()
     head = (f"fused node {number}: {node.label} -> shape {node.shape}, {len(blocks)} task(s), "
             f"chunks {node.chunks}")
     block = next((b for b in blocks if math.prod(recipe_shape(node, b)) > 0), None)
     if block is None:
-        return [head, "  every block is empty: nothing runs"], None
+        return [head, "  every block is empty: nothing runs"], None, []
     task = recipe(partition, node, block)
     lines = [head]
     for plan in partition.pieces.values():
@@ -118,15 +150,15 @@ def _group(number: int, node: Node, partition: Partition,
     lines.extend(_inputs(task))
     if task.recipe.chain is None:
         lines.append("  views only: numpy views of the source chunks, no kernel runs")
-        return lines, None
-    ops = " -> ".join(n.op for n in task.recipe.chain.nodes)
-    lines.append(f"  chain (one task, one program): {ops}")
+        return lines, None, []
+    ops = [n.op for n in task.recipe.chain.nodes]
+    lines.append(f"  chain (one task, one program): {' -> '.join(ops)}")
     dtypes, layouts = task.recipe.signature(task.metas)
     try:
         program = planner.plan(task.recipe.chain, dtypes, layouts)
     except NoBindingError as err:
         lines.append(f"  no plan: {err}")
-        return lines, None
+        return lines, None, ops
     lines.append(describe_program(program, indent="  "))
     lines.append(describe_choices(program, indent="  ", forced=_forced(planner)))
     lines.append(_devices(program.backend, len(blocks)))
@@ -136,7 +168,7 @@ def _group(number: int, node: Node, partition: Partition,
         lines.extend(f"    - {s.reason}" for s in inserted)
     if task.recipe.post:
         lines.append(f"  then numpy views of the result: {', '.join(op for op, _ in task.recipe.post)}")
-    return lines, program.backend
+    return lines, program.backend, ops
 
 
 def _forced(planner: Planner) -> str:

@@ -83,10 +83,13 @@ class Source(Node):
 
     `one_buffer`: the chunks are views of one host buffer (a numpy array given to `from_array`),
     so a select may see several of them as one spanning view instead of reading them apart.
+    `stored`: the dtype the data was given in when its byte order is not native (`>i4`); `array`
+    then converts each chunk to native order as it is read (`graph.ops.native_chunks`).
     """
 
     array: Any  # a dask array
     one_buffer: bool = False
+    stored: np.dtype | None = None
 
     # cached: lowering asks for them per block and argument, and dask's own are properties
     @cached_property

@@ -21,7 +21,7 @@ from dask.array.core import normalize_chunks, slices_from_chunks
 from dask.base import tokenize
 
 from lazyfuel import checks
-from lazyfuel.dtypes import DType
+from lazyfuel.dtypes import DType, native
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
     Broadcast,
@@ -50,7 +50,9 @@ def is_lazy(obj: Any) -> bool:
 
 def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     """`obj` as a node: nodes as they are, dask arrays (rechunked if `chunks` is given), numpy
-    arrays and array-likes cut into `chunks` (dask's `from_array`).
+    arrays and array-likes cut into `chunks` (dask's `from_array`). Data in non-native byte order
+    (`>i4` on this machine) is converted to native order chunk by chunk where each chunk is read
+    (`native_chunks`), and the Source says so (`stored`).
 
     Raises TypeError for a dtype lazyfuel does not handle (when `data`: indices may have any
     integer dtype), ValueError for unknown chunk sizes.
@@ -63,13 +65,29 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     else:
         a = np.asarray(obj)
         if data:
-            DType.from_numpy(a.dtype)
+            DType.from_numpy(native(a.dtype))
         arr = numpy_source(a, chunks)
+    stored = np.dtype(arr.dtype)
+    if not stored.isnative:
+        arr, one_buffer = native_chunks(arr), False
     if data:
         DType.from_numpy(arr.dtype)
     if any(math.isnan(n) for c in arr.chunks for n in c):
         raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
-    return Source(arr, one_buffer=one_buffer)
+    return Source(arr, one_buffer=one_buffer, stored=None if stored.isnative else stored)
+
+
+def native_chunks(arr: da.Array) -> da.Array:
+    """`arr` (non-native byte order) with each chunk converted to native order as it is read: one
+    byte-swapping pass per chunk, in a task of its own that every reader of the chunk shares, so
+    kernels only ever see native data."""
+    want = native(arr.dtype)
+    return arr.map_blocks(_to_native, dtype=want, meta=np.empty((0,) * arr.ndim, want),
+                          name="native-" + tokenize(arr.name, want.str))
+
+
+def _to_native(block: np.ndarray) -> np.ndarray:
+    return block if block.dtype.isnative else block.astype(native(block.dtype))
 
 
 def numpy_source(a: np.ndarray, chunks: Any = "auto") -> da.Array:
@@ -163,10 +181,12 @@ def contiguous(x: Node) -> Node:
 
 
 def masked_fill(x: Node, mask: Any, value: Any) -> Node:
-    """`x` with `value` where `mask` is true; `mask` bool, broadcastable to `x`.
+    """`x` with `value` where `mask` is true; `mask` bool. The result has the shape `x` and `mask`
+    broadcast to together (numpy rules, as `np.where(mask, value, x)`): a mask larger than `x`
+    stretches `x` up first (a Broadcast view, `_stretched_to`).
 
     Raises TypeError (mask not bool: a uint8 mask is refused; value not a scalar), ValueError
-    (mask does not broadcast, value does not fit x's dtype).
+    (mask and `x` do not broadcast together, x's dtype cannot hold the value).
     """
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
@@ -175,7 +195,9 @@ def masked_fill(x: Node, mask: Any, value: Any) -> Node:
         checks.check_mask(np.empty(0, mask.dtype))
     else:
         mask = checks.check_mask(mask)
-    checks.broadcast_mask_shape(mask.shape, x.shape)
+    shape = checks.masked_fill_shape(mask.shape, x.shape)
+    if shape != x.shape:
+        x = _stretched_to(x, shape, mask.chunks if is_lazy(mask) else None)
     if x.ndim == 0:
         mask_node = broadcast_to(source(mask), (1,))
         return Slice(MaskedFill(broadcast_to(x, (1,)), mask_node, value), (0,))
@@ -189,6 +211,24 @@ def masked_fill(x: Node, mask: Any, value: Any) -> Node:
     if m.shape != x.shape:
         m = Broadcast(m, x.shape, x.chunks)
     return MaskedFill(x, m, value)
+
+
+def _stretched_to(x: Node, shape: tuple[int, ...], mask_chunks: ch.Chunks | None) -> Node:
+    """`x` broadcast up to `shape` (a larger mask's common shape), as a view. Dims `x` keeps keep
+    its chunks; a new or stretched dim takes a lazy mask's chunks there (so the mask is not
+    rechunked), or dask's "auto" chunks given the others (blocks of about `array.chunk-size`)."""
+    lead = len(shape) - x.ndim
+    mask_lead = len(shape) - len(mask_chunks) if mask_chunks is not None else 0
+    wanted: list[Any] = []
+    for i, n in enumerate(shape):
+        if i >= lead and x.shape[i - lead] == n:
+            wanted.append(x.chunks[i - lead])
+        elif mask_chunks is not None and i >= mask_lead and sum(mask_chunks[i - mask_lead]) == n:
+            wanted.append(mask_chunks[i - mask_lead])
+        else:
+            wanted.append("auto" if math.prod(shape) else (n,))  # dask's auto divides by the size
+    chunks = normalize_chunks(tuple(wanted), shape, dtype=x.dtype)
+    return Broadcast(x, shape, tuple(tuple(int(c) for c in cs) for cs in chunks))
 
 
 def index_select(x: Node, dim: Any, indices: Any) -> Node:

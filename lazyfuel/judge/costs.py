@@ -24,11 +24,10 @@ kernel-clocked backend whose transfers were not measured pays none, with one war
 
 from __future__ import annotations
 
-import threading
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lazyfuel import notices
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import NOISE_FLOOR, Judgement, judgement_key
@@ -42,27 +41,19 @@ class UnmeasuredCostWarning(UserWarning):
     """Planning used the shared cost priors because a binding has no judge measurement."""
 
 
-_warned = False
-_warn_lock = threading.Lock()
+_NOTICE = "unmeasured cost"  # the key of its one notice per process (`lazyfuel.notices`)
 
 
 def _warn_once(missing: str, instead: str) -> None:
-    """Warn about a missing measurement the first time one is met in this process."""
-    global _warned
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
-    warnings.warn(f"lazyfuel: no judge measurement for {missing} on this device; planning with "
-                  f"{instead} (run `lazyfuel judge --quick` to measure; this warning is shown once "
-                  f"per process)", UnmeasuredCostWarning, stacklevel=3)
+    """Warn about a missing measurement the first time one is met in this process (one line)."""
+    notices.warn_once(_NOTICE, f"no judge measurement for {missing} on this device; planning "
+                      f"with {instead} (run `lazyfuel judge --quick` to measure; this warning is shown "
+                      "once per process)", UnmeasuredCostWarning)
 
 
 def reset_warning() -> None:
     """Let the next missing measurement warn again (for tests)."""
-    global _warned
-    with _warn_lock:
-        _warned = False
+    notices.forget(_NOTICE)
 
 
 def _dense_view(env: Mapping[str, Any]) -> bool:

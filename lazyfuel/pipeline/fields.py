@@ -20,21 +20,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from lazyfuel.contracts.expr import MAX_DEPTH, MAX_TEXT
+from lazyfuel.dtypes import DType
 from lazyfuel.pipeline.document import GraphError, Y
 
-DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16), "float64": np.dtype(np.float64),
-    "uint8": np.dtype(np.uint8), "uint32": np.dtype(np.uint32), "bool": np.dtype(np.bool_),
-    "int32": np.dtype(np.int32), "int64": np.dtype(np.int64),
-    "complex64": np.dtype(np.complex64), "complex128": np.dtype(np.complex128),
-}
-_DTYPE_ALIASES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "u8": "uint8",
-                  "u32": "uint32", "i32": "int32", "i64": "int64", "c64": "complex64", "c128": "complex128"}
+DTYPES: dict[str, np.dtype] = {d.numpy.name: d.numpy for d in DType}  # numpy's names: "float32" …
+_DTYPE_ALIASES = {d.suffix: d.numpy.name for d in DType if d.suffix != d.numpy.name}  # "f32" …
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _WHOLE = re.compile(r"^\$(?:([A-Za-z_]\w*)|\((.*)\))$", re.S)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -239,18 +238,11 @@ def _zarr(name: str, src: ZarrSource, line: int, graph_path: str, log: Log) -> l
 
 
 def _write_store(src: ZarrSource, log: Log) -> None:
-    """Write the generated array to a temporary store, then move it in place (never half a store)."""
+    """Write the generated array with `Array.to_zarr`: beside its path, moved in when whole."""
     gen = src.generate
     assert gen is not None  # the caller checked
     arr = random_array(gen)
     log(f"writing {src.path} ({arr.nbytes / 2**20:.1f} MiB, {gen.dtype}{list(gen.shape)}, seed {gen.seed}) …")
     started = time.perf_counter()
-    src.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = src.path.with_name(f".{src.path.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        da.to_zarr(arr, str(tmp), component=src.component, compressors=None)
-        os.replace(tmp, src.path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    lf.asarray(arr).to_zarr(src.path, component=src.component, compressors=None)
     log(f"wrote {src.path} in {time.perf_counter() - started:.1f} s")

@@ -1,10 +1,13 @@
 """Graph outputs: what to compute for each (a store into zarr or .npy, or the array itself) and
 the summary printed for it afterwards: shape, dtype, size and a checksum.
 
-A failed run never leaves an output that reads as complete: a zarr output carries
-`Array.to_zarr`'s completion marker (`lazyfuel.completion`; `lf.from_zarr` refuses it until the
-last chunk is in), and a .npy output is written to `.NAME.partial` beside its path and moved
-there once every block is in (a file at the path is removed when the run starts).
+A run never leaves an output that reads as complete before it is, and never destroys an old
+one first: a zarr output is `Array.to_zarr`'s (written beside its path, checksummed, renamed into
+place when whole; `lazyfuel.zarr_io`), and a .npy output is written to `.NAME.tmp-PID-N` beside
+its path and moved over it with `os.replace` once every block is in (`lazyfuel.publish`). What a
+killed run left beside an output is cleaned by the next run. An existing output is replaced only
+when it is what lazyfuel writes there: a file for .npy, a zarr store carrying lazyfuel's marker
+for zarr; anything else is refused (GraphError), so a mistyped path never deletes a folder.
 
 The checksum is the first 16 hex digits of the sha256 of the output's bytes in C order (numpy's
 `tobytes()`), so it does not depend on chunks, scheduler or backend: the same graph gives the same
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import dask.array as da
 import numpy as np
 
 import lazyfuel as lf
+from lazyfuel import completion, publish, zarr_io
 from lazyfuel.pipeline.document import GraphError
 from lazyfuel.pipeline.spec import OutputSpec
 
@@ -77,55 +80,58 @@ def check(spec: OutputSpec, arr: lf.Array, graph_path: str) -> None:
                          f"{spec.value!r} a summary output", graph_path, spec.line, f"output {spec.value!r}")
 
 
-def _is_zarr_store(path: Path) -> bool:
-    return any((path / marker).exists() for marker in ("zarr.json", ".zarray", ".zgroup"))
-
-
 def target(spec: OutputSpec, arr: lf.Array, graph_path: str) -> Any:
-    """The dask collection whose computation produces this output (a store, or the array).
-
-    An existing zarr store at the path is replaced; anything else there is refused (GraphError),
-    so a mistyped path never deletes a folder that is not a store.
-    """
-    if spec.path is not None and spec.path.exists():
-        replaceable = _is_zarr_store(spec.path) if spec.kind == "zarr" else spec.path.is_file()
-        if not replaceable:
-            what = "a folder that is not a zarr store" if spec.path.is_dir() else "not a file"
-            raise GraphError(f"{spec.kind}: {spec.path} exists and is {what}; refusing to overwrite it",
-                             graph_path, spec.line, f"output {spec.value!r}")
+    """The dask collection whose computation produces this output (a store, or the array)."""
+    if spec.path is None:
+        return arr.to_dask()
+    path = publish.real_path(spec.path)
+    publish.clean_leftovers(path)
+    refused = _not_replaceable(spec.kind, path)
+    if refused:
+        raise GraphError(f"{spec.kind}: {spec.path} exists and is {refused}; refusing to overwrite it",
+                         graph_path, spec.line, f"output {spec.value!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
     if spec.kind == "zarr":
-        assert spec.path is not None
-        shutil.rmtree(spec.path, ignore_errors=True)
-        spec.path.parent.mkdir(parents=True, exist_ok=True)
-        return arr.to_zarr(spec.path, compute=False)
-    if spec.kind == "npy":
-        assert spec.path is not None
-        spec.path.parent.mkdir(parents=True, exist_ok=True)
-        spec.path.unlink(missing_ok=True)  # an earlier run's file must not pass for this run's
-        partial = partial_path(spec.path)
-        np.lib.format.open_memmap(partial, mode="w+", dtype=arr.dtype, shape=arr.shape).flush()
-        stored = da.store(arr.to_dask(), NpyTarget(str(partial), arr.shape, arr.dtype), lock=False,
-                          compute=False)
-        return dask.delayed(_publish, pure=False)(stored, str(partial), str(spec.path))
-    return arr.to_dask()
+        return arr.to_zarr(path, compute=False, overwrite=True)
+    temp = publish.temp_path(path)
+    np.lib.format.open_memmap(temp, mode="w+", dtype=arr.dtype, shape=arr.shape).flush()
+    stored = da.store(arr.to_dask(), NpyTarget(str(temp), arr.shape, arr.dtype), lock=False, compute=False)
+    return dask.delayed(_publish, pure=False)(stored, temp, path)
 
 
-def partial_path(path: Path) -> Path:
-    """Where a .npy output is written until its last block is in: `.NAME.partial` beside it."""
-    return path.with_name(f".{path.name}.partial")
+def _not_replaceable(kind: str, path: Path) -> str:
+    """Why what is at `path` must not be replaced by a `kind` output ('' when it may be)."""
+    if not os.path.lexists(path):
+        return ""
+    if kind == "npy":
+        return "" if path.is_file() else "not a file"
+    if not path.is_dir() or not publish.is_zarr_store(path):
+        return "a folder that is not a zarr store" if path.is_dir() else "not a folder"
+    import zarr
+
+    try:
+        ours = completion.marker(zarr.open_array(str(path), mode="r")) is not None
+    except Exception:  # a group, or metadata zarr cannot read
+        ours = False
+    return "" if ours else "a zarr store lazyfuel did not write (no lazyfuel attribute); delete it yourself"
 
 
-def _publish(stored: Any, partial: str, path: str) -> None:
+def discard(specs: list[OutputSpec]) -> None:
+    """Remove this process's temporary outputs of `specs` (after a failed run)."""
+    for spec in specs:
+        if spec.path is not None:
+            publish.discard_own(publish.real_path(spec.path))
+
+
+def _publish(stored: Any, temp: Path, path: Path) -> None:
     """Move a finished .npy output to its path (atomic in one directory)."""
-    os.replace(partial, path)
+    publish.install(temp, path)
 
 
 def summarise(spec: OutputSpec, arr: lf.Array, computed: Any) -> Summary:
     """The summary of an output once its target has run (`computed` is its result)."""
     if spec.kind == "zarr":
-        import zarr
-
-        digest = _digest_rows(zarr.open_array(str(spec.path), mode="r"))
+        digest = _digest_rows(zarr_io.open_checked(str(spec.path))[1])
     elif spec.kind == "npy":
         digest = _digest_rows(np.load(spec.path, mmap_mode="r", allow_pickle=False))
     else:

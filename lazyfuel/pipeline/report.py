@@ -1,10 +1,13 @@
-"""The closing summary of `lazyfuel run`: outputs, wall time, bytes moved, GB/s, bindings, device.
+"""The closing summary of `lazyfuel run`: outputs, wall time, where it ran, bytes moved, GB/s,
+bindings.
 
-Bytes and bindings come from `lf.profile()` (what really ran in this process). Where it counted
+Where it ran, bytes and bindings come from `lf.profile()` (what really ran in this process: each
+program's backend and device, as its executor recorded them). Where it counted
 nothing (a processes or distributed scheduler runs the kernels in other processes, whose
 profiles this one cannot see) the summary says so and falls back to the logical bytes (inputs
 read + outputs written, from shapes) and to the bindings the planner chose (`lf.explain`); bindings
-the planner chose that the profile did not count are listed apart.
+the planner chose that the profile did not count are listed apart; where it ran is then the
+backends of the planned bindings.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from lazyfuel.pipeline.run import Built, RunResult
 
 _BINDING = re.compile(r" via (\([^)]*\))")
 _KEY = re.compile(r"^\([^)]*\)")
+_BACKEND = re.compile(r",(\w+)\)$")  # the backend closing a binding key "(Op,[dtypes],Backend)"
 
 
 def planned_bindings(built: Built) -> Counter:
@@ -27,12 +31,34 @@ def planned_bindings(built: Built) -> Counter:
     return found
 
 
-def summary(built: Built, result: RunResult, device: str) -> str:
+def ran_on(result: RunResult, planned: Counter) -> str:
+    """Where the run's programs ran, by backend and device, as `lf.profile` counted them (most
+    first); else the backends of the `planned` bindings, saying so; else that no kernel ran."""
+    where = result.profile.where
+    if where:
+        parts = [f"{n} program(s) on {_place(backend, device)}"
+                 for (backend, device), n in sorted(where.items(), key=lambda kv: (-kv[1], kv[0]))]
+        return "ran on (lf.profile): " + ", ".join(parts)
+    backends = sorted({m.group(1) for key in planned if (m := _BACKEND.search(key))})
+    if backends:
+        return (f"ran on {', '.join(backends)} as planned (lf.profile counted no program in this "
+                f"process: the {result.scheduler} scheduler ran them elsewhere)")
+    return "ran no kernel (views of the inputs only)"
+
+
+def _place(backend: str, device: str) -> str:
+    if backend == "Cpu":
+        return "the CPU (numpy)"
+    return f"{backend} {device}".rstrip()
+
+
+def summary(built: Built, result: RunResult) -> str:
     """The lines printed after a run."""
     lines = [s.line() for s in result.summaries]
     wall = max(result.wall_seconds, 1e-9)
-    lines.append(f"ran {built.graph.path} in {result.wall_seconds:.2f} s on {device} "
-                 f"(scheduler {result.scheduler})")
+    planned = planned_bindings(built)
+    lines.append(f"ran {built.graph.path} in {result.wall_seconds:.2f} s (scheduler {result.scheduler})")
+    lines.append(ran_on(result, planned))
     prof = result.profile
     logical = f"{_size(result.logical_bytes)} logical (inputs read + outputs written) at " \
               f"{result.logical_bytes / wall / 1e9:.2f} GB/s"
@@ -45,7 +71,6 @@ def summary(built: Built, result: RunResult, device: str) -> str:
     if prof.programs or prof.submits:
         lines.append(f"device work: {prof.programs} program(s), {prof.submits} submit(s), "
                      f"{prof.dispatches} dispatch(es), {prof.device_seconds * 1e3:.1f} ms on the device")
-    planned = planned_bindings(built)
     if prof.bindings:
         lines.append("bindings used (lf.profile):")
         lines += [f"  {n}x {name}" for name, n in sorted(prof.bindings.items())]

@@ -4,7 +4,9 @@
 that does not fit become a `GraphError` at the step's line; nothing runs). `explain(graph)`
 returns `lf.explain` of each output. `execute(built, scheduler)` computes every output in one
 dask computation (stores and in-memory results together, so shared work runs once) under
-`lf.profile()`, with a progress bar on stderr, and measures wall time and memory growth.
+`lf.profile()`, with a progress bar on stderr, and measures wall time and memory growth. Warnings
+and lazyfuel's notices raised while the bar is drawn are held and shown after it closes, so none
+lands inside the bar's line.
 
 Schedulers: "threads" (default), "processes", "sync", or the address of a dask.distributed
 scheduler ("tcp://host:8786"); stores go to paths every worker must see.
@@ -13,17 +15,20 @@ scheduler ("tcp://host:8786"); stores go to paths every worker must see.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import dask
 
 import lazyfuel as lf
+from lazyfuel.notices import LOGGER
 from lazyfuel.pipeline import inputs as input_kinds
 from lazyfuel.pipeline import outputs as output_kinds
 from lazyfuel.pipeline.document import GraphError
@@ -104,27 +109,47 @@ def build(graph: Graph, log: Log = _stderr, write_stores: bool = True) -> Built:
 
 
 def explain(graph: Graph) -> str:
-    """`lf.explain` of each output, headed by its name; builds but writes and runs nothing."""
+    """`lf.explain` of each output, headed by its name; builds but writes and runs nothing. A note
+    of a plan's header (a left-out backend) is shown once, in the first plan that has it."""
     built = build(graph, write_stores=False)
     parts = [f"# {built.graph.name}: {graph.description}".rstrip(": ")]
     for path in built.pending_stores:
         parts.append(f"(the store {path} is not written yet; the plan reads its generator instead)")
+    said: set[str] = set()  # notes of the plans' headers (a left-out backend) already shown
     for spec, arr in built.outputs:
         parts.append(f"\n## output {spec.value!r} ({spec.kind}{f' -> {spec.path}' if spec.path else ''})")
-        parts.append(lf.explain(arr).rstrip())
-    return "\n".join(parts) + "\n"
+        first, *header, body = _header_and_body(lf.explain(arr).rstrip())
+        parts.append(first)
+        parts += [line for line in header if line not in said]
+        said.update(header)
+        parts.append(body)
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def _header_and_body(plan: str) -> list[str]:
+    """An `lf.explain` text as its first line, its header's notes (up to the first blank line),
+    and the rest."""
+    head, _, body = plan.partition("\n\n")
+    first, *notes = head.splitlines()
+    return [first, *notes, "\n" + body if body else ""]
 
 
 def execute(built: Built, scheduler: str = "threads", progress: bool = True, log: Log = _stderr
             ) -> RunResult:
     """Compute every output; RunResult. GraphError if the run exceeds the graph's memory limit."""
     graph = built.graph
-    targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
     local = scheduler in LOCAL_SCHEDULERS
     with lf.profile() as prof, _MemoryWatch(enabled=scheduler in ("threads", "sync")) as memory:
         started = time.perf_counter()
-        results = _compute(targets, scheduler, progress) if local else _compute_distributed(
-            targets, scheduler, progress)
+        try:  # a failed run leaves no temporary output of this process behind
+            targets = [output_kinds.target(spec, arr, graph.path) for spec, arr in built.outputs]
+            results = _compute(targets, scheduler, progress) if local else _compute_distributed(
+                targets, scheduler, progress)
+        except BaseException as err:
+            output_kinds.discard([spec for spec, _ in built.outputs])
+            if isinstance(err, IndexError):  # an index checked as its chunk was computed: say whose
+                raise _located(built, err) from err
+            raise
         wall = time.perf_counter() - started
     summaries = [output_kinds.summarise(spec, arr, res) for (spec, arr), res in zip(built.outputs, results)]
     used_inputs = {v for s in graph.steps for v in s.values.values() if isinstance(v, str)}
@@ -143,13 +168,43 @@ def execute(built: Built, scheduler: str = "threads", progress: bool = True, log
 
 
 def _compute(targets: list[Any], scheduler: str, progress: bool) -> list[Any]:
-    bar: Any = contextlib.nullcontext()
-    if progress:
-        from dask.diagnostics import ProgressBar
-
-        bar = ProgressBar(out=sys.stderr, minimum=PROGRESS_AFTER_S)
-    with bar:
+    if not progress:
         return list(dask.compute(*targets, scheduler=scheduler))
+    from dask.diagnostics import ProgressBar
+
+    with held_notices(), ProgressBar(out=sys.stderr, minimum=PROGRESS_AFTER_S):
+        return list(dask.compute(*targets, scheduler=scheduler))
+
+
+class _Held(logging.Handler):
+    """Keeps the records it is given, to be handled later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def held_notices() -> Iterator[None]:
+    """Hold the warnings and the `lazyfuel` logger's records raised in the block (by any thread),
+    then show them, in order, as they would have been shown: after a progress bar has closed."""
+    held = _Held()
+    handlers, propagate = LOGGER.handlers[:], LOGGER.propagate
+    LOGGER.handlers[:] = [held]
+    LOGGER.propagate = False
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        LOGGER.handlers[:] = handlers
+        LOGGER.propagate = propagate
+        for w in caught:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        for record in held.records:
+            LOGGER.handle(record)
 
 
 def _compute_distributed(targets: list[Any], address: str, progress: bool) -> list[Any]:
@@ -162,10 +217,40 @@ def _compute_distributed(targets: list[Any], address: str, progress: bool) -> li
     with Client(address, timeout="10s") as client:
         futures = client.compute(targets)
         if progress:
-            with contextlib.redirect_stdout(sys.stderr):
+            with held_notices(), contextlib.redirect_stdout(sys.stderr):
                 show_progress(futures)
                 print(file=sys.stderr)
         return client.gather(futures)
+
+
+class GraphIndexError(GraphError, IndexError):
+    """An out-of-range index met while running a graph, located: the file, the step's line, the step
+    and the value its `indices` came from (a GraphError and an IndexError both)."""
+
+
+def _located(built: Built, err: IndexError) -> IndexError:
+    """`err` as a GraphIndexError naming the step and indices it came from: the first step taking
+    named indices with one outside its axis (they are read again to find out, on this failing path
+    only). `err` itself when no step's indices are out of range (an IndexError of another kind)."""
+    graph = built.graph
+    takers = [s for s in graph.steps if isinstance(s.values.get("indices"), str)
+              and isinstance(s.values.get("x"), str)]
+    culprit = next((s for s in takers if _out_of_range(built, s)), None)
+    if culprit is None:
+        return err
+    return GraphIndexError(_first_line(err), graph.path, culprit.line,
+                           f"step {culprit.name!r}, indices {culprit.values['indices']!r}", culprit.name)
+
+
+def _out_of_range(built: Built, step: Any) -> bool:
+    """Whether an index of `step`'s indices lies outside the axis `dim` of its `x`."""
+    x, indices = built.values[step.values["x"]], built.values[step.values["indices"]]
+    size = x.shape[step.params.get("dim", 0) % max(x.ndim, 1)] if x.ndim else 1
+    flat = indices.to_dask().ravel()
+    if flat.size == 0:
+        return False
+    low, high = dask.compute(flat.min(), flat.max(), scheduler="threads")
+    return bool(low < 0 or high >= size)
 
 
 def _first_line(err: BaseException) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from dask.system import CPU_COUNT
 
+from lazyfuel import publish
 from lazyfuel.pipeline import inputs as input_kinds
 from lazyfuel.pipeline.document import GraphError, Y, read
 from lazyfuel.pipeline.fields import Scope, suggest
@@ -102,6 +103,9 @@ def load_graph(path: str | Path, overrides: Mapping[str, str] | None = None) -> 
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise GraphError(f"cannot read the graph: {err.strerror or err}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise GraphError(f"not a text file: byte {err.object[err.start]:#04x} at offset {err.start} is not "
+                         "UTF-8; a graph is a YAML text file (graphs/*.yaml)", str(path)) from None
     return parse_graph(text, str(path), overrides, base=Path(path).resolve().parent)
 
 
@@ -124,12 +128,33 @@ def parse_graph(text: str, path: str = "<string>", overrides: Mapping[str, str] 
     steps = _steps(scope, top["steps"], {i.name: i.line for i in inputs})
     outputs = _outputs(scope.at("outputs"), top["outputs"], [*(i.name for i in inputs),
                                                            *(s.name for s in steps)], base)
-    sources = {getattr(i.options, "path", None): i.name for i in inputs}
-    for out in outputs:
-        if out.path is not None and out.path in sources:
-            raise scope.at("outputs").error(f"{out.kind}: {out.path} is where input {sources[out.path]!r} "
-                                            "is read from; write the output elsewhere", out.line)
+    _check_places(scope.at("outputs"), inputs, outputs)
     return Graph(path, str(description or ""), params, memory, inputs, steps, outputs, memory_line)
+
+
+def _check_places(scope: Scope, inputs: tuple[InputSpec, ...], outputs: tuple[OutputSpec, ...]) -> None:
+    """GraphError for an output written where an input is read, or where another output goes:
+    compared as the file system sees them (`publish.same_place`: symlinks, `..`, hard links)."""
+    sources = [(i.name, i.kind, p) for i in inputs if (p := getattr(i.options, "path", None)) is not None]
+    for n, out in enumerate(outputs):
+        if out.path is None:
+            continue
+        for name, kind, path in sources:
+            if publish.same_place(out.path, path):
+                raise scope.error(f"{out.kind}: output {out.value!r} would write {out.path}, the same place "
+                                  f"as input {name!r} ({kind}: {path}{_real_note(path)}), which it reads; "
+                                  "write the output elsewhere", out.line)
+        for other in outputs[:n]:
+            if other.path is not None and publish.same_place(out.path, other.path):
+                raise scope.error(f"{out.kind}: output {out.value!r} would write {out.path}, the same place "
+                                  f"as output {other.value!r} (line {other.line}: {other.kind}: {other.path}"
+                                  f"{_real_note(other.path)}); give each output its own path", out.line)
+
+
+def _real_note(path: Path) -> str:
+    """', which is PATH' when symlinks make `path` another place."""
+    real = publish.real_path(path)
+    return f", which is {real}" if real != path else ""
 
 
 def _params(scope: Scope, y: Y | None, overrides: dict[str, str], line: int) -> dict[str, Any]:

@@ -25,6 +25,12 @@ plans stay stable run to run. The model also prices a program's transfers apart 
 (`CostModel.transfer_cost`: one submit, the inputs in and the results out; zero for a backend whose
 steps were timed by wall clock): `Program.transfer_cost` is part of what the backend choice
 compares, and plays no part in choosing among one backend's bindings, which move the same data.
+
+A planner may be told which backends are left out and why (`left_out`: not usable here, or not
+chosen); `left_out_for(ops)` names those that ship bindings for some of `ops` (what `explain`
+lists), and with `mention_left_out` the first plan that needs such a backend's ops says once per
+process, on one line, that it runs without it (`lazyfuel.notices.log_once`): the reader hears of
+CUDA when an FFT is planned, not on every command.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import dataclasses
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -41,6 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
+from lazyfuel import notices
 from lazyfuel.checks import fill_bytes
 from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, OpKind
 from lazyfuel.dtypes import DType
@@ -96,11 +103,14 @@ class Planner:
     """Plans chains against one registry and an ordered list of allowed backends (first = preferred)."""
 
     def __init__(self, registry: Registry, backends: Sequence[Backend],
-                 costs: CostModel | None = None, cache_size: int = PLAN_CACHE_SIZE) -> None:
+                 costs: CostModel | None = None, cache_size: int = PLAN_CACHE_SIZE,
+                 left_out: Mapping[Backend, str] | None = None, mention_left_out: bool = False) -> None:
         self.registry = registry
         self.backends = tuple(backends)
         self.costs = costs
         self.cache_size = cache_size
+        self.left_out = dict(left_out or {})  # backend -> why it is not planned over
+        self.mention_left_out = mention_left_out
         self._cache: OrderedDict[tuple[Any, ...], Program] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
@@ -112,6 +122,8 @@ class Planner:
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
+        if self.mention_left_out:
+            self._mention_left_out(chain)
         programs: list[Program | None] = []
         candidates: list[Candidate] = []
         reasons: list[str] = []
@@ -142,6 +154,31 @@ class Planner:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return best
+
+    def left_out_for(self, ops: Iterable[str]) -> dict[Backend, str]:
+        """The left-out backends (and why) that ship a binding for one of `ops` (op kind names)."""
+        wanted = set(ops)
+        shipping = {b.backend for b in self.registry.bindings() if b.op_kind.name in wanted}
+        return {b: why for b, why in self.left_out.items() if b in shipping}
+
+    def _mention_left_out(self, chain: Chain) -> None:
+        """Say once per process, for each left-out backend with bindings for the chain's ops, that
+        they are planned without it (and why)."""
+        waiting = [b for b in self.left_out if not notices.given(left_out_notice(b))]
+        if not waiting:
+            return
+        ops = [n.op for n in chain.nodes]
+        for backend, why in self.left_out_for(ops).items():
+            if backend in waiting:
+                shipped = sorted({b.op_kind.name for b in self.registry.bindings()
+                                  if b.backend is backend and b.op_kind.name in ops})
+                notices.log_once(left_out_notice(backend), f"lazyfuel: {', '.join(shipped)} planned "
+                                 f"without the {backend} backend, which is {why}")
+
+
+def left_out_notice(backend: Backend) -> tuple[str, str]:
+    """The key of the one notice per process that `backend` is left out (`lazyfuel.notices`)."""
+    return ("left out", backend.name)
 
 
 class _Builder:

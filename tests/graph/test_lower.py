@@ -19,6 +19,7 @@ import lazyfuel as lf
 
 DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.uint32, np.bool_,
           np.complex64]
+NEW_DTYPES = [np.int8, np.int16, np.uint16, np.uint64]  # issue 15: supported since then
 INDEX_DTYPES = [np.int64, np.int32, np.uint8, np.uint16, np.uint64, np.int8]
 
 
@@ -35,9 +36,9 @@ def chunking(draw: st.DrawFn, n: int) -> tuple[int, ...]:
 
 
 @st.composite
-def source(draw: st.DrawFn) -> tuple[lf.Array, np.ndarray]:
+def source(draw: st.DrawFn, dtypes: list = DTYPES) -> tuple[lf.Array, np.ndarray]:
     shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
-    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
     seed = draw(st.integers(0, 2**16))
     raw = np.random.default_rng(seed).integers(0, 256, size=int(np.prod(shape)) * dtype.itemsize,
                                                dtype=np.uint8)
@@ -45,6 +46,8 @@ def source(draw: st.DrawFn) -> tuple[lf.Array, np.ndarray]:
         raw = raw % 2
     a = raw.view(dtype).reshape(shape)  # every bit pattern, NaN payloads included
     chunks = tuple(draw(chunking(n)) for n in shape)
+    if draw(st.integers(0, 3)) == 0:  # given in the other byte order: converted where it is read
+        return lf.from_array(a.astype(a.dtype.newbyteorder("S")), chunks=chunks), a
     return lf.from_array(a, chunks=chunks), a
 
 
@@ -54,7 +57,7 @@ def maybe_lazy(draw: st.DrawFn, values: np.ndarray) -> object:
         return values
     chunks = max(1, draw(st.integers(1, 4)))
     d = da.from_array(values, chunks=chunks)
-    lazyfuel_dtype = values.dtype in (np.int32, np.int64, np.uint8, np.uint32, np.bool_)
+    lazyfuel_dtype = values.dtype in (np.int32, np.int64, np.uint8, np.uint32, np.bool_, *NEW_DTYPES)
     return lf.asarray(d) if kind == "lazyfuel" and lazyfuel_dtype else d
 
 
@@ -88,6 +91,9 @@ def step(draw: st.DrawFn, x: lf.Array, ref: np.ndarray) -> tuple[lf.Array, np.nd
         return lf.gather(x, dim, maybe_lazy(draw, idx)), np.take_along_axis(ref, idx, axis=dim)
     k = draw(st.integers(0, ref.ndim))
     mshape = tuple(1 if draw(st.booleans()) else n for n in ref.shape[ref.ndim - k:])
+    if draw(st.integers(0, 3)) == 0:  # a mask larger than the data: the data is stretched up
+        lead = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+        mshape = lead + tuple(draw(st.integers(2, 3)) if n == 1 else n for n in ref.shape)
     mask = rng.random(mshape) < 0.5
     value = draw(st.sampled_from([0, 1, True]))
     fill = np.asarray(value).astype(ref.dtype)
@@ -103,6 +109,36 @@ def test_random_pipelines_are_bit_equal_to_numpy(backend, bits_equal, data):
         x, ref = step(data.draw, x, ref)
     assert x.shape == ref.shape and x.dtype == ref.dtype
     bits_equal(x.compute(scheduler="threads"), ref)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_pipelines_of_int8_int16_uint16_uint64_are_bit_equal_to_numpy(backend, bits_equal, data):
+    x, ref = data.draw(source(NEW_DTYPES))
+    for _ in range(data.draw(st.integers(1, 4))):
+        x, ref = step(data.draw, x, ref)
+    assert x.shape == ref.shape and x.dtype == ref.dtype
+    bits_equal(x.compute(scheduler="threads"), ref)
+
+
+def test_a_mask_larger_than_the_data_gives_np_where_s_shape_and_bits(backend, bits_equal):
+    """Issue 15: the data is stretched up to the common shape (numpy's where, torch's out-of-place
+    masked_fill), for concrete and lazy masks, every new dtype and a 0-d data value."""
+    rng = np.random.default_rng(15)
+    for dtype in (np.float32, np.int8, np.int16, np.uint16, np.uint64, np.complex128):
+        data = rng.integers(0, 256, 25 * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype)
+        mask = rng.random((2, 1)) < 0.5
+        fill = np.asarray(7).astype(dtype)
+        got = lf.masked_fill(lf.from_array(data, chunks=10), mask, 7).compute()
+        bits_equal(got, np.where(mask, fill, data))
+    data = rng.standard_normal((1, 7, 1)).astype(np.float32)
+    mask = rng.random((3, 5, 7, 4)) < 0.5
+    lazy = da.from_array(mask, chunks=(2, 5, 3, 4))
+    bits_equal(lf.masked_fill(data, lazy, 0.5).compute(), np.where(mask, np.float32(0.5), data))
+    bits_equal(lf.masked_fill(lf.from_array(data).T, mask[..., :1, :], -1).compute(),
+               np.where(mask[..., :1, :], np.float32(-1), data.T))
+    bits_equal(lf.masked_fill(np.int16(9), np.array([True, False]), 1).compute(), np.array([1, 9], np.int16))
 
 
 def test_index_select_along_a_chunked_axis_with_repeats_and_reversal(backend, bits_equal):

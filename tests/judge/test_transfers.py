@@ -83,7 +83,11 @@ def test_vulkan_is_judged_by_kernel_time_with_its_transfers_measured_and_cached(
     costs = measured_costs(backends=[Backend.Vulkan], cache=cache)
     assert costs.transfers[Backend.Vulkan].key == key
     one_mib = costs.transfer_cost(Backend.Vulkan, [1 << 20], [1 << 20])
-    assert one_mib > costs.transfers[Backend.Vulkan].submit_s
+    # not `>`: in zero-copy mode 4 KiB and 1 MiB may time alike, and a fit with no per-byte cost
+    # and a latency at the submit's leaves a transfer costing the submit alone
+    measured = costs.transfers[Backend.Vulkan]
+    assert one_mib == pytest.approx(measured.seconds([1 << 20], [1 << 20]))
+    assert one_mib >= measured.submit_s > 0
 
 
 def test_entries_of_an_older_judge_version_are_measured_again(cache, tiny) -> None:

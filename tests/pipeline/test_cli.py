@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from lazyfuel.backends.base import executor
+from lazyfuel.backends.vulkan import get_pool
 from lazyfuel.cli import main
-from lazyfuel.pipeline import GraphError
+from lazyfuel.contracts.model import Backend
+from lazyfuel.pipeline import GraphError, build, execute, load_graph
+from lazyfuel.providers import available_backends
 
 from .conftest import MALFORMED, write_graph
 
@@ -20,6 +24,18 @@ steps:
   - {name: rows, op: index_select, x: table, dim: 0, indices: ids}
 outputs:
   - rows
+"""
+# The second select's indices reach 29 along an axis of 20: only it is out of range.
+TWO_SELECTS = """
+inputs:
+  table: {random: {shape: [100, 8], chunks: [50, 8], seed: 0}}
+  ok: {indices: {shape: [20], high: 100, seed: 1, chunks: 10}}
+  bad: {indices: {shape: [20, 8], high: 30, seed: 2, chunks: [10, 8]}}
+steps:
+  - {name: picked, op: index_select, x: table, dim: 0, indices: ok}
+  - {name: shuffled, op: gather, x: picked, dim: 0, indices: bad}
+outputs:
+  - shuffled
 """
 
 
@@ -73,13 +89,81 @@ def test_a_distributed_scheduler_address(tmp_path: Path, capsys: pytest.CaptureF
     assert out.splitlines()[0] == want and f"(scheduler {cluster.scheduler_address})" in out
 
 
-def test_the_cpu_backend_and_the_device_line(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                             monkeypatch: pytest.MonkeyPatch):
+def _ran_on(out: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith("ran on")]
+    return line
+
+
+def test_the_summary_says_where_the_programs_ran_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                            monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("LAZYFUEL_BACKEND", "auto")
     path = write_graph(tmp_path, SMALL)
     assert main(["run", str(path), "--no-progress", "--backend", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "on the CPU via numpy (cpu backend)" in out and "Cpu)" in out
+    assert _ran_on(out) == "ran on (lf.profile): 3 program(s) on the CPU (numpy)" and "Cpu)" in out
+
+
+@pytest.mark.skipif(Backend.Vulkan not in available_backends("auto"), reason="no Vulkan device here")
+def test_the_summary_names_the_vulkan_device_the_programs_ran_on(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "auto")
+    path = write_graph(tmp_path, SMALL)
+    assert main(["run", str(path), "--no-progress", "--backend", "vulkan"]) == 0
+    want = f"ran on (lf.profile): 3 program(s) on Vulkan {get_pool().label}"
+    assert _ran_on(capsys.readouterr().out) == want
+
+
+@pytest.mark.skipif(Backend.OpenCL not in available_backends("auto"), reason="no OpenCL device here")
+def test_the_summary_names_the_fft_device(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "auto")
+    path = write_graph(tmp_path, "inputs:\n  a: {random: {shape: [8, 64], chunks: [4, 64]}}\n"
+                       "steps:\n  - {name: s, op: rfft, x: a}\noutputs: [s]\n")
+    assert main(["run", str(path), "--no-progress", "--backend", "opencl"]) == 0
+    name = executor(Backend.OpenCL).device.name
+    assert _ran_on(capsys.readouterr().out) == f"ran on (lf.profile): 2 program(s) on OpenCL {name}"
+
+
+def test_the_summary_of_a_processes_run_says_where_it_was_planned(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "auto")
+    path = write_graph(tmp_path, SMALL)
+    assert main(["run", str(path), "--no-progress", "--backend", "cpu", "--scheduler", "processes"]) == 0
+    assert _ran_on(capsys.readouterr().out) == (
+        "ran on Cpu as planned (lf.profile counted no program in this process: the processes scheduler "
+        "ran them elsewhere)")
+
+
+def test_an_index_out_of_range_names_the_file_the_step_and_the_indices(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture):
+    path = write_graph(tmp_path, TWO_SELECTS)
+    assert main(["run", str(path), "--no-progress"]) == 1
+    out, err = capsys.readouterr()
+    (line,) = [line for line in err.splitlines() if not line.startswith("lazyfuel: warning: ")]
+    assert out == "" and line.startswith(f"lazyfuel: {path}:8: step 'shuffled', indices 'bad': index ")
+    assert line.endswith(" is out of range; expected 0 <= index < 20")
+
+
+def test_the_run_raises_an_index_error_located_in_the_graph(tmp_path: Path):
+    built = build(load_graph(write_graph(tmp_path, TWO_SELECTS)))
+    with pytest.raises(IndexError, match="is out of range") as caught:
+        execute(built, progress=False)
+    assert isinstance(caught.value, GraphError)
+    assert (caught.value.line, caught.value.step) == (8, "shuffled")
+    one = write_graph(tmp_path, SMALL.replace("high: 1000", "high: 2000"), "one.yaml")
+    with pytest.raises(GraphError, match=r"one.yaml:6: step 'rows', indices 'ids': index \d+ at position"):
+        execute(build(load_graph(one)), progress=False)
+
+
+def test_a_binary_file_as_a_graph_is_a_graph_error(tmp_path: Path, capsys: pytest.CaptureFixture):
+    path = tmp_path / "picture.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+    with pytest.raises(GraphError, match=r"picture.yaml: not a text file: byte 0x89 at offset 0 is not "):
+        load_graph(path)
+    assert main(["run", str(path)]) == 1
+    assert capsys.readouterr().err.startswith(f"lazyfuel: {path}: not a text file: ")
 
 
 def test_a_malformed_graph_is_one_line_and_exit_1(capsys: pytest.CaptureFixture):

@@ -110,3 +110,12 @@ def test_the_example_in_docs_graphs_md_builds(tmp_path: Path):
     example = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
     built = build(parse_graph(example, "graphs.md", base=tmp_path), write_stores=False)
     assert built.values["dropped"].shape == (25000, 128)
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("int8", "int8"), ("i16", "int16"), ("uint16", "uint16"),
+                                             ("u64", "uint64")])
+def test_the_new_dtypes_have_names_and_aliases(tmp_path: Path, name: str, dtype: str):
+    """Issue 15: the graph format names every lazyfuel dtype (taken from `DType`, one home)."""
+    graph = load_graph(write_graph(tmp_path, BASE.replace("chunks: [$quarter, 8]",
+                                                          f"chunks: [$quarter, 8], dtype: {name}")))
+    assert graph.inputs[0].options.dtype == dtype

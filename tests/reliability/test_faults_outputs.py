@@ -47,28 +47,37 @@ def one_thread():
         yield
 
 
-def test_a_failed_to_zarr_is_refused_by_from_zarr(fault_pools, tmp_path):
+def test_a_failed_to_zarr_leaves_nothing_at_its_path_and_a_rerun_works(fault_pools, tmp_path):
     path = tmp_path / "rows.zarr"
     with pytest.raises(IndexError, match="index 64 at position 60 is out of range; expected 0 <= index < 64"):
         selected(BAD).to_zarr(path)
-    assert zarr.open_array(str(path), mode="r").attrs["lazyfuel"] == {"complete": False}
-    with pytest.raises(IncompleteStoreError, match=r"rows.zarr is incomplete: lazyfuel began writing it and "
+    assert list(tmp_path.iterdir()) == []  # written beside the path, removed on failure
+    selected(GOOD).to_zarr(path)  # no overwrite=True needed, and no zarr ContainsArrayError (issue 16, #12)
+    assert zarr.open_array(str(path), mode="r").attrs["lazyfuel"]["complete"] is True
+    np.testing.assert_array_equal(lf.from_zarr(path).compute(), WANT)
+
+
+def test_a_failed_to_zarr_into_a_store_object_is_refused_by_from_zarr(fault_pools):
+    store = zarr.storage.MemoryStore()  # not a local path: written in place, guarded by the marker
+    with pytest.raises(IndexError, match="index 64 at position 60"):
+        selected(BAD).to_zarr(store)
+    assert zarr.open_array(store, mode="r").attrs["lazyfuel"] == {"complete": False}
+    with pytest.raises(IncompleteStoreError, match=r"is incomplete: lazyfuel began writing it and "
                                                     r"the run did not finish \(attribute lazyfuel.complete"):
-        lf.from_zarr(path)
-    selected(GOOD).to_zarr(path, overwrite=True)
-    assert zarr.open_array(str(path), mode="r").attrs["lazyfuel"] == {"complete": True}
-    np.testing.assert_array_equal(lf.from_zarr(path).compute(), WANT)
+        lf.from_zarr(store)
+    selected(GOOD).to_zarr(store)  # an incomplete lazyfuel array is replaced without overwrite=True
+    np.testing.assert_array_equal(lf.from_zarr(store).compute(), WANT)
 
 
-def test_device_losses_past_the_retry_leave_the_store_incomplete(fault_pools, tmp_path):
+def test_device_losses_past_the_retry_leave_no_store(fault_pools, tmp_path):
     path = tmp_path / "rows.zarr"
+    selected(GOOD).to_zarr(path)
+    before = lf.from_zarr(path).compute()
     with faults.device_lost(count=2, after=3) as lost, pytest.raises(DeviceLostError, match="lost twice"):
-        selected(GOOD).to_zarr(path)
+        selected(GOOD).to_zarr(path, overwrite=True)
     assert lost.fired == 2
-    with pytest.raises(IncompleteStoreError):
-        lf.from_zarr(path)
-    selected(GOOD).to_zarr(path, overwrite=True)
-    np.testing.assert_array_equal(lf.from_zarr(path).compute(), WANT)
+    np.testing.assert_array_equal(lf.from_zarr(path).compute(), before)  # the old store is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.zarr"]
 
 
 def test_compute_raises_rather_than_return_part_of_the_result(fault_pools):
@@ -83,15 +92,18 @@ def test_pipeline_outputs_of_a_failed_run_do_not_look_complete(fault_pools, tmp_
     npy, store = tmp_path / "out" / "rows.npy", tmp_path / "out" / "rows.zarr"
     specs = [OutputSpec("rows", "npy", npy, 1), OutputSpec("rows", "zarr", store, 2)]
     npy.parent.mkdir()
-    np.save(npy, np.zeros(3))  # an earlier run's output: it must not pass for this run's
+    np.save(npy, np.zeros(3))  # an earlier run's output: it stays until this run's replaces it
     targets = [outputs.target(spec, selected(BAD), "graph.yaml") for spec in specs]
     with pytest.raises(IndexError, match="position 60"):
         da.compute(*targets, scheduler="sync")
-    assert not npy.exists() and outputs.partial_path(npy).exists()
-    with pytest.raises(IncompleteStoreError):
-        lf.from_zarr(store)
+    np.testing.assert_array_equal(np.load(npy), np.zeros(3))
+    assert not store.exists()  # written beside its path: nothing there reads as complete
+    left = sorted(p.name for p in npy.parent.iterdir())
+    assert [n.split("-")[0] for n in left] == [".rows.npy.tmp", ".rows.zarr.tmp", "rows.npy"], left
+    outputs.discard(specs)  # what `lazyfuel run` does after a failure
+    assert sorted(p.name for p in npy.parent.iterdir()) == ["rows.npy"]
     targets = [outputs.target(spec, selected(GOOD), "graph.yaml") for spec in specs]
     da.compute(*targets, scheduler="threads")
     np.testing.assert_array_equal(np.load(npy), WANT)
-    assert not outputs.partial_path(npy).exists()
+    assert sorted(p.name for p in npy.parent.iterdir()) == ["rows.npy", "rows.zarr"]
     np.testing.assert_array_equal(lf.from_zarr(store).compute(), WANT)

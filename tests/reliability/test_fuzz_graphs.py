@@ -143,11 +143,27 @@ def check_only_graph_errors(text: str, tmp_path: Path) -> None:
         assert err.reason and "\n" not in str(err), repr(str(err))
 
 
-@pytest.mark.parametrize("name", [p.name for p in SHIPPED] + ["small"])
-def test_the_unmutated_graphs_build(name, tmp_path):
+# What each unmutated graph's outputs are: (value, shape, dtype), in the graph's order.
+BUILT = {
+    "embedding_lookup.yaml": [("masked", (16384, 256), "bfloat16")],
+    "out_of_core.yaml": [("features", (262144, 32), "float32")],
+    "quickstart.yaml": [("dropped", (128, 32768), "float32"), ("samples", (32768, 128), "float32")],
+    "spectral_features.yaml": [("spectrum", (4096, 257), "complex64")],
+    "small": [("c", (8, 32), "float32"), ("few", (2, 2), "int64"), ("rows_", (32, 8), "float32")],
+}
+
+
+def test_every_shipped_graph_has_its_expected_outputs():
+    assert sorted(BUILT) == sorted([p.name for p in SHIPPED] + ["small"])
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_the_unmutated_graphs_build_their_outputs(name, tmp_path):
     text = SMALL if name == "small" else (REPO / "graphs" / name).read_text(encoding="utf-8")
     graph = parse_graph(text, str(tmp_path / name), base=tmp_path)
-    build(graph, log=lambda message: None, write_stores=False)
+    built = build(graph, log=lambda message: None, write_stores=False)
+    assert [(spec.value, arr.shape, arr.dtype.name) for spec, arr in built.outputs] == BUILT[name]
+    assert all(arr is built.values[spec.value] for spec, arr in built.outputs)
 
 
 @fuzz(250)

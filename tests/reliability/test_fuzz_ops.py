@@ -38,7 +38,7 @@ INTERNAL = re.compile(
     r"only integer scalar arrays|list indices must be|'\w+' object cannot be interpreted")
 
 GOOD_DTYPES = [np.float32, np.float16, np.float64, np.uint8, np.uint32, np.bool_, np.int32, np.int64,
-               np.complex64]
+               np.complex64, np.int8, np.int16, np.uint16, np.uint64]
 
 
 @st.composite
@@ -196,20 +196,18 @@ def test_masked_fill(x, data):
         if isinstance(value, (str, bytes)) or value is None or np.ndim(value):
             raise TypeError("value")
         fill = np.asarray(value)
-        if x.dtype.kind in "iu":
+        if x.dtype.kind != "c" and np.iscomplexobj(fill) and np.imag(fill) != 0:
+            raise ValueError("complex into a real dtype")
+        if x.dtype.kind in "iub":  # the value must be held exactly: nothing truncated or wrapped
             real = float(np.real(fill).astype(object))
-            info = np.iinfo(x.dtype)
-            if not math.isfinite(real) or not info.min <= math.trunc(real) <= info.max:
-                raise ValueError("range")
-            fill = np.asarray(math.trunc(real))
-        elif x.dtype.kind == "f" and np.iscomplexobj(fill) and np.imag(fill) != 0:
-            raise TypeError("complex")
+            low, high = (0, 1) if x.dtype.kind == "b" else (np.iinfo(x.dtype).min, np.iinfo(x.dtype).max)
+            if not math.isfinite(real) or not real.is_integer() or not low <= int(real) <= high:
+                raise ValueError("not held exactly")
+            fill = np.asarray(int(real))
         elif x.dtype.kind == "f" and math.isfinite(float(np.real(fill).astype(object))) and not np.isfinite(
                 np.real(fill).astype(object).astype(np.float64).astype(x.dtype)):
             raise ValueError("overflow")
-        np.broadcast_shapes(m.shape, x.shape)
-        if np.broadcast_shapes(m.shape, x.shape) != x.shape:
-            raise ValueError("mask larger than data")
+        np.broadcast_shapes(m.shape, x.shape)  # a larger mask stretches the data up (np.where)
         cast = np.real(fill) if x.dtype.kind != "c" else fill
         return np.where(m, cast.astype(x.dtype), x)
 

@@ -62,7 +62,7 @@ class CpuExecutor:
             values.append(self._shaped(result, step, number))
         n = program.n_inputs
         profiling.record(programs=1, dispatches=len(program.steps), device="cpu",
-                         bindings=program.binding_names)
+                         backend=Backend.Cpu.name, bindings=program.binding_names)
         results = [np.array(values[i], order="C", copy=True) if i < n and dests[k] is None else values[i]
                    for k, i in enumerate(program.outputs)]
         return deliver(results, dests)

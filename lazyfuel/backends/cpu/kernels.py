@@ -113,20 +113,21 @@ def gather(x: Any, dim: int, indices: Any) -> np.ndarray:
 def masked_fill(x: Any, mask: Any, value: Any) -> np.ndarray:
     """`x` with `value` (cast to x's dtype) where `mask` is true: a fresh contiguous array.
 
-    `mask` must be bool and broadcast to `x`'s shape (numpy rules; a smaller mask is stretched).
-    The cast follows `lazyfuel.checks.fill_bytes`. Accepts any lazyfuel dtype and layout.
+    `mask` must be bool and broadcast together with `x` (numpy rules): the result has their
+    common shape, as `np.where(mask, value, x)`. The cast follows `lazyfuel.checks.fill_bytes`.
+    Accepts any lazyfuel dtype and layout.
 
     Raises:
         TypeError: the mask is not bool (a uint8 mask is refused, not reinterpreted), `x` has no
             lazyfuel dtype, or `value` is not a scalar number.
-        ValueError: the mask does not broadcast to `x`, or `value` does not fit x's dtype.
+        ValueError: the mask and `x` do not broadcast together, or x's dtype cannot hold `value`.
 
     >>> masked_fill(np.array([1.0, 2.0, 3.0]), np.array([True, False, True]), -1)
     array([-1.,  2., -1.])
     """
     a = _checked_array(x)
     m = checks.check_mask(mask)
-    checks.broadcast_mask_shape(m.shape, a.shape)
+    checks.masked_fill_shape(m.shape, a.shape)
     fill = _fill_word(checks.fill_bytes(value, DType.from_numpy(a.dtype)), a.dtype)
     return _fresh(np.where(m, fill, _bits(a)), a.dtype)
 

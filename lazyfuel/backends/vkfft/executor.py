@@ -154,7 +154,8 @@ class VkFFTExecutor:
             profiling.record(programs=1, submits=1, dispatches=len(program.steps),
                              bytes_uploaded=self._moved[0], bytes_downloaded=self._moved[1],
                              device_seconds=time.perf_counter() - start,
-                             bindings=program.binding_names)
+                             bindings=program.binding_names, device=self.device.name,
+                             backend=self.backend.name)
         return deliver(results, dests)
 
     def _step(self, step: Step, value: Any, returned: bool) -> Any:

@@ -284,7 +284,7 @@ class VulkanExecutor:
                              device_seconds=batch.device_seconds,
                              kernel_seconds=batch.kernel_seconds or 0.0,
                              bindings=program.binding_names,
-                             device=pool.label)
+                             device=pool.label, backend=Backend.Vulkan.name)
             for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
                 if flag != NO_BAD:
                     step = program.steps[i]

@@ -35,11 +35,10 @@ _OWN = "lazyfuel::vulkan::"
 
 SEED_INDEX_SELECT = (DType.F32, DType.F16, DType.BF16, DType.F64)
 SEED_SELECT = (DType.F32, DType.F16, DType.BF16, DType.F64, DType.U8, DType.U32)
-CONTIGUIZE_DTYPES = (DType.F32, DType.F16, DType.BF16, DType.F64, DType.U8, DType.U32, DType.BOOL,
-                     DType.I32, DType.I64, DType.C64, DType.C128)
+CONTIGUIZE_DTYPES = tuple(DType)  # the shaders move words of the element's width: every dtype
 # dtypes lazyfuel's own document adds to the select family (those the seed does not declare)
-EXTRA_INDEX_SELECT = (DType.U8, DType.U32, DType.BOOL, DType.I32, DType.I64, DType.C64, DType.C128)
-EXTRA_SELECT = (DType.BOOL, DType.I32, DType.I64, DType.C64, DType.C128)
+EXTRA_INDEX_SELECT = tuple(d for d in DType if d not in SEED_INDEX_SELECT)
+EXTRA_SELECT = tuple(d for d in DType if d not in SEED_SELECT)
 
 
 def _ref(name: str, kernel: VulkanKernel) -> KernelRef:

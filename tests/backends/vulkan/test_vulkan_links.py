@@ -61,7 +61,7 @@ def test_own_document_parses_is_canonical_and_links():
     registry = Registry()
     registry.load(SEED)
     bindings = registry.load(VULKAN_MD)
-    assert len(bindings) == 28
+    assert len(bindings) == 44
     contiguize = [b for b in bindings if b.op_kind is OpKind.Contiguize]
     assert {b.dtypes[0] for b in contiguize} == set(DType)
     assert all(b.kernel_source == "lazyfuel-glsl" for b in bindings)

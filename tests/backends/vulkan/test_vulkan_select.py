@@ -91,7 +91,7 @@ def test_masked_fill(executor, dtype, rank):
         same_bits(masked_fill(executor, x, mask, fill), expected_fill(x, mask, fill))
 
 
-@pytest.mark.parametrize("dtype", [DType.U8, DType.BOOL, DType.F16, DType.BF16], ids=str)
+@pytest.mark.parametrize("dtype", [DType.U8, DType.BOOL, DType.F16, DType.BF16, DType.I8, DType.U16], ids=str)
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 7, 9, 13, 255, 257, 1021])
 def test_odd_counts_of_narrow_dtypes(executor, dtype, n):
     rng = np.random.default_rng(n)

@@ -30,6 +30,7 @@ import numpy as np
 import vulkan as vk
 
 from lazyfuel.backends.vulkan import faults
+from lazyfuel.backends.vulkan.cache_policy import DedicatedCache
 from lazyfuel.backends.vulkan.check import VK_ERROR_OUT_OF_DEVICE_MEMORY, VulkanMemoryError, check
 from lazyfuel.backends.vulkan.devices import DeviceInfo
 from lazyfuel.backends.vulkan.hostmem import HostImports, Imported
@@ -110,7 +111,7 @@ class VulkanAllocator:
         self.block_size = min(block_size, info.max_memory_allocation_size)
         if cache_limit is None:
             cache_limit = min(max(info.device_local_bytes // 8, 512 << 20), 8 << 30)
-        self.cache_limit = cache_limit
+        self.cache_limit = cache_limit  # kept whatever the peak (0: keep nothing, as the fault tests do)
         mem = vk.ffi.new("VkPhysicalDeviceMemoryProperties*")
         vk.lib.vkGetPhysicalDeviceMemoryProperties(physical, mem)
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
@@ -129,7 +130,7 @@ class VulkanAllocator:
         self._blocks: list[Block] = []
         self._current: dict[Use, Block | None] = dict.fromkeys(Use)
         self._free: dict[tuple[Use, int], list[Allocation]] = {}
-        self._cached_dedicated = 0
+        self._dedicated = DedicatedCache()
         self.in_use = 0
         # Debugging aid for tests: when set, every host-visible allocation is filled with this byte
         # before it is handed out, so an element a kernel forgets to write shows up.
@@ -157,9 +158,10 @@ class VulkanAllocator:
             if free:
                 found = free.pop()
                 if found.block.dedicated:
-                    self._cached_dedicated -= size
+                    self._dedicated.reuse(use, size, found)
             elif size > self.block_size // 4:
                 found = self._whole(self._new_block(size, use, dedicated=True))
+                self._dedicated.add(use, size)
             else:
                 found = self._bump(size, use)
             self.in_use += size
@@ -194,10 +196,14 @@ class VulkanAllocator:
             self.in_use -= allocation.size
             block = allocation.block
             if block.dedicated:
-                if self._cached_dedicated + allocation.size > self.cache_limit:
-                    self._destroy_block(block)
+                limit = self._dedicated.limit(block.use, self.cache_limit, self._heap_of(block))
+                dropped = self._dedicated.keep(block.use, allocation.size, limit, allocation)
+                for old in dropped:
+                    if old is not allocation:
+                        self._free[(old.block.use, old.size)].remove(old)
+                    self._destroy_block(old.block)
+                if any(old is allocation for old in dropped):
                     return
-                self._cached_dedicated += allocation.size
             self._free.setdefault((block.use, allocation.size), []).append(allocation)
 
     def trim(self) -> int:
@@ -264,6 +270,9 @@ class VulkanAllocator:
         """The size of the heap memory type `index` comes from (no block may be larger)."""
         return self._type_heaps[index]
 
+    def _heap_of(self, block: Block) -> int:
+        return self._type_heaps[block.memory_type] if block.memory_type >= 0 else 0
+
     def _new_block(self, size: int, use: Use, dedicated: bool) -> Block:
         try:
             return self._create_block(size, use, dedicated)
@@ -325,7 +334,7 @@ class VulkanAllocator:
                 else:
                     keep.append(a)
             self._free[key] = keep
-        self._cached_dedicated = 0
+        self._dedicated.dropped()
         return released
 
     def destroy_block(self, block: Block) -> None:

@@ -117,7 +117,8 @@ class VulkanAllocator:
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
         self._type_heaps = [int(mem.memoryHeaps[mem.memoryTypes[i].heapIndex].size)
                             for i in range(mem.memoryTypeCount)]
-        self.imports = HostImports.open(device, physical)
+        self.imports = HostImports.open(device, physical, tuple(self._type_heaps),
+                                        info.max_memory_allocation_size)
         if not isinstance(mode, Mode):
             mode = choose_mode(self._type_flags, self.imports is not None, mode)
         self.mode = mode

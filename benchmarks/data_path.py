@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="chunk sizes of the torch-as-first-written rows (default: all; ~1 GB/s each)")
     parser.add_argument("--quick", action="store_true",
                         help="lavapipe / CI: 128 MiB, chunks of 8,16,32 MiB, 2 threads, 1 round, no sweep")
+    parser.add_argument("--alloc", action="store_true",
+                        help="first time making and destroying one block per memory use at 64 MiB, 192 MiB, "
+                        "1 GiB (what a compute pays for each buffer it cannot reuse)")
     parser.add_argument("--json", default="", help="also write every timing here")
     args = parser.parse_args(argv)
     if args.quick:
@@ -166,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
           f"transfer mode {pool.allocator.mode.value}; queues {len(pool.queues)}; {os.cpu_count()} CPUs; "
           f"numpy {np.__version__}{'; torch ' + torch.__version__ if torch is not None else ''}"
           f"{' (CUDA)' if CUDA else ''}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
+    if args.alloc:
+        allocation_costs(pool)
     x, mask = make_inputs(args.gib)
     out = np.zeros_like(x)
     x_pinned = out_pinned = None
@@ -230,6 +235,27 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"gib": args.gib, "threads": args.threads, "results": results}, f, indent=1)
     return 1 if messages else 0
+
+
+def allocation_costs(pool: Any, mibs: tuple[int, ...] = (64, 192, 1024), repeats: int = 3) -> None:
+    """Prints the best of `repeats` ms to make (vkAllocateMemory, bind, map) and destroy one block
+    of each memory use (`memtypes.Use`: the kernels' device memory, upload and download staging)."""
+    from lazyfuel.backends.vulkan.memtypes import Use
+    print("\n| block | " + " | ".join(f"{m} MiB make / destroy, ms" for m in mibs) + " |\n|---|"
+          + "---|" * len(mibs))
+    for use in Use:
+        cells = []
+        for mib in mibs:
+            made, destroyed = [], []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                block = pool.allocator.make_block(mib << 20, use)
+                middle = time.perf_counter()
+                pool.allocator.destroy_block(block)
+                made.append(middle - start)
+                destroyed.append(time.perf_counter() - middle)
+            cells.append(f"{min(made) * 1e3:.1f} / {min(destroyed) * 1e3:.1f}")
+        print(f"| {use.name.lower()} | " + " | ".join(cells) + " |", flush=True)
 
 
 def numpy_w1(x: np.ndarray, idx: np.ndarray, mask: np.ndarray) -> np.ndarray:

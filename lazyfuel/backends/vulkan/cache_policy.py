@@ -13,7 +13,7 @@ that holds N chunk-sized buffers at once keeps N, whatever the chunk size (the c
 more than the workload itself needed at its peak), and never more than half the heap the memory
 comes from. The old fixed cap (an eighth of device memory, at most 8 GiB, for every use together)
 was under what 16 threads hold at once with chunks of 128 MiB and up (4 buffers a task), so every
-compute destroyed and made again page-locked staging, which NVIDIA's driver allocates at ~2.5-3
+compute destroyed and made again page-locked staging, which NVIDIA's driver allocates at ~3-4
 GB/s: W1 fell from 15 to 1.1 GB/s (issue 18, BENCHMARKS.md "data_path"). `dropped()` (the
 allocator's trim, also on an allocation failure) forgets the kept blocks and the peaks, so
 memory pressure lets the cache learn its size again.

@@ -6,9 +6,13 @@ buffer or reach it by device address (the block's plus the offset), and no per-a
 object is made. Sizes round up to a size class (four per octave, at least 256 bytes, a multiple
 of 16 and of minStorageBufferOffsetAlignment), so every offset is aligned for a binding. Freed
 allocations go to a free list per class and are handed out again; allocations over a quarter of
-a block get a block of their own, kept for reuse up to `cache_limit` bytes (by default an eighth
-of device memory, 512 MiB to 8 GiB: a GPU's dask threads each hold several chunk-sized buffers,
-and a pinned staging buffer made anew per chunk costs more than its copy).
+a block get a block of their own, kept for reuse when freed (`cache_policy.py`: per use, as many
+bytes as that use held at once at its peak, at least `cache_limit` (by default an eighth of
+device memory, 512 MiB to 8 GiB) and at most half its heap, the least recently freed making
+room): a GPU's dask threads each hold several chunk-sized buffers, and page-locked staging made
+anew costs more than the copy through it (the H200's driver makes it at ~3-4 GB/s, device memory
+at ~45), so a fixed cap under what one compute holds at once made every compute allocate its
+staging again (issue 18's cliff at chunks of 128 MiB and up).
 
 Where device memory is the host's own cached memory (lavapipe, integrated GPUs) device
 allocations are mapped and `Allocation.host` is a numpy view of them: uploads and downloads are

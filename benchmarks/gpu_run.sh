@@ -29,6 +29,10 @@
 #   crossing), each on every backend usable there, the H200's Vulkan device among them.
 # transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
 #   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS; output transfer$TRANSFER_TAG.txt).
+# data_path (not in the default list): benchmarks/data_path.py, issue 18's W1 through the public API
+#   at chunks of 8 MiB-1 GiB, pageable and page-locked, beside torch at its best (pinned, 3 streams),
+#   torch as first written and numpy, and lazyfuel pageable by thread count (DATA_PATH_ARGS; output
+#   data_path.txt and data_path.json). About 3-4 minutes on the H200.
 # link (not in the default list): benchmarks/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -99,6 +103,8 @@ for stage in $stages; do
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"
               python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
     transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
+    data_path) python3 benchmarks/data_path.py --json "$OUT/data_path.json" ${DATA_PATH_ARGS:-} 2>&1 \
+                | tee "$OUT/data_path.txt" ;;
     link)     python3 benchmarks/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;

@@ -162,3 +162,24 @@ def test_halves_refuse_what_cannot_be_cut():
         None, "has a getitem that does not keep the rows it is cut along")
     (first, second), why = halves(one_row, [a, np.zeros((8, 4), bool)])
     assert why == "" and first[1][0].shape == (4, 4) and second[1][1].shape == (4, 4)
+
+
+def test_a_host_chunk_over_the_heap_is_not_imported(fault_pools):
+    """Issue 16 case 9: zero-copy mode with one host chunk larger than the device's heap (2.5 GiB
+    on lavapipe's 2 GiB) imported the whole chunk, which the spec forbids
+    (VUID-vkAllocateMemory-pAllocateInfo-01713: no allocation over its heap). Now the import is
+    refused before the driver is asked and the chunk takes the copying way, which raises the clear
+    MemoryError staged mode gives; no validation message (the fixture checks)."""
+    pool = fault_pools.current()
+    if pool.allocator.mode.value != "zero-copy":
+        pytest.skip("the device's default mode is not zero-copy")
+    heap = max(pool.allocator.heap_bytes(i) for i in range(len(pool.allocator._type_flags)))
+    row = 1024
+    rows = (heap + heap // 4) // (row * 4) // 16 * 16  # 2.5 GiB on lavapipe, untouched but the picked rows
+    x = np.empty((rows, row), np.float32)  # np.empty: only the rows written below take memory
+    picks = [0, 5, rows - 1]
+    x[picks] = 1.5
+    with pytest.raises(MemoryError, match=rf"asked for {x.nbytes} bytes .* over the device's "
+                                          r"maxMemoryAllocationSize"):
+        lf.index_select(lf.from_array(x, chunks=x.shape), 0, picks).compute()
+    assert pool.allocator.resources()["imports"] == 0

@@ -35,6 +35,7 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import check
 from lazyfuel.backends.vulkan.dispatch import Prepared, Recorder
+from lazyfuel.backends.vulkan.hostcopy import copy
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.timestamps import Timestamps
 
@@ -123,10 +124,21 @@ class Batch:
         self._owned.append(allocation)
         return allocation
 
-    def _staging(self, nbytes: int, download: bool = False) -> Allocation:
+    def staging(self, nbytes: int, download: bool = False) -> Allocation:
+        """Host-visible staging memory freed when the batch closes: for uploads (the CPU writes it),
+        or with `download` host-cached where the device has it (the CPU reads it); device memory
+        where that is mapped. Kernels may bind it as they bind device memory."""
         allocation = self.pool.allocator.alloc(nbytes, staging=True, download=download)
         self._owned.append(allocation)
         return allocation
+
+    def stage_in(self, data: np.ndarray) -> Allocation:
+        """The bytes of `data` (1-d uint8) copied by the CPU into new upload staging, which the
+        kernels then read in place (no device copy, no device memory)."""
+        stage = self.staging(max(data.nbytes, 1))
+        copy(stage.host[:data.nbytes], data)
+        self.bytes_uploaded += data.nbytes
+        return stage
 
     def upload(self, dst: Allocation, data: np.ndarray) -> None:
         """Put the bytes of `data` (1-d uint8) at the start of `dst` before later work reads it."""
@@ -135,10 +147,10 @@ class Batch:
             return
         self.bytes_uploaded += n
         if dst.host is not None:
-            dst.host[:n] = data
+            copy(dst.host[:n], data)
             return
-        stage = self._staging(n)
-        stage.host[:n] = data
+        stage = self.staging(n)
+        copy(stage.host[:n], data)
         self.recorder.copy(stage.buffer, stage.offset, dst.buffer, dst.offset, n)
         self.recorder.barrier()
 
@@ -162,7 +174,7 @@ class Batch:
         if src.host is not None:
             self._downloads.append((src, flat))
             return
-        stage = self._staging(out.nbytes, download=True)  # host-cached: the CPU reads it
+        stage = self.staging(out.nbytes, download=True)  # host-cached: the CPU reads it
         self.recorder.copy(src.buffer, src.offset, stage.buffer, stage.offset, out.nbytes)
         self._downloads.append((stage, flat))
 
@@ -251,7 +263,7 @@ class Batch:
             begin, end = self.context.stamps.read()
             self.kernel_seconds = max(end - begin, 0.0) * 1e-9
         for src, flat in self._downloads:
-            flat[:] = src.host[:flat.nbytes]
+            copy(flat, src.host[:flat.nbytes])
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:

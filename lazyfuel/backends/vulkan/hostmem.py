@@ -5,8 +5,10 @@
 covering `nbytes` at `address` (the range rounded out to minImportedHostPointerAlignment, 4096 on
 lavapipe and NVIDIA) and binds one VkBuffer over them; it returns an `Imported` whose `offset`
 is where `address` lies in that buffer, or None where the driver will not import the range (then
-the caller stages). Every page touching the range belongs to the process, so rounding out is
-safe; the device only reads or writes the bytes the caller records work on.
+the caller stages), among them a range larger than the heap of every memory type it could be
+imported as, or than maxMemoryAllocationSize (the spec forbids the allocation: issue 16 case 9),
+which is refused before any Vulkan call. Every page touching the range belongs to the process,
+so rounding out is safe; the device only reads or writes the bytes the caller records work on.
 
 The caller keeps the array alive (and unmoved) until every command buffer using the import has
 finished, then calls `release`: freeing the memory unpins the pages on a discrete GPU.
@@ -56,8 +58,12 @@ class HostImports:
     """Imports host page ranges on one VkDevice; thread-safe (its one mutable field, `live`, the
     imports not yet released, changes under a lock)."""
 
-    def __init__(self, device: Any, page: int, properties_fn: Any) -> None:
+    def __init__(self, device: Any, page: int, properties_fn: Any, heaps: tuple[int, ...] = (),
+                 max_allocation: int = 0) -> None:
+        """`heaps[t]`: the size of the heap memory type t comes from; `max_allocation`: the device's
+        maxMemoryAllocationSize (0: none). No import is asked for past either."""
         self.device, self.page, self._properties = device, page, properties_fn
+        self.heaps, self.max_allocation = heaps, max_allocation
         self.live = 0
         self._lock = threading.Lock()
         ffi = vk.ffi
@@ -68,13 +74,22 @@ class HostImports:
             "handleTypes": _HOST_ALLOCATION})
 
     @classmethod
-    def open(cls, device: Any, physical: Any) -> HostImports | None:
-        """The importer for `device`, or None where the extension is not enabled on it."""
+    def open(cls, device: Any, physical: Any, heaps: tuple[int, ...] = (),
+             max_allocation: int = 0) -> HostImports | None:
+        """The importer for `device`, or None where the extension is not enabled on it; `heaps`
+        and `max_allocation` as for the constructor."""
         pointer = vk.lib.vkGetDeviceProcAddr(device, b"vkGetMemoryHostPointerPropertiesEXT")
         page = alignment(physical)
         if pointer == vk.ffi.NULL or page <= 0:
             return None
-        return cls(device, page, vk.ffi.cast("PFN_vkGetMemoryHostPointerPropertiesEXT", pointer))
+        return cls(device, page, vk.ffi.cast("PFN_vkGetMemoryHostPointerPropertiesEXT", pointer), heaps,
+                   max_allocation)
+
+    def fits(self, size: int, type_index: int) -> bool:
+        """Whether `size` bytes may be allocated from memory type `type_index`: within its heap
+        (VUID-vkAllocateMemory-pAllocateInfo-01713) and maxMemoryAllocationSize."""
+        heap = self.heaps[type_index] if type_index < len(self.heaps) else size
+        return size <= heap and (not self.max_allocation or size <= self.max_allocation)
 
     def import_range(self, address: int, nbytes: int, usage: int) -> Imported | None:
         """Import the pages covering `nbytes` at `address` as one buffer of `usage`; None when the
@@ -82,6 +97,8 @@ class HostImports:
         ffi, lib, device = vk.ffi, vk.lib, self.device
         base = address - address % self.page
         size = -(-(address + nbytes - base) // self.page) * self.page
+        if self.max_allocation and size > self.max_allocation:  # no driver gives it; copy instead
+            return None
         pointer = ffi.cast("void*", base)
         props = ffi.new("VkMemoryHostPointerPropertiesEXT*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT})
@@ -95,7 +112,8 @@ class HostImports:
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(device, pbuf[0], req)
         types = props.memoryTypeBits & req.memoryTypeBits
-        if not types or req.size > size or req.alignment > self.page:
+        fitting = [t for t in range(types.bit_length()) if types >> t & 1 and self.fits(size, t)]
+        if not fitting or req.size > size or req.alignment > self.page:  # the spec forbids asking
             lib.vkDestroyBuffer(device, pbuf[0], ffi.NULL)
             return None
         host = ffi.new("VkImportMemoryHostPointerInfoEXT*", {
@@ -103,7 +121,7 @@ class HostImports:
             "handleType": _HOST_ALLOCATION, "pHostPointer": pointer})
         ainfo = ffi.new("VkMemoryAllocateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": host, "allocationSize": size,
-            "memoryTypeIndex": (types & -types).bit_length() - 1})
+            "memoryTypeIndex": fitting[0]})
         pmem = ffi.new("VkDeviceMemory*")
         if lib.vkAllocateMemory(device, ainfo, ffi.NULL, pmem) != 0:
             lib.vkDestroyBuffer(device, pbuf[0], ffi.NULL)

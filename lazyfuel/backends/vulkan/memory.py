@@ -6,9 +6,13 @@ buffer or reach it by device address (the block's plus the offset), and no per-a
 object is made. Sizes round up to a size class (four per octave, at least 256 bytes, a multiple
 of 16 and of minStorageBufferOffsetAlignment), so every offset is aligned for a binding. Freed
 allocations go to a free list per class and are handed out again; allocations over a quarter of
-a block get a block of their own, kept for reuse up to `cache_limit` bytes (by default an eighth
-of device memory, 512 MiB to 8 GiB: a GPU's dask threads each hold several chunk-sized buffers,
-and a pinned staging buffer made anew per chunk costs more than its copy).
+a block get a block of their own, kept for reuse when freed (`cache_policy.py`: per use, as many
+bytes as that use held at once at its peak, at least `cache_limit` (by default an eighth of
+device memory, 512 MiB to 8 GiB) and at most half its heap, the least recently freed making
+room): a GPU's dask threads each hold several chunk-sized buffers, and page-locked staging made
+anew costs more than the copy through it (the H200's driver makes it at ~3-4 GB/s, device memory
+at ~45), so a fixed cap under what one compute holds at once made every compute allocate its
+staging again (issue 18's cliff at chunks of 128 MiB and up).
 
 Where device memory is the host's own cached memory (lavapipe, integrated GPUs) device
 allocations are mapped and `Allocation.host` is a numpy view of them: uploads and downloads are
@@ -30,6 +34,7 @@ import numpy as np
 import vulkan as vk
 
 from lazyfuel.backends.vulkan import faults
+from lazyfuel.backends.vulkan.cache_policy import DedicatedCache
 from lazyfuel.backends.vulkan.check import VK_ERROR_OUT_OF_DEVICE_MEMORY, VulkanMemoryError, check
 from lazyfuel.backends.vulkan.devices import DeviceInfo
 from lazyfuel.backends.vulkan.hostmem import HostImports, Imported
@@ -110,13 +115,14 @@ class VulkanAllocator:
         self.block_size = min(block_size, info.max_memory_allocation_size)
         if cache_limit is None:
             cache_limit = min(max(info.device_local_bytes // 8, 512 << 20), 8 << 30)
-        self.cache_limit = cache_limit
+        self.cache_limit = cache_limit  # kept whatever the peak (0: keep nothing, as the fault tests do)
         mem = vk.ffi.new("VkPhysicalDeviceMemoryProperties*")
         vk.lib.vkGetPhysicalDeviceMemoryProperties(physical, mem)
         self._type_flags = [int(mem.memoryTypes[i].propertyFlags) for i in range(mem.memoryTypeCount)]
         self._type_heaps = [int(mem.memoryHeaps[mem.memoryTypes[i].heapIndex].size)
                             for i in range(mem.memoryTypeCount)]
-        self.imports = HostImports.open(device, physical)
+        self.imports = HostImports.open(device, physical, tuple(self._type_heaps),
+                                        info.max_memory_allocation_size)
         if not isinstance(mode, Mode):
             mode = choose_mode(self._type_flags, self.imports is not None, mode)
         self.mode = mode
@@ -129,7 +135,7 @@ class VulkanAllocator:
         self._blocks: list[Block] = []
         self._current: dict[Use, Block | None] = dict.fromkeys(Use)
         self._free: dict[tuple[Use, int], list[Allocation]] = {}
-        self._cached_dedicated = 0
+        self._dedicated = DedicatedCache()
         self.in_use = 0
         # Debugging aid for tests: when set, every host-visible allocation is filled with this byte
         # before it is handed out, so an element a kernel forgets to write shows up.
@@ -157,9 +163,10 @@ class VulkanAllocator:
             if free:
                 found = free.pop()
                 if found.block.dedicated:
-                    self._cached_dedicated -= size
+                    self._dedicated.reuse(use, size, found)
             elif size > self.block_size // 4:
                 found = self._whole(self._new_block(size, use, dedicated=True))
+                self._dedicated.add(use, size)
             else:
                 found = self._bump(size, use)
             self.in_use += size
@@ -194,10 +201,14 @@ class VulkanAllocator:
             self.in_use -= allocation.size
             block = allocation.block
             if block.dedicated:
-                if self._cached_dedicated + allocation.size > self.cache_limit:
-                    self._destroy_block(block)
+                limit = self._dedicated.limit(block.use, self.cache_limit, self._heap_of(block))
+                dropped = self._dedicated.keep(block.use, allocation.size, limit, allocation)
+                for old in dropped:
+                    if old is not allocation:
+                        self._free[(old.block.use, old.size)].remove(old)
+                    self._destroy_block(old.block)
+                if any(old is allocation for old in dropped):
                     return
-                self._cached_dedicated += allocation.size
             self._free.setdefault((block.use, allocation.size), []).append(allocation)
 
     def trim(self) -> int:
@@ -264,6 +275,9 @@ class VulkanAllocator:
         """The size of the heap memory type `index` comes from (no block may be larger)."""
         return self._type_heaps[index]
 
+    def _heap_of(self, block: Block) -> int:
+        return self._type_heaps[block.memory_type] if block.memory_type >= 0 else 0
+
     def _new_block(self, size: int, use: Use, dedicated: bool) -> Block:
         try:
             return self._create_block(size, use, dedicated)
@@ -325,7 +339,7 @@ class VulkanAllocator:
                 else:
                     keep.append(a)
             self._free[key] = keep
-        self._cached_dedicated = 0
+        self._dedicated.dropped()
         return released
 
     def destroy_block(self, block: Block) -> None:

@@ -18,7 +18,9 @@ names one, else `choose_mode` picks per device):
 
 - `direct`: device memory is mapped; uploads and downloads are CPU copies into and out of it.
 - `staged`: the CPU copies into UPLOAD staging buffers, the command buffer copies them into
-  DEVICE memory (vkCmdCopyBuffer) and results out into DOWNLOAD staging, which the CPU copies out.
+  DEVICE memory (vkCmdCopyBuffer) and results out into DOWNLOAD staging, which the CPU copies out;
+  inputs read once in long rows and results no later step reads skip the device copy, the kernels
+  reading and writing the staging itself (`transfer.py`).
 - `import`: the host arrays' own pages are imported as Vulkan memory (VK_EXT_external_memory_host)
   and the command buffer copies from and into them: no CPU copy on either side. Arrays that
   cannot be imported (alignment, size, a driver refusal) go the `staged` way.

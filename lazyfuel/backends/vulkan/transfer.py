@@ -11,11 +11,17 @@ What each does per `memtypes.Mode` (the allocator's `mode`):
 | mode | inputs | results |
 | --- | --- | --- |
 | direct | CPU copy into mapped device memory | CPU copy out of it after the fence |
-| staged | CPU copy into upload staging, copy in | copy into host-cached staging, CPU copy out |
+| staged | CPU copy into upload staging, read in place or copied in | into host-cached staging, CPU copy out |
 | import | the array's pages imported, copy in | copy into the imported result array |
 | zero-copy | the imported pages bound to the kernels | kernels write into the imported result |
 
-("copy" is a vkCmdCopyBuffer in the same command buffer.)
+("copy" is a vkCmdCopyBuffer in the same command buffer.) In the copying modes on a discrete GPU
+staging is page-locked host memory, so it is treated as `lf.empty_pinned` memory is: an input the
+program reads once in long rows (`executor.streamed_inputs`) is read by the kernels straight from
+its upload staging, and a result no later step reads is written by its kernel straight into its
+download staging: no device memory and no device copy for either, half the staging-sized
+buffers a task holds, and the link's both directions used at once by one kernel (decision 46).
+Host copies of 32 MiB and more run on several threads (`hostcopy.py`).
 
 `time_round_trip(pool, upload, download)` times one batch that moves host bytes in and out this
 way and nothing else (the judge's transfer term).
@@ -86,6 +92,8 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
             allocation = batch.alloc(n)
             batch.copy(host, 0, allocation, 0, n)
             copied = True
+        elif i < len(streamed) and streamed[i] and not allocator.direct and n:
+            allocation = batch.stage_in(span)  # read in place by the kernels, as page-locked inputs are
         else:
             allocation = batch.alloc(max(n, 1))
             batch.upload(allocation, span)  # records its own barrier when it copies on the device
@@ -101,7 +109,9 @@ def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
     writes in place: `into` where it is page-locked (in every mode, kernels writing their outputs
     in order, unless later steps `reread` the value: then only where device memory is host memory
     or the mode is zero-copy), else in zero-copy mode `into` or a fresh array, imported (returned
-    as `landed`: then `download` is not needed); else (allocation, None)."""
+    as `landed`: then `download` is not needed); else (allocation, None), the allocation being
+    download staging where the mode copies (device memory not mapped, no import) and no later
+    step reads the value (`download` then copies it out on the CPU)."""
     allocator = batch.pool.allocator
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
     in_place = not reread or allocator.direct or allocator.mode is Mode.ZERO_COPY
@@ -110,6 +120,8 @@ def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
         if pinned is not None and pinned.offset % allocator.align == 0:  # the kernel writes it there
             batch.bytes_downloaded += nbytes
             return pinned, into
+    if result and not reread and not allocator.direct and not allocator.mode.imports:
+        return batch.staging(nbytes, download=True), None  # written in place, then copied out by the CPU
     if result and allocator.mode is Mode.ZERO_COPY and nbytes % 16 == 0 and nbytes >= allocator.import_min:
         landed = np.empty(shape, dtype.numpy) if into is None else into
         flat = landed.reshape(-1).view(np.uint8)

@@ -47,7 +47,9 @@ def test_without_a_profile_no_timestamp_is_written(executor, monkeypatch) -> Non
 def test_the_clock_starts_after_uploads_and_stops_before_downloads(pool, executor, monkeypatch) -> None:
     """In staged mode inputs come in and results go out by buffer copies in the same command
     buffer: every upload copy is recorded before the first timestamp, every download after the
-    second, the kernel between them."""
+    second, the kernel between them. Here: x's short rows are copied in, the indices (read once)
+    are read from their staging in place and the result is written into its download staging in
+    place (issue 18), so the copies are x's upload and the status word's download."""
     events: list[str] = []
     for name in ("copy", "timestamp", "dispatch"):
         original = getattr(Recorder, name)
@@ -60,7 +62,7 @@ def test_the_clock_starts_after_uploads_and_stops_before_downloads(pool, executo
     except ValueError as why:
         pytest.skip(f"no staged mode here: {why}")
     assert seconds is not None and seconds > 0
-    assert events == ["copy", "copy", "timestamp", "dispatch", "timestamp", "copy", "copy"]
+    assert events == ["copy", "timestamp", "dispatch", "timestamp", "copy"]
 
 
 @pytest.mark.parametrize("mode", ["staged", "direct", "import", "zero-copy"])

@@ -1,0 +1,308 @@
+"""The data path through lazyfuel's public API against torch and numpy, side by side in one process.
+
+Issue 18's workload W1: x = (N, 1024) float32 of `--gib` GiB (4 by default: N = 1M), y =
+masked_fill(index_select(x, 0, idx), mask, -1) with idx permuting the rows inside each chunk
+(each output block reads one source chunk) and mask (N, 1) broadcast along the rows. Per chunk
+size (`--mibs`, 8 MiB to 1 GiB by default), on dask's threaded scheduler (`--threads`):
+
+- lazyfuel, pageable: x a plain numpy array, `y.compute(out=reused)` into a touched array;
+- lazyfuel, page-locked: x and the reused result from `lf.empty_pinned`;
+- torch at its best (CUDA only): x, indices, mask and result as pinned tensors, chunks round-robin
+  on 3 CUDA streams, every copy `non_blocking=True`;
+- torch as a user first writes it (CUDA only): per chunk `torch.from_numpy(x[rows]).cuda()`,
+  index_select, masked_fill, `.cpu()` into the result;
+
+and once, numpy on the CPU (`np.where(mask, -1, x[idx])`, one thread). Each configuration runs
+once cold (its first compute at that chunk size: allocation and pipeline creation included,
+the `first` column), then `--rounds` times; cells are GB/s of x (bytes of x / wall), median
+(best). `up` / `down`: the host bytes lazyfuel's device read and wrote per compute, from
+`lf.profile` (bytes per link direction). Every result is compared bit for bit with numpy on the
+first, a middle and the last chunk. A second table runs lazyfuel pageable at `--sweep-mibs` for
+each of `--sweep-threads` (steady across thread counts?).
+
+    python benchmarks/data_path.py            # the H200 run (4 GiB; about 3 minutes with torch)
+    python benchmarks/data_path.py --quick    # lavapipe / CI: 128 MiB, chunks of 8-32 MiB, 2 threads
+
+`--json PATH` also writes every timing. Figures: BENCHMARKS.md, "data_path".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
+
+import lazyfuel as lf
+
+try:
+    import torch
+except ImportError:  # torch is optional: its rows are left out
+    torch = None
+CUDA = torch is not None and torch.cuda.is_available()
+COLS = 1024
+STREAMS = 3
+
+
+def make_inputs(gib: float) -> tuple[np.ndarray, np.ndarray]:
+    """x (N, COLS) f32 of about `gib` GiB (random, column 0 the row number, so rows differ) and a
+    (N, 1) bool mask."""
+    rows = max(1, int(gib * 2**30) // (COLS * 4))
+    tile = np.random.default_rng(1).standard_normal((min(rows, 16384), COLS), dtype=np.float32)
+    x = np.empty((rows, COLS), np.float32)
+    for start in range(0, rows, len(tile)):
+        x[start:start + len(tile)] = tile[:rows - start]
+    x[:, 0] = np.arange(rows, dtype=np.float32)
+    return x, np.random.default_rng(2).random((rows, 1)) < 0.5
+
+
+def permutation(n: int, chunk_rows: int, seed: int) -> np.ndarray:
+    """Row indices permuting the rows inside each chunk of `chunk_rows`."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([start + rng.permutation(min(chunk_rows, n - start))
+                           for start in range(0, n, chunk_rows)]).astype(np.int64)
+
+
+def check(got: np.ndarray, x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int,
+          who: str) -> None:
+    """Bit-equality with numpy on the first, a middle and the last chunk."""
+    n_chunks = -(-len(x) // chunk_rows)
+    for c in sorted({0, n_chunks // 2, n_chunks - 1}):
+        rows = slice(c * chunk_rows, min((c + 1) * chunk_rows, len(x)))
+        expected = np.where(mask[rows], np.float32(-1), x[idx[rows]])
+        if got[rows].tobytes() != expected.tobytes():
+            raise SystemExit(f"{who}: chunk {c} differs from numpy")
+
+
+class Measured:
+    """The seconds of one configuration: the cold first run, then the rounds."""
+
+    def __init__(self, first: float, rounds: list[float], extra: dict[str, Any] | None = None) -> None:
+        self.first, self.rounds, self.extra = first, rounds, extra or {}
+
+    def cells(self, nbytes: int) -> tuple[str, str]:
+        gbs = [nbytes / s / 1e9 for s in self.rounds]
+        return f"{nbytes / self.first / 1e9:.2f}", f"{statistics.median(gbs):.2f} ({max(gbs):.2f})"
+
+
+def measure(run: Callable[[], Any], n_rounds: int, verify: Callable[[Any], None]) -> Measured:
+    """One cold run (checked after its clock stopped), then `n_rounds` timed runs."""
+    start = time.perf_counter()
+    got = run()
+    first = time.perf_counter() - start
+    verify(got)
+    times = []
+    for _ in range(n_rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return Measured(first, times)
+
+
+def lazyfuel_run(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, threads: int,
+                 out: np.ndarray, n_rounds: int) -> Measured:
+    """W1 through the public API, `compute(out=)` into `out` (reused by every run)."""
+    y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk_rows, COLS)), 0, idx), mask, -1.0)
+    profiles = []
+
+    def run() -> np.ndarray:
+        with lf.profile() as p:
+            y.compute(out=out, scheduler="threads", num_workers=threads)
+        profiles.append(p)
+        return out
+
+    found = measure(run, n_rounds, lambda got: check(got, x, idx, mask, chunk_rows, "lazyfuel"))
+    last = profiles[-1]
+    found.extra = {"up": last.bytes_uploaded, "down": last.bytes_downloaded, "programs": last.programs,
+                   "device_s": last.device_seconds}
+    return found
+
+
+def torch_naive(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, out: np.ndarray,
+                chunk_rows: int) -> np.ndarray:
+    """As a user first writes it: pageable `.cuda()`, the ops, `.cpu()`, chunk after chunk."""
+    n = len(x)
+    for start in range(0, n, chunk_rows):
+        rows = slice(start, min(start + chunk_rows, n))
+        g = torch.from_numpy(x[rows]).cuda()
+        i = torch.from_numpy(idx[rows] - start).cuda()
+        m = torch.from_numpy(mask[rows]).cuda()
+        out[rows] = g.index_select(0, i).masked_fill(m, -1.0).cpu().numpy()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gib", type=float, default=4.0, help="size of x")
+    parser.add_argument("--mibs", default="8,16,32,64,128,256,512,1024", help="chunk sizes, MiB")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="dask threads")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sweep-threads", default="4,8",
+                        help="thread counts of the second table ('' skips it)")
+    parser.add_argument("--sweep-mibs", default="16,64,256,1024", help="chunk sizes of the second table")
+    parser.add_argument("--no-pinned", action="store_true", help="leave out the page-locked rows")
+    parser.add_argument("--naive-mibs", default="",
+                        help="chunk sizes of the torch-as-first-written rows (default: all; ~1 GB/s each)")
+    parser.add_argument("--quick", action="store_true",
+                        help="lavapipe / CI: 128 MiB, chunks of 8,16,32 MiB, 2 threads, 1 round, no sweep")
+    parser.add_argument("--alloc", action="store_true",
+                        help="first time making and destroying one block per memory use at 64 MiB, 192 MiB, "
+                        "1 GiB (what a compute pays for each buffer it cannot reuse)")
+    parser.add_argument("--json", default="", help="also write every timing here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.gib, args.mibs, args.threads, args.rounds, args.sweep_threads = 0.125, "8,16,32", 2, 1, ""
+    from lazyfuel.backends.vulkan import get_pool, register
+    register()
+    pool = get_pool()
+    print(f"device: {pool.label} ({pool.info.kind}; driver {pool.info.driver} {pool.info.driver_info}); "
+          f"transfer mode {pool.allocator.mode.value}; queues {len(pool.queues)}; {os.cpu_count()} CPUs; "
+          f"numpy {np.__version__}{'; torch ' + torch.__version__ if torch is not None else ''}"
+          f"{' (CUDA)' if CUDA else ''}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
+    if args.alloc:
+        allocation_costs(pool)
+    x, mask = make_inputs(args.gib)
+    out = np.zeros_like(x)
+    x_pinned = out_pinned = None
+    if not args.no_pinned:
+        x_pinned = lf.empty_pinned(x.shape, x.dtype)
+        np.copyto(x_pinned, x)
+        out_pinned = lf.empty_pinned(x.shape, x.dtype)
+        out_pinned[...] = 0
+    tensors: dict[str, Any] = {}
+    if CUDA:
+        tensors = {"x": torch.from_numpy(x).pin_memory(), "mask": torch.from_numpy(mask).pin_memory(),
+                   "out": torch.empty(x.shape, dtype=torch.float32).pin_memory(),
+                   "streams": [torch.cuda.Stream() for _ in range(STREAMS)]}
+        torch.zeros(1 << 28, device="cuda").sum().item()  # the clocks up before timing
+    mibs = [int(m) for m in args.mibs.split(",") if m]
+    results: dict[str, dict[str, Any]] = {}
+    rows_out = []
+    numpy_times: Measured | None = None
+    for mib in mibs:
+        chunk_rows = max(1, (mib << 20) // (COLS * 4))
+        idx = permutation(len(x), chunk_rows, mib)
+        if numpy_times is None:
+            verify = partial(_check_as, x=x, idx=idx, mask=mask, chunk_rows=chunk_rows, who="numpy")
+            numpy_times = measure(partial(numpy_w1, x, idx, mask), max(1, args.rounds - 1), verify)
+        configs = configurations(x, mask, out, x_pinned, out_pinned, tensors, idx, chunk_rows, args)
+        for name, make in configs.items():
+            found = make()
+            first, steady = found.cells(x.nbytes)
+            link = (f"{found.extra['up'] / 2**20:.0f} / {found.extra['down'] / 2**20:.0f}"
+                    if "up" in found.extra else "-")
+            rows_out.append(f"| {mib} | {name} | {first} | {steady} | {link} |")
+            results[f"{mib} {name}"] = {"first_s": found.first, "rounds_s": found.rounds, **found.extra}
+            print(rows_out[-1], flush=True)
+    print(f"\n### W1: {x.nbytes / 2**30:.2f} GiB f32 ({len(x)}, {COLS}), index_select (rows permuted within "
+          f"chunks) + masked_fill, {args.threads} threads; GB/s of x, first (cold) and median (best) of "
+          f"{args.rounds}\n")
+    print("| chunk MiB | configuration | first | GB/s | MiB up / down per compute (lf.profile) |\n"
+          "|---|---|---|---|---|")
+    print("\n".join(rows_out))
+    if numpy_times is not None:
+        first, steady = numpy_times.cells(x.nbytes)
+        print(f"| - | numpy on the CPU (one thread) | {first} | {steady} | - |")
+        results["numpy"] = {"first_s": numpy_times.first, "rounds_s": numpy_times.rounds}
+    sweep_threads = [int(t) for t in args.sweep_threads.split(",") if t]
+    if sweep_threads:
+        print(f"\n### lazyfuel pageable by dask threads (GB/s, median (best) of {args.rounds})\n")
+        sweep_mibs = [int(m) for m in args.sweep_mibs.split(",") if m]
+        header = " | ".join(f"{m} MiB" for m in sweep_mibs)
+        print(f"| threads | {header} |\n|---|" + "---|" * len(sweep_mibs))
+        for threads in sweep_threads:
+            cells = []
+            for mib in sweep_mibs:
+                chunk_rows = max(1, (mib << 20) // (COLS * 4))
+                idx = permutation(len(x), chunk_rows, mib)
+                found = lazyfuel_run(x, idx, mask, chunk_rows, threads, out, args.rounds)
+                cells.append(found.cells(x.nbytes)[1])
+                results[f"sweep {threads} {mib}"] = {"first_s": found.first, "rounds_s": found.rounds}
+            print(f"| {threads} | " + " | ".join(cells) + " |", flush=True)
+    messages = pool.validation_messages
+    print(f"\nvalidation messages: {len(messages)}" + "".join(f"\n  {m}" for m in messages[:5]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gib": args.gib, "threads": args.threads, "results": results}, f, indent=1)
+    return 1 if messages else 0
+
+
+def allocation_costs(pool: Any, mibs: tuple[int, ...] = (64, 192, 1024), repeats: int = 3) -> None:
+    """Prints the best of `repeats` ms to make (vkAllocateMemory, bind, map) and destroy one block
+    of each memory use (`memtypes.Use`: the kernels' device memory, upload and download staging)."""
+    from lazyfuel.backends.vulkan.memtypes import Use
+    print("\n| block | " + " | ".join(f"{m} MiB make / destroy, ms" for m in mibs) + " |\n|---|"
+          + "---|" * len(mibs))
+    for use in Use:
+        cells = []
+        for mib in mibs:
+            made, destroyed = [], []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                block = pool.allocator.make_block(mib << 20, use)
+                middle = time.perf_counter()
+                pool.allocator.destroy_block(block)
+                made.append(middle - start)
+                destroyed.append(time.perf_counter() - middle)
+            cells.append(f"{min(made) * 1e3:.1f} / {min(destroyed) * 1e3:.1f}")
+        print(f"| {use.name.lower()} | " + " | ".join(cells) + " |", flush=True)
+
+
+def numpy_w1(x: np.ndarray, idx: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """W1 in numpy, one thread."""
+    return np.where(mask, np.float32(-1), x[idx])
+
+
+def _check_as(got: Any, *, x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: int,
+              who: str) -> None:
+    check(got.numpy() if torch is not None and isinstance(got, torch.Tensor) else got, x, idx, mask,
+          chunk_rows, who)
+
+
+def configurations(x: np.ndarray, mask: np.ndarray, out: np.ndarray, x_pinned: np.ndarray | None,
+                   out_pinned: np.ndarray | None, tensors: dict[str, Any], idx: np.ndarray, chunk_rows: int,
+                   args: argparse.Namespace) -> dict[str, Callable[[], Measured]]:
+    """The configurations measured at one chunk size, each a call returning its `Measured`."""
+    found: dict[str, Callable[[], Measured]] = {
+        "lazyfuel, pageable": partial(lazyfuel_run, x, idx, mask, chunk_rows, args.threads, out, args.rounds)}
+    if x_pinned is not None and out_pinned is not None:
+        found["lazyfuel, page-locked"] = partial(lazyfuel_run, x_pinned, idx, mask, chunk_rows, args.threads,
+                                                 out_pinned, args.rounds)
+    if tensors:
+        verify = partial(_check_as, x=x, idx=idx, mask=mask, chunk_rows=chunk_rows, who="torch")
+        idx_pinned = torch.from_numpy(idx).pin_memory()
+        found["torch at its best (pinned, 3 streams)"] = partial(
+            measure, partial(torch_best_run, tensors, idx_pinned, chunk_rows), args.rounds, verify)
+        naive = [int(m) for m in args.naive_mibs.split(",") if m]
+        if not naive or chunk_rows * COLS * 4 >> 20 in naive:
+            found["torch as first written (pageable)"] = partial(
+                measure, partial(torch_naive, x, idx, mask, out, chunk_rows), args.rounds, verify)
+    return found
+
+
+def torch_best_run(t: dict[str, Any], idx_pinned: Any, chunk_rows: int) -> Any:
+    """torch at its best on the pinned tensors of `t` (see `torch_best`)."""
+    n = t["x"].shape[0]
+    for c, start in enumerate(range(0, n, chunk_rows)):
+        rows = slice(start, min(start + chunk_rows, n))
+        with torch.cuda.stream(t["streams"][c % STREAMS]):
+            g = t["x"][rows].to("cuda", non_blocking=True)
+            i = idx_pinned[rows].to("cuda", non_blocking=True) - start
+            m = t["mask"][rows].to("cuda", non_blocking=True)
+            t["out"][rows].copy_(g.index_select(0, i).masked_fill(m, -1.0), non_blocking=True)
+    torch.cuda.synchronize()
+    return t["out"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

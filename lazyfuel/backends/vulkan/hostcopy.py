@@ -1,0 +1,67 @@
+"""Host memory copies into and out of staging, spread over a few threads when they are large.
+
+One thread copies ~8-10 GB/s on the H200's host (pageable numpy memory into page-locked staging),
+while 16 threads together copy 35-49 GB/s (benchmarks/link.py). With as many tasks in flight as
+cores the tasks' own threads already fill the memory system, but with few tasks (a 4 GiB array
+in 1 GiB chunks is 4 tasks; a compute on 4 dask threads) one thread a copy capped the pipeline
+at ~8-10 GB/s. `copy(dst, src)` cuts a copy of at least `SPLIT_MIN` bytes into pieces of at
+least `PIECE` bytes and copies them on a process-wide pool of `workers()` threads (numpy releases
+the GIL while it copies), the caller's thread taking the first piece; smaller copies run in the
+caller's thread as before. Pieces of concurrent copies share the pool, so its size bounds the
+threads copying at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+SPLIT_MIN = 32 << 20  # copies under this run in the caller's thread
+PIECE = 8 << 20  # the smallest piece a large copy is cut into
+ENV = "LAZYFUEL_COPY_THREADS"
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
+_lock = threading.Lock()
+
+
+def workers() -> int:
+    """Threads of the copy pool: `LAZYFUEL_COPY_THREADS`, else the cores (at most 16); 1 copies
+    every piece in the caller's thread."""
+    wanted = os.environ.get(ENV, "").strip()
+    if wanted:
+        try:
+            return max(1, int(wanted))
+        except ValueError:
+            raise ValueError(f"{ENV}={wanted!r}: expected a number of threads (1 or more)") from None
+    return max(1, min(os.cpu_count() or 1, 16))
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool, _pool_pid
+    with _lock:
+        if _pool is None or _pool_pid != os.getpid():  # a forked child makes its own
+            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="lazyfuel-copy")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """`dst[:] = src` for two 1-d uint8 arrays of one length, on several threads when large."""
+    n = src.nbytes
+    n_workers = workers() if n >= SPLIT_MIN else 1
+    if n_workers <= 1:
+        dst[:] = src
+        return
+    piece = max(PIECE, -(-n // n_workers))
+    piece = -(-piece // 4096) * 4096  # whole pages: no two threads write one cache line
+    bounds = [(start, min(start + piece, n)) for start in range(0, n, piece)]
+    pool = _executor()
+    futures = [pool.submit(np.copyto, dst[a:b], src[a:b]) for a, b in bounds[1:]]
+    a, b = bounds[0]
+    dst[a:b] = src[a:b]
+    for future in futures:
+        future.result()

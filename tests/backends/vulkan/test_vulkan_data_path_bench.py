@@ -1,0 +1,28 @@
+"""benchmarks/data_path.py --quick runs here (what CI and users without a GPU can run): every
+configuration bit-equal to numpy, lf.profile's bytes per link written, no validation message."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_quick_data_path_benchmark_runs(tmp_path):
+    out = tmp_path / "data_path.json"
+    env = {**os.environ, "LAZYFUEL_BACKEND": "vulkan"}
+    script = ROOT / "benchmarks" / "data_path.py"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--json", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "| 16 | lazyfuel, pageable |" in done.stdout and "validation messages: 0" in done.stdout
+    results = json.loads(out.read_text())["results"]
+    x_bytes = 128 << 20
+    for mib in (8, 16, 32):
+        for kind in ("pageable", "page-locked"):
+            row = results[f"{mib} lazyfuel, {kind}"]
+            assert row["down"] == x_bytes and row["up"] >= x_bytes  # x up (+ indices, mask), y down

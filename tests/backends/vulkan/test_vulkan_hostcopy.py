@@ -1,0 +1,46 @@
+"""Host copies into and out of staging (`hostcopy.py`): large ones split over the copy threads,
+bit for bit; the thread count from `LAZYFUEL_COPY_THREADS`, a bad value named."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from lazyfuel.backends.vulkan import hostcopy
+
+
+@pytest.mark.parametrize("nbytes", [1 << 20, hostcopy.SPLIT_MIN + 12345], ids=["small", "split"])
+def test_copies_are_exact(nbytes):
+    src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    dst = np.zeros(nbytes + 64, np.uint8)
+    hostcopy.copy(dst[32:32 + nbytes], src)
+    assert dst[32:32 + nbytes].tobytes() == src.tobytes()
+    assert not dst[:32].any() and not dst[32 + nbytes:].any()  # nothing written outside
+
+
+def test_large_copies_run_on_several_threads(monkeypatch):
+    monkeypatch.setenv(hostcopy.ENV, "4")
+    monkeypatch.setattr(hostcopy, "_pool", None)
+    seen, copyto = set(), np.copyto
+
+    def spy(dst, src):
+        seen.add(threading.current_thread().name)
+        copyto(dst, src)
+    monkeypatch.setattr(np, "copyto", spy)
+    src = np.random.default_rng(1).integers(0, 256, hostcopy.SPLIT_MIN, dtype=np.uint8)
+    dst = np.empty_like(src)
+    hostcopy.copy(dst, src)
+    assert dst.tobytes() == src.tobytes()
+    assert seen and all(name.startswith("lazyfuel-copy") for name in seen)
+    monkeypatch.setenv(hostcopy.ENV, "1")  # one thread: the caller copies it all
+    seen.clear()
+    hostcopy.copy(dst, src)
+    assert not seen
+
+
+def test_a_bad_thread_count_is_named(monkeypatch):
+    monkeypatch.setenv(hostcopy.ENV, "many")
+    with pytest.raises(ValueError, match="LAZYFUEL_COPY_THREADS='many': expected a number of threads"):
+        hostcopy.workers()

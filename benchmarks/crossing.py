@@ -14,7 +14,6 @@ reference) and `lf.explain` is printed for each setting, so the crossing line sh
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -43,15 +42,14 @@ def main() -> None:
     out = np.empty((n, m // 2 + 1), np.complex64)
     times: dict[str, list[float]] = {"auto": [], "host": []}
     for setting in times:  # warm up, explain
-        os.environ["LAZYFUEL_CROSSING"] = setting
-        y = build(v, idx, mask, args.rows)
-        print(f"--- LAZYFUEL_CROSSING={setting}\n{lf.explain(y)}\n", flush=True)
-        y.compute(out=out)
+        with lf.config(crossing=setting):
+            y = build(v, idx, mask, args.rows)
+            print(f"--- LAZYFUEL_CROSSING={setting}\n{lf.explain(y)}\n", flush=True)
+            y.compute(out=out)
     for _ in range(args.repeats):
         for setting, found in times.items():
-            os.environ["LAZYFUEL_CROSSING"] = setting
             y = build(v, idx, mask, args.rows)
-            with lf.profile() as p:
+            with lf.config(crossing=setting), lf.profile() as p:
                 start = time.perf_counter()
                 y.compute(out=out)
                 found.append(time.perf_counter() - start)
@@ -60,8 +58,7 @@ def main() -> None:
     picked = np.where(mask, np.float32(0), np.take_along_axis(v, idx.astype(np.int64), 0))
     want = np.fft.rfft(picked.astype(np.float64), axis=-1)
     for setting in times:  # check each setting's result
-        os.environ["LAZYFUEL_CROSSING"] = setting
-        build(v, idx, mask, args.rows).compute(out=out)
+        build(v, idx, mask, args.rows).compute(out=out, crossing=setting)
         err = float(np.max(np.max(np.abs(out - want), axis=-1) / np.max(np.abs(want), axis=-1)))
         verdict = "ok" if err < 1e-5 else "FAIL"
         print(f"{setting:5s} max row error vs numpy.fft (float64): {err:.2e} {verdict}")

@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import lazyfuel.backends.vulkan.kernels as kmod
+import lazyfuel as lf
 from benchmarks.gpu_clocks import Clocks, vulkan_uuid
 from benchmarks.kernels import BenchStep, Device, optional
 from lazyfuel.backends.vulkan.kernels import (
@@ -167,10 +167,9 @@ def vulkan_round(dev: Timed, data: dict, groups: list[tuple[int, int]], clocks: 
         run("index_select rows", config, lambda b: IndexSelectKernel().record(
             b, is_step, [xd, data["ridx_d"]], out, slot), moved["index_select"], expect["index_select"])
         for quads in (True, False):
-            kmod.GATHER_QUADS = quads
-            run("gather dim -1" + ("" if quads else " scalar"), config, lambda b: GatherKernel().record(
-                b, g_step, [xd, data["gidx_d"]], out, slot), moved["gather"], expect["gather"])
-        kmod.GATHER_QUADS = True
+            with lf.config(_gather_quads=quads):
+                run("gather dim -1" + ("" if quads else " scalar"), config, lambda b: GatherKernel().record(
+                    b, g_step, [xd, data["gidx_d"]], out, slot), moved["gather"], expect["gather"])
         run("masked_fill", config, lambda b: MaskedFillKernel().record(
             b, mf_step, [xd, data["mask_d"]], out, None), moved["masked_fill"], expect["masked_fill"])
     return results

@@ -115,14 +115,14 @@ def graph_line(slots_env: list[str], blocks: list, rows: int, rounds: int) -> tu
     idx = np.concatenate([d[1].astype(np.int64) + b * rows for b, d in enumerate(blocks)])
     found, outs = [], []
     for env in (slots_env[:1], slots_env):
-        os.environ["LAZYFUEL_DEVICES"] = ",".join(env)
-        y = lf.from_array(x, chunks=(rows, COLS)).index_select(0, idx).masked_fill(mask, FILL)
-        outs.append(y.compute(scheduler="threads", num_workers=4 * len(env)))
-        times = []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            y.compute(scheduler="threads", num_workers=4 * len(env))
-            times.append(time.perf_counter() - t)
+        with lf.config(devices=",".join(env)):
+            y = lf.from_array(x, chunks=(rows, COLS)).index_select(0, idx).masked_fill(mask, FILL)
+            outs.append(y.compute(scheduler="threads", num_workers=4 * len(env)))
+            times = []
+            for _ in range(rounds):
+                t = time.perf_counter()
+                y.compute(scheduler="threads", num_workers=4 * len(env))
+                times.append(time.perf_counter() - t)
         found.append(len(blocks) * bytes_per_block(rows) / statistics.median(times) / 1e9)
     return found, outs[0].tobytes() == outs[1].tobytes()
 
@@ -176,7 +176,7 @@ def main() -> None:
           f"2-GPU result bit-equal to 1-GPU: {equal}; to numpy: {reference}")
     same = True
     if args.graph:
-        env = [s for s in os.environ.get("LAZYFUEL_DEVICES", "").split(",") if s.strip()]
+        env = [s for s in (lf.config.devices or "").split(",") if s.strip()]
         (g1, g2), same = graph_line(env or [str(i) for i, _ in slots[:2]], blocks, rows, args.rounds)
         print(f"RESULT lazy API on host data: 1 GPU {g1:.1f} GB/s, 2 GPUs {g2:.1f} GB/s, "
               f"ratio {g2 / g1:.2f}x; bit-equal: {same}")

@@ -138,7 +138,6 @@ def lazyfuel_run(op: str, w: dict[str, Any], backend: str, threads: int, **kw: A
     a, rows = w["a"], w["rows"]
 
     def run() -> np.ndarray:
-        os.environ["LAZYFUEL_BACKEND"] = backend
         x = lf.from_array(a, chunks=(rows, a.shape[1]))
         if op == "index_select":
             y = lf.index_select(x, 0, w["idx"])
@@ -146,7 +145,7 @@ def lazyfuel_run(op: str, w: dict[str, Any], backend: str, threads: int, **kw: A
             y = lf.gather(x, 0, w["idx"])
         else:
             y = lf.masked_fill(x, w["mask"], -1.0)
-        return y.compute(**(kw or {"num_workers": threads}))
+        return y.compute(backend=backend, **(kw or {"num_workers": threads}))
     return run
 
 

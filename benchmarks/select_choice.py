@@ -21,6 +21,7 @@ the same for the best runs); above 1 means auto was faster.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -67,6 +68,9 @@ class BenchRuntime:
 
     def planner(self) -> _Recording:
         return _Recording(self.name, _PLANNERS[self.name])
+
+    def applied(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
 
 def _planners() -> None:

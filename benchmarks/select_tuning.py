@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from kernels import BenchStep, Device, copy_shader
 
-import lazyfuel.backends.vulkan.kernels as kmod
+import lazyfuel as lf
 import lazyfuel.backends.vulkan.pipelines as pipelines_mod
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
@@ -104,6 +104,7 @@ def setups(dev: Device, n: int, rng: np.random.Generator) -> dict[str, Setup]:
 
 
 BEFORE = {"on": False}  # the `before` config is running: modules come from --before's SPIR-V
+ALIGNED = {"on": True}  # index_select's aligned-rows variant (off for the `/general` configs)
 
 
 def use_before(pool: Any, revision: str, folder: Path) -> None:
@@ -127,7 +128,7 @@ def configure(pool: Any, config: str, table: tuple[dict, bool]) -> None:
     if config == "before":
         config = "L64/E4/s/general"
     config = config.removeprefix("before+")  # before+table: --before's modules, today's groups
-    kmod.ALIGNED_ROWS = not config.endswith("/general")
+    ALIGNED["on"] = not config.endswith("/general")  # lazyfuel.config._aligned_rows when recording
     config = config.removesuffix("/general")
     if config == "table":
         pool.groups.update(table[0])
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             record, _, expect = ops[op]
             if config != "-":
                 configure(pool, config, saved)
-            with pool.batch() as batch:
+            with lf.config(_aligned_rows=ALIGNED["on"]), pool.batch() as batch:
                 record(batch)
                 t = time.perf_counter()
                 batch.run()

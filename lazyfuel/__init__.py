@@ -5,6 +5,8 @@
     y = x.T.index_select(0, idx).masked_fill(mask, 0.0)   # lazy
     s = lf.rfft(y, axis=-1)                                # lazy, numpy.fft's semantics
     print(lf.explain(y))                                   # what each fused task will run
+    with lf.config(backend="cpu"):                         # knobs (README: Configuration)
+        y.compute()
     with lf.profile() as p:
         out = y.compute()                                  # numpy
 """
@@ -35,6 +37,7 @@ from lazyfuel.contracts.model import ContractError
 from lazyfuel.judge import UnmeasuredCostWarning
 from lazyfuel.profiling import profile
 from lazyfuel.registry import NoBindingError, Registry
+from lazyfuel.settings import config
 
 __all__ = [
     "Array",
@@ -44,6 +47,7 @@ __all__ = [
     "UnmeasuredCostWarning",
     "asarray",
     "broadcast_to",
+    "config",
     "contiguous",
     "devices",
     "empty_pinned",

@@ -8,15 +8,16 @@ the value and its position; no wrap-around), float or bool indices and non-bool 
 (TypeError), shapes that do not fit refused (ValueError). Concrete indices and masks are checked
 when the op is built; lazy ones when their chunks are computed.
 
-The backend is chosen when an array is lowered to dask (`LAZYFUEL_BACKEND=vulkan|cpu|auto`,
-through `providers.available_backends`), and each task plans its chain against the default
-registry of the process it runs in.
+The backend is chosen when an array is lowered to dask (`lazyfuel.config.backend`, through
+`providers.available_backends`), and each task plans its chain against the default registry of
+the process it runs in, under the `lazyfuel.config` blocks open where the graph was lowered.
+`compute` and `persist` take any knob as a keyword (`y.compute(backend="cpu")`) for that call.
 """
 
 from __future__ import annotations
 
 import math
-import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,27 +40,36 @@ from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
+from lazyfuel.settings import config
 
 
 @dataclass(frozen=True)
 class DefaultRuntime:
-    """The planner a task uses: the default registry over the backends `backend` names.
+    """The planner a task uses (the default registry over the backends `backend` names) and the
+    `lazyfuel.config` values set by the blocks open where the graph was lowered (`overrides`),
+    which its tasks run under (`applied`).
 
     Picklable (it travels inside tasks to dask workers); each process builds its planner once.
     """
 
     backend: str = "auto"
+    overrides: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def from_env(cls) -> DefaultRuntime:
-        return cls(os.environ.get("LAZYFUEL_BACKEND") or "auto")
+    def current(cls) -> DefaultRuntime:
+        """The runtime of the config in force here."""
+        return cls(config.backend, config.overrides())
 
     def planner(self) -> Planner:
         return _planner(self.backend.lower())
 
-    def __dask_tokenize__(self) -> tuple[str, str]:
+    def applied(self) -> AbstractContextManager[Any]:
+        """A block of the captured config values (what a task runs under)."""
+        return config.applied(self.overrides)
+
+    def __dask_tokenize__(self) -> tuple[str, str, str]:
         # what names it in task keys; dask's default for a dataclass pickles it on every lowering
-        return ("lazyfuel.DefaultRuntime", self.backend)
+        return ("lazyfuel.DefaultRuntime", self.backend, repr(self.overrides))
 
 
 @cache
@@ -177,17 +187,19 @@ class Array:
 
     # --- running -----------------------------------------------------------------------------
     def to_dask(self) -> da.Array:
-        """The dask array computing this one (built once per backend choice); nothing runs."""
-        runtime = DefaultRuntime.from_env()
+        """The dask array computing this one (built once per backend choice and config block);
+        nothing runs."""
+        runtime = DefaultRuntime.current()
         found = self._lowered.get(runtime)
         if found is None:
             found = self._lowered[runtime] = lower(self._node, runtime)
         return found
 
-    def compute(self, out: np.ndarray | None = None, **dask_kwargs: Any) -> np.ndarray:
+    def compute(self, out: np.ndarray | None = None, **kwargs: Any) -> np.ndarray:
         """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
-        dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Other
-        keyword arguments go to `dask.compute` (scheduler …).
+        dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Keyword
+        arguments that name a `lazyfuel.config` knob set it for this call (`backend="cpu"`); the
+        others go to `dask.compute` (scheduler …).
 
         On dask's local schedulers (threads, sync) the result is allocated once (or is `out`) and
         each block is written into it by the task that computes it: by the kernels themselves
@@ -195,6 +207,11 @@ class Array:
         as it is done. No block is held and no thread concatenates at the end. Elsewhere
         (dask.distributed) dask gathers the blocks and concatenates them (then copied into `out`).
         """
+        knobs, dask_kwargs = config.split(kwargs)
+        with config(**knobs):
+            return self._compute(out, dask_kwargs)
+
+    def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
         node = self._node
         if out is not None:
             _check_out(out, node.shape, node.dtype)
@@ -202,7 +219,7 @@ class Array:
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
             result = np.empty(node.shape, node.dtype) if out is None else out
-            found = lower_into(node, DefaultRuntime.from_env(), result)
+            found = lower_into(node, DefaultRuntime.current(), result)
             if found is not None:
                 graph, keys = found
                 kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
@@ -214,9 +231,12 @@ class Array:
         out[...] = computed
         return out
 
-    def persist(self, **dask_kwargs: Any) -> Array:
-        """An Array whose chunks are computed and held (in memory, or on a distributed cluster)."""
-        return Array(Source(self.to_dask().persist(**dask_kwargs)))
+    def persist(self, **kwargs: Any) -> Array:
+        """An Array whose chunks are computed and held (in memory, or on a distributed cluster);
+        keyword arguments as `compute`'s."""
+        knobs, dask_kwargs = config.split(kwargs)
+        with config(**knobs):
+            return Array(Source(self.to_dask().persist(**dask_kwargs)))
 
     def to_zarr(self, url: Any, component: str | None = None, overwrite: bool = False,
                 compute: bool = True, **kwargs: Any) -> Any:
@@ -254,7 +274,7 @@ class Array:
         return self.to_dask().__dask_layers__()
 
     def __dask_tokenize__(self) -> Any:
-        return ("lazyfuel.Array", self._given.name, DefaultRuntime.from_env())
+        return ("lazyfuel.Array", self._given.name, DefaultRuntime.current())
 
     def __dask_postcompute__(self) -> Any:
         return self.to_dask().__dask_postcompute__()
@@ -469,5 +489,5 @@ def explain(x: Any) -> str:
     representative block, the Contiguize steps inserted and why (which cap), and the estimated
     cost, with the candidate plans priced for each decision. Plans only; runs nothing."""
     arr = asarray(x)
-    runtime = DefaultRuntime.from_env()
+    runtime = DefaultRuntime.current()
     return explain_node(arr._node, runtime, runtime.planner())

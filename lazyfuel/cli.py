@@ -23,6 +23,7 @@ from lazyfuel.dtypes import DType
 from lazyfuel.notices import LOGGER
 from lazyfuel.providers import BACKEND_CHOICES, available_backends, register_builtin_providers
 from lazyfuel.registry import Binding, NoBindingError, Registry
+from lazyfuel.settings import config
 
 if TYPE_CHECKING:
     from lazyfuel.judge import TuningPick
@@ -149,13 +150,15 @@ class UsageError(Exception):
 
 
 def _use_device(args: argparse.Namespace) -> None:
-    """--device and --backend reach every layer (and worker processes) through the environment.
-    A --device that names no Vulkan device here is a UsageError listing the devices there are."""
+    """--device and --backend reach every layer (and worker processes) through the environment,
+    which `lazyfuel.config` then reads again. A --device that names no Vulkan device here is a
+    UsageError listing the devices there are."""
     if getattr(args, "device", None):
         _check_device(args.device)
         os.environ["LAZYFUEL_DEVICE"] = args.device
     if getattr(args, "backend_choice", None):
         os.environ["LAZYFUEL_BACKEND"] = args.backend_choice
+    config.reload()
 
 
 def _check_device(wanted: str) -> None:
@@ -248,7 +251,7 @@ def _bench(args: argparse.Namespace) -> int:
     _use_device(args)
     sizes = tuple(int(s * 2**20) for s in args.sizes) if args.sizes else (QUICK_SIZES if args.quick
                                                                           else FULL_SIZES)
-    device = f"{_device_name()}; backend {os.environ.get('LAZYFUEL_BACKEND') or 'auto'}"
+    device = f"{_device_name()}; backend {config.backend}"
     print(f"lazyfuel bench on {device}; sizes {', '.join(f'{s / 2**20:g} MiB' for s in sizes)}",
           file=sys.stderr)
     timings = measure(args.op, sizes, repeats=args.repeats or (2 if args.quick else 3),

@@ -25,6 +25,8 @@ from typing import Any
 
 from distributed import Client, LocalCluster, WorkerPlugin
 
+from lazyfuel.settings import config
+
 
 class PinDevice(WorkerPlugin):
     """Pins each worker to `devices[rank % len(devices)]` (an index or a name substring);
@@ -48,6 +50,7 @@ class PinDevice(WorkerPlugin):
         device = self.device_for(worker_rank(worker))
         os.environ["LAZYFUEL_DEVICE"] = device
         os.environ["LAZYFUEL_DEVICES"] = device
+        config.reload()  # the process's base config is its environment
 
 
 def worker_rank(worker: Any) -> int:
@@ -65,7 +68,7 @@ def worker_device() -> dict[str, Any]:
     from lazyfuel.backends.vulkan import get_pool
 
     pool = get_pool()
-    return {"pid": os.getpid(), "pinned": os.environ.get("LAZYFUEL_DEVICE"),
+    return {"pid": os.getpid(), "pinned": config.device,
             "pool": id(pool), "index": pool.info.index, "label": pool.label}
 
 

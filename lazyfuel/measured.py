@@ -29,6 +29,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict, cached_picks
 from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
+from lazyfuel.settings import environment
 
 
 @cache
@@ -65,7 +66,7 @@ def vulkan_fingerprint(info: Any = None) -> str:
     parts += [f"{name} {getattr(info, name)}" for name in ("vendor_id", "device_id", "device_uuid")
               if getattr(info, name, None) is not None]
     if info.kind == "cpu":
-        parts.append(f"host {host_cpu()}; LP_NUM_THREADS={os.environ.get('LP_NUM_THREADS', '')}")
+        parts.append(f"host {host_cpu()}; LP_NUM_THREADS={environment().get('LP_NUM_THREADS', '')}")
     return " | ".join(parts)
 
 

@@ -3,7 +3,8 @@
 A provider plugs in by data: a row in `BUILTIN` names the module whose `register()` registers its
 link registries and executor, and the contract documents it ships under `lazyfuel/contracts/`.
 `default_registry()` loads them all once per process; `available_backends()` says which backends
-can run here (a Vulkan device exists, …), honouring `LAZYFUEL_BACKEND` (one of `BACKEND_CHOICES`).
+can run here (a Vulkan device exists, …), honouring `lazyfuel.config.backend` (`LAZYFUEL_BACKEND`,
+one of `BACKEND_CHOICES`).
 Checking a backend says nothing: the planner mentions one that cannot run where work it has bindings
 for is planned (`Planner(left_out=...)`), and forcing one raises.
 """
@@ -11,7 +12,6 @@ for is planned (`Planner(left_out=...)`), and forcing one raises.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ from pathlib import Path
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.registry import Registry
+from lazyfuel.settings import check, config
 
 CONTRACTS_DIR = Path(__file__).parent / "contracts"
 
@@ -104,11 +105,12 @@ def left_out(choice: str | None = None) -> dict[Backend, str]:
 
 
 def _choice(choice: str | None) -> str:
-    return (choice or os.environ.get("LAZYFUEL_BACKEND") or "auto").lower()
+    """`choice` checked (ValueError naming the choices), else `lazyfuel.config.backend`."""
+    return check("backend", choice, source="LAZYFUEL_BACKEND") if choice else config.backend
 
 
 def available_backends(choice: str | None = None) -> list[Backend]:
-    """Backends to plan over, best first: `choice` or `$LAZYFUEL_BACKEND` (one of `BACKEND_CHOICES`).
+    """Backends to plan over, best first: `choice` or `lazyfuel.config.backend` (one of `BACKEND_CHOICES`).
 
     Forcing a backend that cannot run here raises RuntimeError saying why.
     """
@@ -116,10 +118,7 @@ def available_backends(choice: str | None = None) -> list[Backend]:
     register_builtin_providers()
     if choice == "auto":
         return [b for b in BACKEND_PRIORITY if _has_provider(b) and backend_usable(b)]
-    named = {b.name.lower(): b for b in Backend}
-    if choice not in BACKEND_CHOICES:
-        raise ValueError(f"LAZYFUEL_BACKEND={choice!r}; expected one of {', '.join(BACKEND_CHOICES)}")
-    backend = named[choice]
+    backend = {b.name.lower(): b for b in Backend}[choice]
     if not _has_provider(backend):
         raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but no provider "
                            "ships it")

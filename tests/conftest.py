@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from lazyfuel.providers import available_backends
+from lazyfuel.settings import config
 
 
 def force_backend(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -50,3 +51,23 @@ def no_validation_messages():
         messages += [f"{pool.label}: {m}" for m in pool.validation_messages]
         pool.validation_messages.clear()
     assert not messages, f"validation layer reported {len(messages)} message(s):\n" + "\n".join(messages[:10])
+
+
+@pytest.fixture
+def monkeypatch(monkeypatch: pytest.MonkeyPatch):
+    """pytest's monkeypatch; lazyfuel reads the environment once (`lazyfuel.config`), so setting
+    or deleting a variable through it reads the environment again, as does undoing them."""
+    setenv, delenv = monkeypatch.setenv, monkeypatch.delenv
+
+    def set_and_reload(*args, **kwargs):
+        setenv(*args, **kwargs)
+        config.reload()
+
+    def del_and_reload(*args, **kwargs):
+        delenv(*args, **kwargs)
+        config.reload()
+
+    monkeypatch.setenv, monkeypatch.delenv = set_and_reload, del_and_reload
+    yield monkeypatch
+    monkeypatch.undo()
+    config.reload()

@@ -37,18 +37,16 @@ from lazyfuel.backends import base
 from lazyfuel.backends.base import ExportedResult, ImportedMemory, MemoryImporter
 from lazyfuel.contracts.model import Backend
 from lazyfuel.planner.program import Program
+from lazyfuel.settings import CROSSING_MODES, config
 
 ENV = "LAZYFUEL_CROSSING"
-MODES = ("auto", "host", "exported")
+MODES = CROSSING_MODES
 DEVICE_PAIRS = {(Backend.Vulkan, Backend.Cuda)}  # source -> target pairs that can share memory
 
 
 def mode() -> str:
-    """`LAZYFUEL_CROSSING` (default auto); ValueError naming the choices for anything else."""
-    value = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if value not in MODES:
-        raise ValueError(f"{ENV}={value!r}; expected one of {', '.join(MODES)}")
-    return value
+    """`lazyfuel.config.crossing` (`LAZYFUEL_CROSSING`, default auto; checked there)."""
+    return config.crossing
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ order is named with where it becomes native. It plans; it runs nothing.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 
 from lazyfuel import notices
@@ -32,6 +31,7 @@ from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
 from lazyfuel.planner import Planner, describe_choices, describe_program
 from lazyfuel.planner.plan import left_out_notice
 from lazyfuel.registry import NoBindingError
+from lazyfuel.settings import config
 
 
 def explain_node(root: Node, runtime: Runtime, planner: Planner,
@@ -173,7 +173,7 @@ def _group(number: int, node: Node, partition: Partition,
 
 def _forced(planner: Planner) -> str:
     """`LAZYFUEL_BACKEND=<name>` when that setting restricts the planner to one backend, else ''."""
-    choice = os.environ.get("LAZYFUEL_BACKEND", "auto").lower()
+    choice = config.backend
     return f"LAZYFUEL_BACKEND={choice}" if choice != "auto" and len(planner.backends) == 1 else ""
 
 

@@ -24,7 +24,7 @@ memory for the block, the chain runs on its halves instead (`graph.split`).
 Several devices: each task runs on one device (a fused chain is one program, so it never leaves
 it), chosen in the process that runs the task as `device_for(recipe.block, backend)`: the block's
 number (row-major, set when the graph is lowered) modulo the number of devices the backend spreads
-over (`LAZYFUEL_DEVICES`). Deterministic, round-robin over neighbouring blocks, and block i of
+over (`lazyfuel.config.devices`). Deterministic, round-robin over neighbouring blocks, and block i of
 every group lands on the same device.
 """
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, Protocol
@@ -56,9 +57,12 @@ Signature = tuple[DType, Layout]
 
 
 class Runtime(Protocol):
-    """What a task needs from the layer above: the planner of this process (picklable handle)."""
+    """What a task needs from the layer above (a picklable handle): the planner of this process,
+    and the config values the task runs under."""
 
     def planner(self) -> Planner: ...
+
+    def applied(self) -> AbstractContextManager[Any]: ...
 
 
 _NUMPY_VIEWS: dict[str, Callable[[np.ndarray, dict[str, Any]], np.ndarray]] = {
@@ -335,7 +339,16 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
         else:
             (out,) = execute(program, inputs)
         return out
-    return run
+    return _under_config(runtime, run)
+
+
+def _under_config(runtime: Runtime, run: Callable[[Chain, list[np.ndarray]], np.ndarray]
+                  ) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
+    """`run` under the `lazyfuel.config` values the graph was lowered with (on any thread or worker)."""
+    def applied(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
+        with runtime.applied():
+            return run(chain, inputs)
+    return applied
 
 
 def _input_dtypes(inputs: Sequence[np.ndarray]) -> list[DType]:

@@ -24,6 +24,7 @@ from typing import Any
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement
 from lazyfuel.judge.transfers import TransferJudgement, transfer_identity
 from lazyfuel.judge.tuning import TuningPick, tuning_identity
+from lazyfuel.settings import config
 
 try:
     import fcntl
@@ -35,12 +36,9 @@ FORMAT = 1
 
 
 def cache_dir() -> Path:
-    """`$LAZYFUEL_CACHE_DIR`, else `$XDG_CACHE_HOME/lazyfuel`, else `~/.cache/lazyfuel`."""
-    explicit = os.environ.get("LAZYFUEL_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "lazyfuel"
+    """`lazyfuel.config.cache_dir`: `$LAZYFUEL_CACHE_DIR`, else `$XDG_CACHE_HOME/lazyfuel`, else
+    `~/.cache/lazyfuel`."""
+    return config.cache_dir
 
 
 class JudgeCache:

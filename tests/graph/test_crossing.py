@@ -7,6 +7,7 @@ benchmarks/gpu_run.sh."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import pickle
 
@@ -166,6 +167,9 @@ class _Only:
 
     def planner(self):
         return self._planner
+
+    def applied(self):
+        return contextlib.nullcontext()
 
 
 def test_the_exported_path_through_a_graph_matches_numpy(monkeypatch):

@@ -8,6 +8,7 @@ cold plan costs a second or more.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import cache
 
@@ -179,6 +180,9 @@ class Only:
 
     def planner(self) -> Planner:
         return _planner(self.backends)
+
+    def applied(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
 
 @cache

@@ -18,7 +18,7 @@ from lazyfuel.graph.lower import lower_into
 
 
 def _graph(y: lf.Array, into: np.ndarray) -> tuple[dict, list]:
-    found = lower_into(y._node, DefaultRuntime.from_env(), into)
+    found = lower_into(y._node, DefaultRuntime.current(), into)
     assert found is not None
     return found
 

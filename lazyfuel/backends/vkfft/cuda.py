@@ -19,7 +19,6 @@ on this GPU mapped through `external.py`) is read there, with no upload. `import
 
 from __future__ import annotations
 
-import os
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ import numpy as np
 from lazyfuel.backends.vkfft.executor import VkFFTExecutor
 from lazyfuel.backends.vkfft.external import ExternalBuffer, device_uuid
 from lazyfuel.contracts.model import Backend
+from lazyfuel.settings import config
 
 ENV_DEVICE = "LAZYFUEL_CUDA_DEVICE"
 INSTALL_HINT = ("install CuPy (e.g. pip install cupy-cuda12x) and pyvkfft built with its CUDA back "
@@ -81,7 +81,7 @@ class CudaDevice:
             count = runtime.getDeviceCount()
         except runtime.CUDARuntimeError as err:  # no driver, or no device
             raise RuntimeError(f"no usable CUDA device ({err})") from None
-        index = _choose(count, choice if choice is not None else os.environ.get(ENV_DEVICE))
+        index = _choose(count, choice if choice is not None else config.cuda_device)
         with cupy.cuda.Device(index):
             stream = cupy.cuda.Stream(non_blocking=True)
         return cls(index, dict(runtime.getDeviceProperties(index)), stream)

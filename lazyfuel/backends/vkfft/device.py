@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from lazyfuel.settings import config
 
 STACK_BYTES = 256 << 20
 ENV_DEVICE = "LAZYFUEL_OPENCL_DEVICE"
@@ -121,7 +122,7 @@ class OpenCLDevice:
         cl, _ = _modules()
         import pyopencl.tools
 
-        device = _choose(devices(), choice if choice is not None else os.environ.get(ENV_DEVICE))
+        device = _choose(devices(), choice if choice is not None else config.opencl_device)
         context = cl.Context(devices=[device])
         queue = cl.CommandQueue(context)
         allocator = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(queue))

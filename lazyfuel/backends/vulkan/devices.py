@@ -12,11 +12,12 @@ kind. `list_devices()` / `describe_devices()` serve `lazyfuel devices`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import vulkan as vk
+
+from lazyfuel.settings import config
 
 _KINDS = {
     vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete",
@@ -184,7 +185,7 @@ def choose(infos: list[DeviceInfo], wanted: str | None = None,
     names where `wanted` came from in that message.
     """
     if wanted is None:
-        wanted = os.environ.get("LAZYFUEL_DEVICE", "").strip() or None
+        wanted = config.device
     seen = "; ".join(f"[{d.index}] {d.name} ({d.kind})" for d in infos) or "none"
     if not infos:
         raise RuntimeError("no Vulkan device found (on Debian: apt-get install mesa-vulkan-drivers "
@@ -216,12 +217,12 @@ def spread(infos: list[DeviceInfo], devices: str | None = None) -> list[int]:
     (both GPUs of a two-GPU machine; never a CPU device beside a GPU).
     """
     if devices is None:
-        devices = os.environ.get("LAZYFUEL_DEVICES", "")
+        devices = config.devices or ""
     items = [item.strip() for item in devices.split(",") if item.strip()]
     if items:
         return [choose(infos, item, source="LAZYFUEL_DEVICES item").index for item in items]
     best = choose(infos)
-    if os.environ.get("LAZYFUEL_DEVICE", "").strip():
+    if config.device:
         return [best.index]
     return [d.index for d in infos if d.usable and d.kind == best.kind]
 

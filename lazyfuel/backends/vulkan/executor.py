@@ -51,6 +51,7 @@ from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
+from lazyfuel.settings import config
 
 NO_BAD = 0xFFFFFFFF
 SATURATED = NO_BAD - 1
@@ -310,9 +311,8 @@ class VulkanExecutor:
 
 
 # Record an index_select whose only reader is a masked_fill as one select_fill dispatch with it:
-# None = where the device is not a CPU (lavapipe runs the two storage-buffer kernels faster than
-# one through device addresses); tests set True or False.
-FUSE_SELECT_FILL: bool | None = None
+# `lazyfuel.config._fuse_select_fill`: None = where the device is not a CPU (lavapipe runs the two
+# storage-buffer kernels faster than one through device addresses); tests set True or False.
 _SELECT_FILL = SelectFillKernel()
 
 
@@ -320,7 +320,8 @@ def select_fills(program: Program, kernels: list[VulkanKernel], pool: DevicePool
     """{masked_fill step: index_select step} for each pair recorded as one `SelectFillKernel`
     dispatch: the masked_fill's data is the select's result, which nothing else reads and the
     program does not return, and the select's rows are whole 16-byte words (`select_fill_fits`)."""
-    if not (pool.info.kind != "cpu" if FUSE_SELECT_FILL is None else FUSE_SELECT_FILL):
+    fuse = config._fuse_select_fill
+    if not (pool.info.kind != "cpu" if fuse is None else fuse):
         return {}
     n_in = program.n_inputs
     reads = Counter(a for step in program.steps for a in step.args)

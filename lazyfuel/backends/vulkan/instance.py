@@ -11,7 +11,6 @@ writes, inside a command buffer and across submits.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import checked
+from lazyfuel.settings import config
 
 API_VERSION = vk.VK_MAKE_VERSION(1, 2, 0)
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
@@ -36,8 +36,7 @@ SYNC = "sync"  # the validation level that adds synchronization validation
 def validation_requested() -> bool | str:
     """What `LAZYFUEL_VALIDATION` asks for: `"sync"` (the layer with synchronization validation),
     True (1/true/yes/on: the layer alone) or False."""
-    value = os.environ.get("LAZYFUEL_VALIDATION", "").strip().lower()
-    return SYNC if value == SYNC else value in ("1", "true", "yes", "on")
+    return config.validation
 
 
 @dataclass

@@ -20,13 +20,14 @@ from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pipelines import spirv
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
+from lazyfuel.settings import config
 
 WIDTHS = (1, 2, 4, 8, 16)
 # Each family's workgroup size and elements (or words) per invocation come from the pool
 # (`pool.groups`, chosen per device kind in tuning.py); benchmarks/select_tuning.py and
 # benchmarks/kernels_gpu.py measure the choices. Gather's quads need elements a multiple of 4.
-# gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5).
-GATHER_QUADS = True
+# gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5) unless
+# `lazyfuel.config._gather_quads` is off (benchmarks/kernels_gpu.py times both).
 MAX_RANK = 8
 U32_LIMIT = 1 << 32  # positions from here on need the shaders' 64-bit (WIDE) arithmetic
 I31_LIMIT = 1 << 31  # the same for signed offsets (contiguize)
@@ -80,19 +81,18 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
     return pool.ssbo and all(-(-n // 16) * 16 <= pool.info.max_storage_buffer_range for n in nbytes)
 
 
-# Tests set this to run the shaders' 64-bit position arithmetic on small data.
-FORCE_WIDE = False
-# index_select's straight row copy where each invocation's words lie in one row (specialisation
-# constant 5); tests and benchmarks turn it off to run and time the general path.
-ALIGNED_ROWS = True
+# `lazyfuel.config._force_wide`: tests run the shaders' 64-bit position arithmetic on small data.
+# `lazyfuel.config._aligned_rows`: index_select's straight row copy where each invocation's words
+# lie in one row (specialisation constant 5); tests and benchmarks turn it off to run and time the
+# general path.
 
 
 def spec_constants(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
     """Specialisation constants 0-4: workgroup size, elements per invocation, 64-bit positions,
     rank (contiguize), coalesced mapping of positions to invocations (GPUs); gather adds 5: quads."""
     local, elems = batch.pool.groups[family]
-    spec = (local, elems, int(wide or FORCE_WIDE), rank, int(batch.pool.coalesced))
-    return (*spec, int(GATHER_QUADS)) if family == "gather" else spec
+    spec = (local, elems, int(wide or config._force_wide), rank, int(batch.pool.coalesced))
+    return (*spec, int(config._gather_quads)) if family == "gather" else spec
 
 
 def per_group(batch: Batch, family: str) -> int:
@@ -282,7 +282,7 @@ class IndexSelectKernel(VulkanKernel):
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
         # 5: each invocation's words lie in one row (sequential mapping, rows a multiple of them)
-        aligned = (ALIGNED_ROWS and not batch.pool.coalesced
+        aligned = (config._aligned_rows and not batch.pool.coalesced
                    and words_per_row % batch.pool.groups[self.family][1] == 0)
         spec = (*spec_constants(batch, self.family, wide), int(aligned))
         pipeline = self.pipeline(batch, word, spec, ssbo)

@@ -36,11 +36,12 @@ benchmarks/transfer.py before they become a default there).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from enum import Enum, IntEnum
 
 import vulkan as vk
+
+from lazyfuel.settings import config
 
 LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
 VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
@@ -130,7 +131,7 @@ def choose_mode(flags: Sequence[int], can_import: bool, wanted: str | None = Non
     host-visible, or `import` / `zero-copy` where the device cannot import host memory.
     """
     if wanted is None:
-        wanted = os.environ.get(ENV, "")
+        wanted = config.vulkan_transfer
     host = host_memory_device(flags)
     if wanted.strip().lower() in ("", "auto"):
         if host:

@@ -4,8 +4,9 @@ lazyfuel's shaders use one of two pipeline layouts, both with one 128-byte push-
 modules named `*_ssbo` get one push-descriptor set of four storage buffers, the others (which
 reach buffers by device address) get no descriptor sets. Specialisation constants are given as a
 tuple of 32-bit values for constant ids 0, 1, 2 … (0 is the workgroup size). The VkPipelineCache
-is loaded from and saved to `cache_dir()` (`$LAZYFUEL_CACHE_DIR`, else `$XDG_CACHE_HOME/lazyfuel`,
-else `~/.cache/lazyfuel`), one file per driver cache UUID, so later processes skip shader builds.
+is loaded from and saved to `lazyfuel.config.cache_dir` (`$LAZYFUEL_CACHE_DIR`, else
+`$XDG_CACHE_HOME/lazyfuel`, else `~/.cache/lazyfuel`), one file per driver cache UUID, so later
+processes skip shader builds.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import check
+from lazyfuel.settings import config
 
 PUSH_CONSTANT_BYTES = 128
 STORAGE_BINDINGS = 4  # source, output, indices or mask, status
@@ -35,20 +37,12 @@ def spirv(name: str) -> bytes:
     return path.read_bytes()
 
 
-def cache_dir() -> Path:
-    """Where the pipeline cache lives (not created here)."""
-    if os.environ.get("LAZYFUEL_CACHE_DIR"):
-        return Path(os.environ["LAZYFUEL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "lazyfuel"
-
-
 class Pipelines:
     """Builds and keeps the compute pipelines of one VkDevice; thread-safe."""
 
     def __init__(self, device: Any, cache_uuid: str, push_descriptors: bool = False) -> None:
         self.device = device
-        self.cache_path = cache_dir() / f"pipelines-{cache_uuid}.bin"
+        self.cache_path = config.cache_dir / f"pipelines-{cache_uuid}.bin"
         self._lock = threading.Lock()
         self._modules: dict[str, Any] = {}
         self._pipelines: dict[tuple[str, tuple[int, ...]], Any] = {}

@@ -49,6 +49,7 @@ from lazyfuel.backends.vulkan.pinned import PinnedHost
 from lazyfuel.backends.vulkan.pipelines import Pipelines
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
 from lazyfuel.backends.vulkan.tuning import choose_tuning, measured_picks
+from lazyfuel.settings import config
 
 _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is still reported
 
@@ -83,7 +84,7 @@ class DevicePool:
         # device addresses on lavapipe); LAZYFUEL_VULKAN_MEMORY=address forces device addresses.
         self.push_descriptor_fn = _push_descriptor_fn(self.device) if self.info.push_descriptor else None
         self.ssbo = (self.push_descriptor_fn is not None
-                     and os.environ.get("LAZYFUEL_VULKAN_MEMORY", "").lower() != "address")
+                     and config.vulkan_memory != "address")
         self._contexts: list[Context] = []
         self._all_contexts: list[Context] = []
         self._context_lock = threading.Lock()
@@ -336,7 +337,7 @@ def spread_slot(number: int) -> tuple[int, int]:
     slots = spread_slots()
     if not 0 <= number < len(slots):
         raise IndexError(f"Vulkan device {number} asked for, but blocks are spread over {len(slots)} "
-                         f"device(s) {slots} (LAZYFUEL_DEVICES={os.environ.get('LAZYFUEL_DEVICES', '')!r})")
+                         f"device(s) {slots} (LAZYFUEL_DEVICES={config.devices or ''!r})")
     return slots[number]
 
 

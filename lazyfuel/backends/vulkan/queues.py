@@ -12,7 +12,6 @@ everything then goes to it, as before.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from typing import Any
 
@@ -20,6 +19,7 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.check import check
+from lazyfuel.settings import config
 
 DEFAULT_QUEUES = 4
 ENV = "LAZYFUEL_VULKAN_QUEUES"
@@ -28,7 +28,7 @@ ENV = "LAZYFUEL_VULKAN_QUEUES"
 def queue_count(physical: Any, family: int, wanted: str | None = None) -> int:
     """How many queues of `family` to use: `wanted` (default `LAZYFUEL_VULKAN_QUEUES`, else 4),
     at most what the family has and at least 1. ValueError for a value that is not a number."""
-    text = os.environ.get(ENV, "") if wanted is None else wanted
+    text = str(config.vulkan_queues or "") if wanted is None else wanted
     try:
         asked = int(text) if text.strip() else DEFAULT_QUEUES
     except ValueError:

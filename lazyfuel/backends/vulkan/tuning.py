@@ -26,11 +26,12 @@ Overrides, read when a pool is created:
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from lazyfuel.settings import check, config
 
 FAMILIES = ("contiguize", "index_select", "gather", "masked_fill", "strided_select")
 # the families the judge tunes (strided_select's walk is sized for its 64 x 4 and is left alone)
@@ -104,13 +105,16 @@ def measured_picks(info: Any, max_workgroup_size: int) -> dict[str, tuple[int, i
             if f in FAMILIES and 1 <= a <= max_workgroup_size and b >= 1 and b % ELEMS_QUANTUM == 0}
 
 
-def choose_tuning(kind: str, max_workgroup_size: int, env: Mapping[str, str] = os.environ,
-                  picks: Mapping[str, tuple[int, int]] | None = None) -> Tuning:
-    """The defaults for `kind`, the judge's `picks` over them, the environment's overrides over both."""
+def choose_tuning(kind: str, max_workgroup_size: int, picks: Mapping[str, tuple[int, int]] | None = None,
+                  groups: str | None = None, mapping: str | None = None) -> Tuning:
+    """The defaults for `kind`, the judge's `picks` over them, the overrides over both: `groups`
+    and `mapping` (default `lazyfuel.config.vulkan_groups` and `.vulkan_mapping`)."""
     base = default_tuning(kind)
-    groups = {**base.groups, **(picks or {}), **parse_groups(env.get(GROUPS_ENV, ""), max_workgroup_size)}
-    mapping = env.get(MAPPING_ENV, "").lower()
-    if mapping not in ("", "coalesced", "sequential"):
-        raise ValueError(f"{MAPPING_ENV}={mapping!r}: expected coalesced or sequential")
-    coalesced = base.coalesced if not mapping else mapping == "coalesced"
-    return Tuning(groups, coalesced)
+    text = config.vulkan_groups if groups is None else groups
+    chosen = {**base.groups, **(picks or {}), **parse_groups(text or "", max_workgroup_size)}
+    if mapping is None:
+        mapping = config.vulkan_mapping
+    else:
+        mapping = check("vulkan_mapping", mapping, source=MAPPING_ENV)
+    coalesced = base.coalesced if mapping == "auto" else mapping == "coalesced"
+    return Tuning(chosen, coalesced)

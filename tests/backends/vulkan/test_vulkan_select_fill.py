@@ -16,16 +16,14 @@ from vulkan_helpers import ALL_DTYPES, ProgramBuilder, random_array, same_bits
 
 import lazyfuel as lf
 from lazyfuel import profiling
-from lazyfuel.backends.vulkan import executor as executor_module
-from lazyfuel.backends.vulkan import kernels as kernels_module
 from lazyfuel.backends.vulkan.executor import select_fills
 from lazyfuel.dtypes import DType
 
 
 @pytest.fixture(params=[True, False], ids=["fused", "two-kernels"])
-def fuse(request, monkeypatch):
-    monkeypatch.setattr(executor_module, "FUSE_SELECT_FILL", request.param)
-    return request.param
+def fuse(request):
+    with lf.config(_fuse_select_fill=request.param):
+        yield request.param
 
 
 def fill_bytes(dtype: DType, rng: np.random.Generator) -> tuple[bytes, np.ndarray]:
@@ -75,40 +73,40 @@ def test_every_dtype_fused_and_bit_equal(executor, fuse, dtype):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_random_shapes_dims_and_broadcast_masks(executor, monkeypatch, data):
-    monkeypatch.setattr(executor_module, "FUSE_SELECT_FILL", True)
-    dtype = data.draw(st.sampled_from(ALL_DTYPES))
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    ndim = data.draw(st.integers(1, 3))
-    shape = tuple(data.draw(st.integers(1, 5)) for _ in range(ndim))
-    dim = data.draw(st.integers(0, ndim - 1))
-    words = data.draw(st.integers(0, 3))  # rows of whole words (fused) or not (two kernels)
-    row = math.prod(shape[dim + 1:]) * dtype.itemsize
-    if words and dim == ndim - 1:
-        shape = (*shape, 16 * words // dtype.itemsize)  # the last axis makes 16-byte rows
-    elif words and row % 16:
-        shape = (*shape[:-1], shape[-1] * 16 // math.gcd(row, 16))
-    x = random_array(rng, dtype, shape)
-    idx = rng.integers(0, shape[dim], data.draw(st.integers(1, 9))).astype(np.uint32)
-    out_shape = (*shape[:dim], idx.size, *shape[dim + 1:])
-    mshape = tuple(1 if data.draw(st.booleans()) else n for n in out_shape)
-    mask = np.broadcast_to(rng.random(mshape) < 0.5, out_shape)
-    fill, value = fill_bytes(dtype, rng)
-    b, outs = select_then_fill(x, dim, idx, mask, fill)
-    program = b.program(outs)
-    fusable = math.prod(shape[dim + 1:]) * dtype.itemsize % 16 == 0
-    assert bool(select_fills(program, [s.binding.kernel_ref.impl for s in program.steps],
-                             executor.pool)) == fusable
-    (got,) = executor.run(program, b.inputs)
-    same_bits(got, expected(x, dim, idx, np.ascontiguousarray(mask), value))
+def test_random_shapes_dims_and_broadcast_masks(executor, data):
+    with lf.config(_fuse_select_fill=True):
+        dtype = data.draw(st.sampled_from(ALL_DTYPES))
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        ndim = data.draw(st.integers(1, 3))
+        shape = tuple(data.draw(st.integers(1, 5)) for _ in range(ndim))
+        dim = data.draw(st.integers(0, ndim - 1))
+        words = data.draw(st.integers(0, 3))  # rows of whole words (fused) or not (two kernels)
+        row = math.prod(shape[dim + 1:]) * dtype.itemsize
+        if words and dim == ndim - 1:
+            shape = (*shape, 16 * words // dtype.itemsize)  # the last axis makes 16-byte rows
+        elif words and row % 16:
+            shape = (*shape[:-1], shape[-1] * 16 // math.gcd(row, 16))
+        x = random_array(rng, dtype, shape)
+        idx = rng.integers(0, shape[dim], data.draw(st.integers(1, 9))).astype(np.uint32)
+        out_shape = (*shape[:dim], idx.size, *shape[dim + 1:])
+        mshape = tuple(1 if data.draw(st.booleans()) else n for n in out_shape)
+        mask = np.broadcast_to(rng.random(mshape) < 0.5, out_shape)
+        fill, value = fill_bytes(dtype, rng)
+        b, outs = select_then_fill(x, dim, idx, mask, fill)
+        program = b.program(outs)
+        fusable = math.prod(shape[dim + 1:]) * dtype.itemsize % 16 == 0
+        assert bool(select_fills(program, [s.binding.kernel_ref.impl for s in program.steps],
+                                 executor.pool)) == fusable
+        (got,) = executor.run(program, b.inputs)
+        same_bits(got, expected(x, dim, idx, np.ascontiguousarray(mask), value))
 
 
-def test_sixty_four_bit_positions(executor, fuse, monkeypatch):
-    monkeypatch.setattr(kernels_module, "FORCE_WIDE", True)
-    x, idx, mask, fill, value = rows_case(5, DType.F16, (40, 24), 33, density=0.3)
-    b, outs = select_then_fill(x, 0, idx, mask, fill)
-    (got,) = executor.run(b.program(outs), b.inputs)
-    same_bits(got, expected(x, 0, idx, mask, value))
+def test_sixty_four_bit_positions(executor, fuse):
+    with lf.config(_force_wide=True):
+        x, idx, mask, fill, value = rows_case(5, DType.F16, (40, 24), 33, density=0.3)
+        b, outs = select_then_fill(x, 0, idx, mask, fill)
+        (got,) = executor.run(b.program(outs), b.inputs)
+        same_bits(got, expected(x, 0, idx, mask, value))
 
 
 def test_a_bad_index_is_the_selects_error_and_nothing_comes_back(executor, fuse):
@@ -125,24 +123,24 @@ def test_a_bad_index_is_the_selects_error_and_nothing_comes_back(executor, fuse)
     same_bits(got, x[idx])
 
 
-def test_pairs_it_cannot_take_run_as_two_kernels(executor, monkeypatch):
-    monkeypatch.setattr(executor_module, "FUSE_SELECT_FILL", True)
-    x, idx, mask, fill, value = rows_case(9, DType.F32, (6, 4), 5)
-    # the select's result is also returned: it must be written
-    b, outs = select_then_fill(x, 0, idx, mask, fill, outputs="both")
-    with lf.profile() as p:
-        picked, filled = executor.run(b.program(outs), b.inputs)
-    assert p.dispatches == 2
-    same_bits(picked, x[idx])
-    same_bits(filled, expected(x, 0, idx, mask, value))
-    # rows of 12 bytes are not whole 16-byte words
-    x3 = random_array(np.random.default_rng(10), DType.F32, (6, 3))
-    mask3 = np.ascontiguousarray(mask[:, :3])
-    b, outs = select_then_fill(x3, 0, idx, mask3, fill)
-    with lf.profile() as p:
-        (got,) = executor.run(b.program(outs), b.inputs)
-    assert p.dispatches == 2
-    same_bits(got, expected(x3, 0, idx, mask3, value))
+def test_pairs_it_cannot_take_run_as_two_kernels(executor):
+    with lf.config(_fuse_select_fill=True):
+        x, idx, mask, fill, value = rows_case(9, DType.F32, (6, 4), 5)
+        # the select's result is also returned: it must be written
+        b, outs = select_then_fill(x, 0, idx, mask, fill, outputs="both")
+        with lf.profile() as p:
+            picked, filled = executor.run(b.program(outs), b.inputs)
+        assert p.dispatches == 2
+        same_bits(picked, x[idx])
+        same_bits(filled, expected(x, 0, idx, mask, value))
+        # rows of 12 bytes are not whole 16-byte words
+        x3 = random_array(np.random.default_rng(10), DType.F32, (6, 3))
+        mask3 = np.ascontiguousarray(mask[:, :3])
+        b, outs = select_then_fill(x3, 0, idx, mask3, fill)
+        with lf.profile() as p:
+            (got,) = executor.run(b.program(outs), b.inputs)
+        assert p.dispatches == 2
+        same_bits(got, expected(x3, 0, idx, mask3, value))
 
 
 def test_into_out_arrays_and_page_locked_memory(executor, fuse):
@@ -161,7 +159,7 @@ def test_into_out_arrays_and_page_locked_memory(executor, fuse):
         same_bits(got, want)
 
 
-def test_the_lazy_pipeline_counts_one_dispatch_fewer(vulkan, monkeypatch):
+def test_the_lazy_pipeline_counts_one_dispatch_fewer(vulkan):
     rng = np.random.default_rng(17)
     a = rng.standard_normal((64, 16)).astype(np.float32)
     idx = rng.integers(0, 64, 48)
@@ -169,8 +167,7 @@ def test_the_lazy_pipeline_counts_one_dispatch_fewer(vulkan, monkeypatch):
     y = lf.masked_fill(lf.index_select(lf.from_array(a, chunks=(16, 16)), 0, idx), mask, -1.0)
     counts = {}
     for fused in (False, True):
-        monkeypatch.setattr(executor_module, "FUSE_SELECT_FILL", fused)
-        with profiling.profile() as p:
+        with lf.config(_fuse_select_fill=fused), profiling.profile() as p:
             got = y.compute()
         counts[fused] = (p.dispatches, p.submits)
         same_bits(got, np.where(mask, np.float32(-1), a[idx]))

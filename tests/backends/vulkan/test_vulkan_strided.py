@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from vulkan_helpers import ALL_DTYPES, GUARD, PAD, REPO, carve, padded, random_array, raw, same_bits
 
-from lazyfuel.backends.vulkan import kernels
+import lazyfuel as lf
 from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot
 from lazyfuel.backends.vulkan.strided import MAX_STRIDED_RANK, index_select_dim, merge_around, walk_dim
 from lazyfuel.contracts.model import OpKind
@@ -132,13 +132,13 @@ def test_one_element_empty_and_more_dims_than_the_shader_takes(executor):
 
 @pytest.mark.parametrize("positions", ["32-bit", "64-bit"])
 def test_split_grids_and_64_bit_positions(executor, pool, monkeypatch, positions, mapping):
-    monkeypatch.setattr(kernels, "FORCE_WIDE", positions == "64-bit")
-    monkeypatch.setattr(pool, "max_groups", 3)
-    rng = np.random.default_rng(13)
-    src = random_array(rng, DType.F32, (161, 37)).T[::-1, ::2]
-    before = pool.dispatches
-    check_both(executor, rng, src)
-    assert pool.dispatches - before >= 4 * 2, "grids were not split"
+    with lf.config(_force_wide=positions == "64-bit"):
+        monkeypatch.setattr(pool, "max_groups", 3)
+        rng = np.random.default_rng(13)
+        src = random_array(rng, DType.F32, (161, 37)).T[::-1, ::2]
+        before = pool.dispatches
+        check_both(executor, rng, src)
+        assert pool.dispatches - before >= 4 * 2, "grids were not split"
 
 
 def test_merge_around_keeps_the_selected_dim_and_merges_each_side():

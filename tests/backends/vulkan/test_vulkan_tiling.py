@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from vulkan_helpers import ProgramBuilder, random_array, raw, run_one, same_bits
 
-from lazyfuel.backends.vulkan import kernels
+import lazyfuel as lf
 from lazyfuel.dtypes import DType
 
 MIB = 1 << 20
@@ -23,11 +23,11 @@ def few_groups(pool, monkeypatch):
 
 
 @pytest.fixture(params=["32-bit", "64-bit"])
-def positions(request, monkeypatch):
+def positions(request):
     """Run with the shaders' 32-bit position arithmetic and again with the 64-bit one, which real
     data reaches only past 2**31 elements."""
-    monkeypatch.setattr(kernels, "FORCE_WIDE", request.param == "64-bit")
-    return request.param
+    with lf.config(_force_wide=request.param == "64-bit"):
+        yield request.param
 
 
 @pytest.mark.parametrize("dtype", [DType.U8, DType.F16, DType.F32, DType.F64, DType.C128], ids=str)

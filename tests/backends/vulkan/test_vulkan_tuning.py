@@ -8,6 +8,7 @@ import pytest
 from test_vulkan_select import gather, index_select, masked_fill
 from vulkan_helpers import random_array, raw, same_bits
 
+import lazyfuel as lf
 from lazyfuel.backends.vulkan.tuning import FAMILIES, choose_tuning, default_tuning, parse_groups
 from lazyfuel.dtypes import DType
 
@@ -21,11 +22,12 @@ def test_gpus_keep_vectorised_coalesced_groups_and_cpus_get_longer_sequential_ru
     assert all(cpu.groups[f][1] % 4 == 0 for f in FAMILIES)  # gather's quads stay possible
 
 
-def test_environment_overrides_every_family_or_the_listed_ones():
-    every = choose_tuning("cpu", 1024, {"LAZYFUEL_VULKAN_GROUPS": "32x16"})
+def test_environment_overrides_every_family_or_the_listed_ones(monkeypatch):
+    monkeypatch.setenv("LAZYFUEL_VULKAN_GROUPS", "32x16")
+    every = choose_tuning("cpu", 1024)
     assert set(every.groups.values()) == {(32, 16)}
-    some = choose_tuning("discrete", 1024, {"LAZYFUEL_VULKAN_GROUPS": "gather=128x8, masked_fill=64X2",
-                                            "LAZYFUEL_VULKAN_MAPPING": "sequential"})
+    with lf.config(vulkan_groups="gather=128x8, masked_fill=64X2", vulkan_mapping="sequential"):
+        some = choose_tuning("discrete", 1024)
     assert some.groups["gather"] == (128, 8) and some.groups["masked_fill"] == (64, 2)
     assert some.groups["index_select"] == (64, 4) and not some.coalesced
 
@@ -36,8 +38,8 @@ def test_environment_overrides_every_family_or_the_listed_ones():
 def test_bad_overrides_say_what_is_wrong_and_what_is_accepted(text, says):
     with pytest.raises(ValueError, match=says):
         parse_groups(text, 1024)
-    with pytest.raises(ValueError, match="coalesced or sequential"):
-        choose_tuning("cpu", 1024, {"LAZYFUEL_VULKAN_MAPPING": "strided"})
+    with pytest.raises(ValueError, match="MAPPING='strided'; expected one of auto, coalesced, sequential"):
+        choose_tuning("cpu", 1024, mapping="strided")
 
 
 @pytest.mark.parametrize("groups", [(256, 8), (64, 4), (96, 12), (1, 5)], ids=lambda g: f"{g[0]}x{g[1]}")
@@ -69,13 +71,11 @@ def test_index_select_rows_of_whole_invocations_match_the_general_path(executor,
                                                                          aligned, monkeypatch):
     """Rows a multiple of an invocation's words take the straight row copy (sequential mapping);
     the general path must give the same bits, over several outer slices and tiles."""
-    import lazyfuel.backends.vulkan.kernels as kernels
-
-    monkeypatch.setattr(kernels, "ALIGNED_ROWS", aligned)
-    monkeypatch.setattr(pool, "max_groups", 3)  # several dispatches: tiles start mid-array
-    rng = np.random.default_rng(7 + list(DType).index(dtype))
-    for shape, dim, m in (((5, 9, 64), 1, 11), ((300, 128), 0, 257), ((2, 3, 512), 2, 40)):
-        x = random_array(rng, dtype, shape)
-        idx = rng.integers(0, shape[dim], m).astype(np.uint32)
-        expected = np.take(raw(x), idx.astype(np.intp), axis=dim).view(x.dtype)
-        same_bits(index_select(executor, x, dim, idx), expected)
+    with lf.config(_aligned_rows=aligned):
+        monkeypatch.setattr(pool, "max_groups", 3)  # several dispatches: tiles start mid-array
+        rng = np.random.default_rng(7 + list(DType).index(dtype))
+        for shape, dim, m in (((5, 9, 64), 1, 11), ((300, 128), 0, 257), ((2, 3, 512), 2, 40)):
+            x = random_array(rng, dtype, shape)
+            idx = rng.integers(0, shape[dim], m).astype(np.uint32)
+            expected = np.take(raw(x), idx.astype(np.intp), axis=dim).view(x.dtype)
+            same_bits(index_select(executor, x, dim, idx), expected)

@@ -1,0 +1,256 @@
+"""`lazyfuel.config` (settings.py): the environment read once and in one place, blocks that are
+per thread and nest, values checked with errors that say what is accepted, and the values a graph
+was lowered under reaching its tasks on threads, processes and dask.distributed workers."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+
+import cloudpickle
+import dask
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+from lazyfuel import settings
+from lazyfuel.api import DefaultRuntime
+from lazyfuel.settings import KNOBS, TRANSFER_MODES
+
+REPO = Path(__file__).resolve().parents[1]
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the task functions below, to workers
+
+
+def test_the_environment_is_read_in_one_place_only():
+    """Every other module asks `lazyfuel.config`; writes (the CLI's --device, a pinned worker) are
+    allowed, reads are not."""
+    read = re.compile(r"os\.environ(?!\[[^\]]+\]\s*=[^=])|os\.getenv|os\.getenvb")
+    found = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+             for path in sorted((REPO / "lazyfuel").rglob("*.py")) if path.name != "settings.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if read.search(line)]
+    assert found == []
+
+
+def test_the_environment_is_read_once_until_reload():
+    with pytest.MonkeyPatch.context() as env:  # the plain monkeypatch: no reload of its own
+        env.setenv("LAZYFUEL_CROSSING", "host")
+        lf.config.reload()
+        assert lf.config.crossing == "host"
+        env.setenv("LAZYFUEL_CROSSING", "exported")
+        assert lf.config.crossing == "host"  # read once
+        lf.config.reload()
+        assert lf.config.crossing == "exported"
+    lf.config.reload()
+    assert lf.config.crossing == os.environ.get("LAZYFUEL_CROSSING", "auto")
+
+
+def test_defaults_and_the_cache_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("LAZYFUEL_CACHE_DIR", raising=False)
+    monkeypatch.delenv("LAZYFUEL_BACKEND", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert lf.config.backend == "auto" and lf.config.vulkan_queues is None
+    assert lf.config.cache_dir == tmp_path / "xdg" / "lazyfuel"
+    monkeypatch.setenv("LAZYFUEL_CACHE_DIR", str(tmp_path / "mine"))
+    assert lf.config.cache_dir == tmp_path / "mine"
+    with lf.config(cache_dir=tmp_path / "block"):
+        from lazyfuel.judge.cache import JudgeCache
+
+        assert JudgeCache().directory == tmp_path / "block"
+
+
+def test_blocks_nest_and_restore_even_on_errors():
+    base = lf.config.crossing
+    with lf.config(crossing="host", vulkan_queues=2) as cfg:
+        assert cfg is lf.config
+        assert (lf.config.crossing, lf.config.vulkan_queues) == ("host", 2)
+        with lf.config(vulkan_queues="3"):
+            assert (lf.config.crossing, lf.config.vulkan_queues) == ("host", 3)  # adds to the outer
+            assert lf.config.overrides() == (("crossing", "host"), ("vulkan_queues", 3))
+        assert lf.config.vulkan_queues == 2
+        with pytest.raises(KeyError), lf.config(crossing="exported"):
+            raise KeyError
+        assert lf.config.crossing == "host"
+    assert lf.config.crossing == base and lf.config.overrides() == ()
+
+
+def test_blocks_are_per_thread():
+    """Two threads in their own blocks, interleaved, and a third without one, see their own."""
+    barrier, seen = threading.Barrier(3), {}
+
+    def worker(name, mode):
+        if mode is None:
+            barrier.wait()
+            barrier.wait()
+            seen[name] = lf.config.crossing
+            return
+        with lf.config(crossing=mode):
+            barrier.wait()  # all three inside, or about to read
+            barrier.wait()
+            seen[name] = lf.config.crossing
+    threads = [threading.Thread(target=worker, args=args)
+               for args in (("a", "host"), ("b", "exported"), ("c", None))]
+    with lf.config(crossing="host"):  # the main thread's block is its own too
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == {"a": "host", "b": "exported", "c": lf.config.crossing}
+
+
+@pytest.mark.parametrize("variable, value, says", [
+    ("LAZYFUEL_BACKEND", "metal", "LAZYFUEL_BACKEND='metal'; expected one of auto, vulkan, cuda, opencl"),
+    ("LAZYFUEL_VULKAN_QUEUES", "two", "LAZYFUEL_VULKAN_QUEUES='two'; expected a number of queues"),
+    ("LAZYFUEL_VULKAN_QUEUES", "0", "LAZYFUEL_VULKAN_QUEUES='0'; expected a number of queues"),
+    ("LAZYFUEL_VALIDATION", "maybe", "LAZYFUEL_VALIDATION='maybe'; expected one of 0, 1, sync"),
+    ("LAZYFUEL_VULKAN_TRANSFER", "copy", "LAZYFUEL_VULKAN_TRANSFER='copy'; expected one of auto, direct"),
+    ("LAZYFUEL_VULKAN_MEMORY", "ssbo", "LAZYFUEL_VULKAN_MEMORY='ssbo'; expected one of auto, address"),
+    ("LAZYFUEL_READ_BUDGET", "lots", "LAZYFUEL_READ_BUDGET='lots'; expected a fraction in \\(0, 1\\]"),
+])
+def test_a_bad_environment_value_names_the_variable_the_value_and_the_choices(monkeypatch, variable,
+                                                                              value, says):
+    monkeypatch.setenv(variable, value)
+    name = next(k.name for k in KNOBS.values() if k.env == variable)
+    with pytest.raises(ValueError, match=says):
+        getattr(lf.config, name)
+
+
+def test_a_bad_block_value_is_refused_when_the_block_is_made():
+    with pytest.raises(ValueError, match=r"lazyfuel.config: backend='metal' \(LAZYFUEL_BACKEND\); "
+                                         r"expected one of auto, vulkan, cuda, opencl, cpu"):
+        lf.config(backend="metal")
+    with pytest.raises(ValueError, match=r"_force_wide=1; expected True or False"):
+        lf.config(_force_wide=1)
+    with pytest.raises(TypeError, match=r"no knob 'backnd'; knobs: backend, device"):
+        lf.config(backnd="cpu")
+    with pytest.raises(AttributeError, match=r"no knob 'backnd'"):
+        lf.config.backnd  # noqa: B018
+    with pytest.raises(AttributeError, match=r"read-only; set backend for a block"):
+        lf.config.backend = "cpu"
+
+
+def test_values_are_normalised():
+    with lf.config(backend="CPU", vulkan_transfer="Zero_Copy", validation="on", devices=[0, "h200"],
+                   device=" ", vulkan_mapping=""):
+        assert lf.config.backend == "cpu" and lf.config.vulkan_transfer == "zero-copy"
+        assert lf.config.validation is True and lf.config.devices == "0,h200"
+        assert lf.config.device is None and lf.config.vulkan_mapping == "auto"
+    with lf.config(validation="SYNC"):
+        assert lf.config.validation == "sync"
+
+
+@pytest.mark.parametrize("text, value", [("0.5", 0.5), ("1.0", 1.0), ("8GiB", 8 << 30),
+                                         ("512 MiB", 512 << 20), ("1000000", 1_000_000), ("2g", 2 << 30),
+                                         (0.25, 0.25), (4096, 4096)])
+def test_budgets_are_fractions_or_bytes(text, value):
+    with lf.config(device_memory_budget=text, read_budget=text):
+        assert lf.config.device_memory_budget == value == lf.config.read_budget
+
+
+@pytest.mark.parametrize("text", ["0", "1.5", "-1", "0.0", "lots", "8 GB of it", True])
+def test_bad_budgets_say_what_is_accepted(text):
+    with pytest.raises(ValueError, match=r"device_memory_budget=.*; expected a fraction in \(0, 1\] \(0\.8\) "
+                                         r"or a size in bytes"):
+        lf.config(device_memory_budget=text)
+
+
+def test_the_transfer_modes_are_the_vulkan_backends():
+    memtypes = pytest.importorskip("lazyfuel.backends.vulkan.memtypes")
+    assert TRANSFER_MODES == ("auto", *(m.value for m in memtypes.Mode))
+
+
+def test_a_graph_captures_the_blocks_not_the_environment():
+    x = lf.from_array(np.arange(12.0).reshape(3, 4), chunks=2).index_select(0, [2, 0])
+    plain = x.to_dask()
+    with lf.config(crossing="host", _force_wide=True):
+        captured = x.to_dask()
+    assert plain.name != captured.name  # a different config is a different graph
+    runtimes = {v for task in dict(captured.__dask_graph__()).values() if isinstance(task, tuple)
+                for v in task if isinstance(v, DefaultRuntime)}
+    assert runtimes == {DefaultRuntime(lf.config.backend, (("_force_wide", True), ("crossing", "host")))}
+
+
+def _config_in_task(runtime: DefaultRuntime) -> tuple[str, bool, int]:
+    """What a task sees: the runtime's block applied over the worker's own config."""
+    with runtime.applied():
+        return lf.config.crossing, lf.config._force_wide, os.getpid()
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_captured_values_reach_tasks_on_threads_and_processes(scheduler):
+    with lf.config(crossing="host", _force_wide=True):
+        runtime = DefaultRuntime.current()
+    assert lf.config.crossing != "host" or "LAZYFUEL_CROSSING" in os.environ
+    crossing, wide, pid = dask.delayed(_config_in_task)(runtime).compute(scheduler=scheduler, num_workers=1)
+    assert (crossing, wide) == ("host", True)
+    assert (pid != os.getpid()) == (scheduler == "processes")
+
+
+def test_captured_values_reach_a_distributed_worker():
+    distributed = pytest.importorskip("distributed")
+    with lf.config(crossing="exported"):
+        runtime = DefaultRuntime.current()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        crossing, wide, pid = client.submit(_config_in_task, runtime).result()
+    assert (crossing, wide) == ("exported", False) and pid != os.getpid()
+
+
+def test_a_graph_lowered_in_a_block_runs_under_it_wherever_it_is_computed(vulkan):
+    """End to end: the select + fill kernel runs (one dispatch per block fewer) when the block
+    that asks for it was open where the graph was lowered, also when dask computes it later,
+    outside the block, on its worker threads."""
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((48, 16)).astype(np.float32)
+    idx, mask = rng.integers(0, 48, 40), rng.random((40, 1)) < 0.5
+    y = lf.masked_fill(lf.index_select(lf.from_array(a, chunks=(16, 16)), 0, idx), mask, -2.0)
+    want = np.where(mask, np.float32(-2), a[idx]).tobytes()
+    lowered = {}
+    for fuse in (False, True):
+        with lf.config(_fuse_select_fill=fuse):
+            lowered[fuse] = y.to_dask()
+    counts = []
+    for fuse in (False, True):
+        with lf.profile() as p:
+            assert lowered[fuse].compute(scheduler="threads", num_workers=2).tobytes() == want
+        counts.append(p.dispatches)
+    assert counts[0] - counts[1] == len(y.chunks[0])
+
+
+def test_compute_takes_knobs_per_call(vulkan):
+    rng = np.random.default_rng(29)
+    a = rng.standard_normal((32, 8)).astype(np.float32)
+    idx = rng.integers(0, 32, 20)
+    y = lf.index_select(lf.from_array(a, chunks=(8, 8)), 0, idx)
+    with lf.profile() as on_vulkan:
+        assert y.compute().tobytes() == a[idx].tobytes()
+    with lf.profile() as on_cpu:
+        assert y.compute(backend="cpu", scheduler="threads").tobytes() == a[idx].tobytes()
+    assert {b for b, _ in on_vulkan.where} == {"Vulkan"} and {b for b, _ in on_cpu.where} == {"Cpu"}
+    assert y.persist(backend="cpu").compute(backend="cpu").tobytes() == a[idx].tobytes()
+    assert lf.config.backend == "vulkan"  # the call's block is closed
+
+
+def test_a_pinned_worker_reads_its_environment_again(monkeypatch):
+    from lazyfuel.distributed import PinDevice
+
+    monkeypatch.setenv("LAZYFUEL_DEVICE", "0")  # both restored after the test
+    monkeypatch.setenv("LAZYFUEL_DEVICES", "0")
+    assert lf.config.device == "0"
+    PinDevice([3]).setup(type("Worker", (), {"name": 0})())
+    assert lf.config.device == lf.config.devices == "3"
+
+
+def test_the_readme_table_lists_every_knob():
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## Configuration"):]
+    rows = {line.split("|")[1].strip(" `"): line for line in table.splitlines()
+            if line.startswith("| `")}
+    missing = [k.name for k in KNOBS.values() if not k.name.startswith("_") and k.name not in rows]
+    assert missing == []
+    for knob in KNOBS.values():
+        if not knob.name.startswith("_"):
+            assert f"`{knob.env}`" in rows[knob.name], knob.name
+    assert settings.OTHER_VARIABLES  # the other variables read with them are named in settings.py

@@ -123,6 +123,16 @@ def _budget(value: Any) -> float | int:
     raise Invalid("expected a fraction in (0, 1] (0.8) or a size in bytes (8GiB, 512MiB, 1000000)")
 
 
+def _seconds(value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or not seconds >= 0:
+        raise Invalid("expected a number of seconds >= 0")
+    return seconds
+
+
 def _flag(value: Any) -> bool:
     if not isinstance(value, bool):
         raise Invalid("expected True or False")
@@ -214,6 +224,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "internal: Vulkan index_select uses its aligned-rows variant where rows allow it"),
     Knob("_gather_quads", None, _flag, True, "bool",
          "internal: Vulkan gather reads its indices four at a time"),
+    Knob("_progress_after_s", None, _seconds, 0.5, "seconds >= 0",
+         "internal: `lazyfuel run` shows no progress bar for runs shorter than this"),
 )}
 
 _lock = threading.Lock()

@@ -123,6 +123,8 @@ def test_a_bad_block_value_is_refused_when_the_block_is_made():
         lf.config(backend="metal")
     with pytest.raises(ValueError, match=r"_force_wide=1; expected True or False"):
         lf.config(_force_wide=1)
+    with pytest.raises(ValueError, match=r"_progress_after_s='soon'; expected a number of seconds >= 0"):
+        lf.config(_progress_after_s="soon")
     with pytest.raises(TypeError, match=r"no knob 'backnd'; knobs: backend, device"):
         lf.config(backnd="cpu")
     with pytest.raises(AttributeError, match=r"no knob 'backnd'"):

@@ -122,7 +122,6 @@ def test_no_warning_lands_inside_the_progress_bar(tmp_path: Path, capsys, monkey
     """A run whose planning warns (no judge measurement in a fresh cache) while the bar is drawn."""
     from lazyfuel import api
 
-    monkeypatch.setattr("lazyfuel.pipeline.run.PROGRESS_AFTER_S", 0)
     monkeypatch.setenv("LAZYFUEL_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LAZYFUEL_BACKEND", "auto")
     api._planner.cache_clear()  # a planner with no measurements: its first plan warns
@@ -132,7 +131,8 @@ def test_no_warning_lands_inside_the_progress_bar(tmp_path: Path, capsys, monkey
                      "  i: {indices: {shape: [3000], high: 4000, chunks: 300}}\n"
                      "steps:\n  - {name: b, op: index_select, x: a, dim: 0, indices: i}\noutputs: [b]\n")
     try:
-        assert main(["run", str(graph)]) == 0
+        with lf.config(_progress_after_s=0):  # a bar however fast the run is
+            assert main(["run", str(graph)]) == 0
     finally:
         api._planner.cache_clear()  # later tests plan with the session's own cache again
     lines = capsys.readouterr().err.split("\n")

@@ -36,7 +36,6 @@ from lazyfuel.pipeline.ops import OPS
 from lazyfuel.pipeline.spec import Graph, OutputSpec
 
 LOCAL_SCHEDULERS = ("threads", "processes", "sync")
-PROGRESS_AFTER_S = 0.5  # runs shorter than this show no progress bar
 Log = Callable[[str], None]
 
 
@@ -172,7 +171,7 @@ def _compute(targets: list[Any], scheduler: str, progress: bool) -> list[Any]:
         return list(dask.compute(*targets, scheduler=scheduler))
     from dask.diagnostics import ProgressBar
 
-    with held_notices(), ProgressBar(out=sys.stderr, minimum=PROGRESS_AFTER_S):
+    with held_notices(), ProgressBar(out=sys.stderr, minimum=lf.config._progress_after_s):
         return list(dask.compute(*targets, scheduler=scheduler))
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import lazyfuel as lf
 from lazyfuel.backends.base import executor
 from lazyfuel.backends.vulkan import get_pool
 from lazyfuel.cli import main
@@ -41,8 +42,8 @@ outputs:
 
 def test_run_prints_outputs_and_the_summary(graphs: Path, capsys: pytest.CaptureFixture,
                                             monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("lazyfuel.pipeline.run.PROGRESS_AFTER_S", 0)  # however fast the run is
-    assert main(["run", str(graphs / "quickstart.yaml")]) == 0
+    with lf.config(_progress_after_s=0):  # a bar however fast the run is
+        assert main(["run", str(graphs / "quickstart.yaml")]) == 0
     out, err = capsys.readouterr()
     assert "dropped: shape (128, 32768) float32 (16.0 MiB) sha256 " in out
     assert f"ran {graphs / 'quickstart.yaml'} in " in out and "(scheduler threads)" in out

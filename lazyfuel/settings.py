@@ -164,6 +164,11 @@ def _default_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "lazyfuel"
 
 
+def _one_of(name: str, env: str, choices: tuple[str, ...], doc: str) -> Knob:
+    """A knob taking one of `choices`, the first (`auto`) by default."""
+    return Knob(name, env, _choice(choices), choices[0], ", ".join(choices), doc)
+
+
 _COMPUTED = object()  # a default computed from the environment (see `_defaults`)
 _defaults: dict[str, Callable[[Mapping[str, str]], Any]] = {"cache_dir": _default_cache_dir}
 
@@ -183,13 +188,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("cache_dir", "LAZYFUEL_CACHE_DIR", _path, _COMPUTED, "path",
          "where the judge's measurements and the pipeline cache live (default "
          "`$XDG_CACHE_HOME/lazyfuel`, else `~/.cache/lazyfuel`)"),
-    Knob("crossing", "LAZYFUEL_CROSSING", _choice(CROSSING_MODES), "auto", ", ".join(CROSSING_MODES),
-         "how a Vulkan result reaches a CUDA consumer: device to device where possible, always "
-         "through host memory, or exported memory whatever the consumer (a test hook)"),
-    Knob("vulkan_transfer", "LAZYFUEL_VULKAN_TRANSFER", _choice(TRANSFER_MODES), "auto",
-         ", ".join(TRANSFER_MODES),
-         "how host arrays reach a Vulkan device and come back (default per device: "
-         "docs/internals.md)"),
+    _one_of("crossing", "LAZYFUEL_CROSSING", CROSSING_MODES,
+            "how a Vulkan result reaches a CUDA consumer: device to device where possible, always "
+            "through host memory, or exported memory whatever the consumer (a test hook)"),
+    _one_of("vulkan_transfer", "LAZYFUEL_VULKAN_TRANSFER", TRANSFER_MODES,
+            "how host arrays reach a Vulkan device and come back (default per device: "
+            "docs/internals.md)"),
     Knob("vulkan_queues", "LAZYFUEL_VULKAN_QUEUES", _queues, None, "integer >= 1",
          "how many queues of one family a Vulkan pool submits to (default 4, at most what the "
          "family has)"),
@@ -197,12 +201,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "`256x8` or `gather=64x4,...`",
          "workgroup size x elements per invocation, for every kernel family or those listed "
          "(over the judge's picks; checked against the device when a pool opens)"),
-    Knob("vulkan_mapping", "LAZYFUEL_VULKAN_MAPPING", _choice(MAPPINGS), "auto", ", ".join(MAPPINGS),
-         "how invocations map to elements (default per device kind)"),
-    Knob("vulkan_memory", "LAZYFUEL_VULKAN_MEMORY", _choice(MEMORY_BINDINGS), "auto",
-         ", ".join(MEMORY_BINDINGS),
-         "how kernels see buffers: push descriptors where the device has them, or device "
-         "addresses always"),
+    _one_of("vulkan_mapping", "LAZYFUEL_VULKAN_MAPPING", MAPPINGS,
+            "how invocations map to elements (default per device kind)"),
+    _one_of("vulkan_memory", "LAZYFUEL_VULKAN_MEMORY", MEMORY_BINDINGS,
+            "how kernels see buffers: push descriptors where the device has them, or device "
+            "addresses always"),
     Knob("opencl_device", "LAZYFUEL_OPENCL_DEVICE", _optional_text, None, "index or name substring",
          "the OpenCL device the VkFFT OpenCL backend opens (default the best kind)"),
     Knob("cuda_device", "LAZYFUEL_CUDA_DEVICE", _optional_text, None, "CUDA device number",

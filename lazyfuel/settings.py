@@ -24,8 +24,12 @@ default. `KNOBS` says, per knob, its variable, its type or choices, its default 
   `LAZYFUEL_DEVICE` unless the graph was built under a block that set `device`.
 - Knobs read when a Vulkan pool opens (validation, queues, transfer mode, groups, mapping, memory)
   apply to pools opened afterwards; an open pool keeps what it opened with.
-- Knobs whose names start with `_` are internal switches for tests and probes (which kernel
-  variant runs); they have no variable and users leave them alone.
+- Knobs whose names start with `_` are internal switches and thresholds that tests and probes set
+  (which kernel variant runs, when a progress bar shows); they have no variable and users leave
+  them alone.
+
+A new knob is one `Knob` row in `KNOBS` (or `_one_of` for a choice) and one row of the README's
+table (tests/test_config.py checks the table names every knob and its variable).
 
 Nothing here imports the rest of lazyfuel at import time (every layer reads its knobs here); the
 backend's choices come from `providers.BACKEND_CHOICES`, looked up when the value is checked.

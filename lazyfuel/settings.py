@@ -97,13 +97,16 @@ def _validation(value: Any) -> bool | str:
     raise Invalid("expected one of 0, 1, sync (or true/false, yes/no, on/off)")
 
 
-def _queues(value: Any) -> int | None:
-    text = str(value).strip() if value is not None else ""
-    if not text:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise Invalid("expected a number of queues (1, 2, …)")
-    return int(text)
+def _count(what: str) -> Callable[[Any], int | None]:
+    """A number of `what`, 1 or more; None (the default) when unset or empty."""
+    def parse(value: Any) -> int | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+            raise Invalid(f"expected a number of {what} (1, 2, …)")
+        return int(text)
+    return parse
 
 
 def _path(value: Any) -> Path | None:
@@ -173,6 +176,11 @@ def _one_of(name: str, env: str, choices: tuple[str, ...], doc: str) -> Knob:
     return Knob(name, env, _choice(choices), choices[0], ", ".join(choices), doc)
 
 
+def _how_many(name: str, env: str, what: str, doc: str) -> Knob:
+    """A knob counting `what` (1 or more), unset by default (its user's default applies)."""
+    return Knob(name, env, _count(what), None, "integer >= 1", doc)
+
+
 _COMPUTED = object()  # a default computed from the environment (see `_defaults`)
 _defaults: dict[str, Callable[[Mapping[str, str]], Any]] = {"cache_dir": _default_cache_dir}
 
@@ -198,9 +206,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     _one_of("vulkan_transfer", "LAZYFUEL_VULKAN_TRANSFER", TRANSFER_MODES,
             "how host arrays reach a Vulkan device and come back (default per device: "
             "docs/internals.md)"),
-    Knob("vulkan_queues", "LAZYFUEL_VULKAN_QUEUES", _queues, None, "integer >= 1",
-         "how many queues of one family a Vulkan pool submits to (default 4, at most what the "
-         "family has)"),
+    _how_many("copy_threads", "LAZYFUEL_COPY_THREADS", "threads",
+              "threads that copy host memory into and out of Vulkan staging (copies of 32 MiB and "
+              "more; default the cores, at most 16; 1: the caller's thread alone)"),
+    _how_many("vulkan_queues", "LAZYFUEL_VULKAN_QUEUES", "queues",
+              "how many queues of one family a Vulkan pool submits to (default 4, at most what the "
+              "family has)"),
     Knob("vulkan_groups", "LAZYFUEL_VULKAN_GROUPS", _optional_text, None,
          "`256x8` or `gather=64x4,...`",
          "workgroup size x elements per invocation, for every kernel family or those listed "

@@ -104,6 +104,7 @@ def test_blocks_are_per_thread():
     ("LAZYFUEL_BACKEND", "metal", "LAZYFUEL_BACKEND='metal'; expected one of auto, vulkan, cuda, opencl"),
     ("LAZYFUEL_VULKAN_QUEUES", "two", "LAZYFUEL_VULKAN_QUEUES='two'; expected a number of queues"),
     ("LAZYFUEL_VULKAN_QUEUES", "0", "LAZYFUEL_VULKAN_QUEUES='0'; expected a number of queues"),
+    ("LAZYFUEL_COPY_THREADS", "-2", "LAZYFUEL_COPY_THREADS='-2'; expected a number of threads"),
     ("LAZYFUEL_VALIDATION", "maybe", "LAZYFUEL_VALIDATION='maybe'; expected one of 0, 1, sync"),
     ("LAZYFUEL_VULKAN_TRANSFER", "copy", "LAZYFUEL_VULKAN_TRANSFER='copy'; expected one of auto, direct"),
     ("LAZYFUEL_VULKAN_MEMORY", "ssbo", "LAZYFUEL_VULKAN_MEMORY='ssbo'; expected one of auto, address"),

@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from lazyfuel.settings import config
+
 SPLIT_MIN = 32 << 20  # copies under this run in the caller's thread
 PIECE = 8 << 20  # the smallest piece a large copy is cut into
 ENV = "LAZYFUEL_COPY_THREADS"
@@ -29,15 +31,9 @@ _lock = threading.Lock()
 
 
 def workers() -> int:
-    """Threads of the copy pool: `LAZYFUEL_COPY_THREADS`, else the cores (at most 16); 1 copies
-    every piece in the caller's thread."""
-    wanted = os.environ.get(ENV, "").strip()
-    if wanted:
-        try:
-            return max(1, int(wanted))
-        except ValueError:
-            raise ValueError(f"{ENV}={wanted!r}: expected a number of threads (1 or more)") from None
-    return max(1, min(os.cpu_count() or 1, 16))
+    """Threads of the copy pool: `lazyfuel.config.copy_threads` (`LAZYFUEL_COPY_THREADS`), else the
+    cores (at most 16); 1 copies every piece in the caller's thread."""
+    return config.copy_threads or max(1, min(os.cpu_count() or 1, 16))
 
 
 def _executor() -> ThreadPoolExecutor:

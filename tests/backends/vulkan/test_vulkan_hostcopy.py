@@ -42,5 +42,5 @@ def test_large_copies_run_on_several_threads(monkeypatch):
 
 def test_a_bad_thread_count_is_named(monkeypatch):
     monkeypatch.setenv(hostcopy.ENV, "many")
-    with pytest.raises(ValueError, match="LAZYFUEL_COPY_THREADS='many': expected a number of threads"):
+    with pytest.raises(ValueError, match="LAZYFUEL_COPY_THREADS='many'; expected a number of threads"):
         hostcopy.workers()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from vulkan_helpers import ProgramBuilder, random_array, raw, run_one, same_bits
 
-from lazyfuel.backends.vulkan import executor as executor_module
+import lazyfuel as lf
 from lazyfuel.backends.vulkan.memtypes import Mode, Use
 from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.dtypes import DType
@@ -60,12 +60,11 @@ def test_bad_index_read_back_through_staging(executor, staged):
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["select_fill", "two kernels"])
-def test_streamed_inputs_and_results_stay_in_staging(executor, pool, monkeypatch, fused):
+def test_streamed_inputs_and_results_stay_in_staging(executor, pool, fused):
     """Staged mode: an input read once in long rows is read by the kernel from its upload staging,
     and a result no later step reads is written into its download staging (issue 18: no device
     buffer or device copy for either, half the chunk-sized buffers a task holds). 24 MiB of x, so
     each of them would be a dedicated device block."""
-    monkeypatch.setattr(executor_module, "FUSE_SELECT_FILL", fused)
     rng = np.random.default_rng(23)
     rows, cols = 6144, 1024  # rows of 4 KiB: streamed
     x = rng.standard_normal((rows, cols), dtype=np.float32)
@@ -77,7 +76,7 @@ def test_streamed_inputs_and_results_stay_in_staging(executor, pool, monkeypatch
     selected = chain.index_select(0, (rows, cols), DType.F32, 0, 1, rows)
     chain.masked_fill(selected, (rows, cols), DType.F32, 2, np.float32(-1).tobytes())
     out = np.full((rows, cols), np.nan, np.float32)
-    with in_mode(pool, Mode.STAGED) as allocator:
+    with lf.config(_fuse_select_fill=fused), in_mode(pool, Mode.STAGED) as allocator:
         filled = np.where(mask, np.float32(-1), x[idx])
         for b, want, kept in ((select_only, x[idx], 0), (chain, filled, 1 - fused)):
             (got,) = executor.run(b.program((b.value_count() - 1,)), b.inputs, out=[out])

@@ -33,6 +33,7 @@ deps: apt venv
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	missing=$$(echo $$missing); \
 	if [ -n "$$missing" ]; then \
 	  if [ -n "$(SUDO)" ] && ! command -v sudo >/dev/null; then \
 	    echo "make: these Debian packages are missing and sudo is not installed: $$missing" >&2; \

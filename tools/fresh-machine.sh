@@ -13,8 +13,12 @@
 #     --mirror URL  the Debian mirror (default http://deb.debian.org/debian)
 #     --reuse-base  reuse DIR/base from an earlier run instead of running debootstrap again
 #     --keep        keep the pass roots afterwards (to look inside); the default removes them
+#     --no-host-ca  do not give the roots the CA certificates this host trusts beyond Debian's
 # Inside the roots the commands run with a clean environment (env -i): no pip configuration, no
-# local wheel mirrors or caches of this host reach them; pip works against PyPI on its own.
+# local wheel mirrors or caches of this host reach them; pip works against PyPI on its own. What
+# the roots do take from this host is its network setup: /etc/resolv.conf, /etc/hosts, and the CA
+# certificates it trusts that Debian's bundle lacks (a TLS-inspecting proxy's), as a machine on this
+# network would need them.
 set -euo pipefail
 
 REPO=/work/main
@@ -23,6 +27,7 @@ MIRROR=http://deb.debian.org/debian
 PASSES=(root user)
 REUSE_BASE=0
 KEEP=0
+HOST_CA=1
 SUITE=bookworm
 USER_NAME=dev
 
@@ -36,6 +41,7 @@ while [ $# -gt 0 ]; do
     --mirror) MIRROR=${2:?--mirror needs a URL}; shift 2 ;;
     --reuse-base) REUSE_BASE=1; shift ;;
     --keep) KEEP=1; shift ;;
+    --no-host-ca) HOST_CA=0; shift ;;
     -h|--help) usage 0 ;;
     -*) echo "fresh-machine: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) REPO=$1; shift ;;
@@ -83,6 +89,24 @@ mount_root() {  # what a chroot needs: /proc, /sys and /dev (with pts and shm), 
   mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
   MOUNTED+=("$root")
   cp -L /etc/resolv.conf /etc/hosts "$root/etc/"
+}
+
+# trust_host_cas ROOT: the certificates of this host's CA bundle that ROOT's bundle lacks, added to
+# ROOT's trust as local CAs (update-ca-certificates); prints how many.
+trust_host_cas() {
+  local root=$1 host_bundle=/etc/ssl/certs/ca-certificates.crt dir=$1/usr/local/share/ca-certificates
+  [ -f "$host_bundle" ] || { echo 0; return; }
+  awk -v dir="$dir" '
+    FNR == 1 { file++ }
+    /BEGIN CERTIFICATE/ { body = ""; pem = $0 "\n"; inside = 1; next }
+    inside { pem = pem $0 "\n" }
+    /END CERTIFICATE/ { inside = 0
+      if (file == 1) known[body] = 1
+      else if (!(body in known)) { n++; printf "%s", pem > (dir "/host-" n ".crt") }
+      next }
+    inside { body = body $0 }
+    END { print n + 0 }' "$root/etc/ssl/certs/ca-certificates.crt" "$host_bundle"
+  chroot "$root" update-ca-certificates >/dev/null 2>&1
 }
 
 # in_root ROOT UID HOME COMMAND: COMMAND under bash -c in ROOT as UID (its own group), with a clean
@@ -140,6 +164,7 @@ run_pass() {
   echo "== pass '$pass': copying the base root to $root"
   cp -a "$BASE" "$root"
   mount_root "$root"
+  [ "$HOST_CA" = 0 ] || echo "== pass '$pass': CA certificates of this host added to the root's trust: $(trust_host_cas "$root")"
   if [ "$pass" = root ]; then
     uid=0 home=/root
   else  # a normal user who may use sudo (without a password: nobody is there to type it)

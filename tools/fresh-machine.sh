@@ -31,7 +31,7 @@ HOST_CA=1
 SUITE=bookworm
 USER_NAME=dev
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --pass) case "${2:-}" in root) PASSES=(root) ;; user) PASSES=(user) ;; both) PASSES=(root user) ;;

@@ -39,7 +39,7 @@ apt:
 	    echo "make: these Debian packages are missing and sudo is not installed: $$missing" >&2; \
 	    echo "make: install them as root (apt-get install $$missing), or run make as root" >&2; exit 1; \
 	  fi; \
-	  echo "installing apt packages: $$missing"; \
+	  echo "installing apt packages$(if $(SUDO), with $(SUDO)): $$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 

@@ -20,6 +20,9 @@
 # certificates it trusts that Debian's bundle lacks (a TLS-inspecting proxy's), as a machine on this
 # network would need them.
 set -euo pipefail
+# The whole script is one { } block: bash reads all of it before running any of it, so editing the
+# file while a run goes on (it takes a while) cannot change what that run does.
+{
 
 REPO=/work/main
 WORK=/var/tmp/lazyfuel-fresh
@@ -180,6 +183,8 @@ run_pass() {
   git -C "$root$home/lazyfuel" remote remove origin
   chroot "$root" chown -R "$uid:$uid" "$home/lazyfuel"  # useradd gave the user a group of the same id
   echo "== pass '$pass': beside the clone: $(ls -A "$root$home" | tr '\n' ' ')"
+  echo "== pass '$pass': the commands run as $(in_root "$root" "$uid" "$home" \
+    'printf "%s (uid %s)" "$(id -un)" "$(id -u)"; [ "$(id -u)" = 0 ] || { sudo -n true && printf ", sudo works"; }')"
   timed "$pass: make demo" "$root" "$uid" "$home" "cd ~/lazyfuel && make demo"
   timed "$pass: make demo (again)" "$root" "$uid" "$home" "cd ~/lazyfuel && make demo"
   timed "$pass: make test" "$root" "$uid" "$home" "cd ~/lazyfuel && make test"
@@ -193,3 +198,4 @@ echo
 echo "== summary: commit $COMMIT on Debian $(cat "$BASE/etc/debian_version") ($SUITE minbase + git, make, ca-certificates)"
 printf '%s\n' "${SUMMARY[@]}"
 exit "$FAILED"
+}

@@ -10,7 +10,6 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 REPO=$PWD
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-[ -d ../shared ] || { [ -d .shared-copy ] && mkdir -p ../shared && cp -r .shared-copy/* ../shared/; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl .scratch/fftgpu/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$REPO PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp

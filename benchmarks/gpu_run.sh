@@ -2,19 +2,17 @@
 # One whole GPU run on the device machine (the `device` tool's H200), in one call:
 #   loaders and wheels in, the Vulkan device checked, the Vulkan tests and the audit on the GPU,
 #   then the GPU benchmarks; everything they print and write lands in $OUT.
-# Prepare here once, in the repository root (all three folders are git-ignored via .git/info/exclude):
-#   echo /.gl/ >>.git/info/exclude; echo /.whl/ >>.git/info/exclude; echo /.shared-copy/ >>.git/info/exclude
+# Prepare here once, in the repository root (.gl and .whl are git-ignored):
 #   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
 #   apt-get $o update; (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 #   for p in vulkan==1.3.275.1 cffi==2.0.0 pycparser dask==2026.8.0 partd locket; do python3 -m pip download
 #     --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64
 #     --platform manylinux2014_x86_64 --platform any -d .whl $p; done
-#   mkdir -p .shared-copy && cp -r ../shared/seeds .shared-copy/
 #   for fftcuda, pyvkfft's sdist without its 35 MB of examples and docs (the version the venv has):
 #   pip download --no-binary :all: --no-deps -d /tmp/vk pyvkfft==2025.1.1 && tar xzf /tmp/vk/pyvkfft-2025.1.1.tar.gz
 #     -C /tmp/vk && rm -r /tmp/vk/pyvkfft-2025.1.1/{examples,doc} && tar czf .whl/pyvkfft-2025.1.1-slim.tar.gz
 #     -C /tmp/vk pyvkfft-2025.1.1
-# Usage (device command, carry [".gl", ".whl", ".shared-copy"]):  bash benchmarks/gpu_run.sh [STAGE...]
+# Usage (device command, carry [".gl", ".whl"]):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
 # choices (not in the default list): `python3 -m lazyfuel judge --quick` on the device, then
@@ -50,8 +48,6 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-# The reference seed lives in ../shared beside a checkout; carry a copy as .shared-copy when needed.
-[ -d ../shared ] || { [ -d .shared-copy ] && mkdir -p ../shared && cp -r .shared-copy/* ../shared/; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp

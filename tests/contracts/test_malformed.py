@@ -145,7 +145,7 @@ def _mutated(draw: st.DrawFn, text: str) -> str:
 
 
 def _seed_text() -> str:
-    return SEED.read_text(encoding="utf-8") if SEED.is_file() else SMALL.read_text(encoding="utf-8")
+    return SEED.read_text(encoding="utf-8")
 
 
 def _check_only_contract_errors(text: str) -> None:

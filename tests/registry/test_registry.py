@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
+from reference_document import SEED
 
 from lazyfuel.contracts import parse_document
 from lazyfuel.contracts.model import Backend, ContractError, OpKind
@@ -20,7 +20,6 @@ from lazyfuel.registry import (
 )
 from lazyfuel.registry.cost import unknown_cost
 
-SEED = Path(__file__).parents[2].parent / "shared" / "seeds" / "000_15629ce0d4bdd845.txt"
 SEED_TEXT = SEED.read_text(encoding="utf-8")
 T4 = ("F32", "F16", "BF16", "F64")
 T6 = (*T4, "U8", "U32")

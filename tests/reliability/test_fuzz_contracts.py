@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from reference_document import SEED
 
 import lazyfuel as lf
 from lazyfuel.contracts import ContractError, format_text, parse_contracts, parse_document
@@ -33,13 +33,9 @@ from lazyfuel.providers import register_builtin_providers
 
 from .fuzzing import fuzz
 
-REPO = Path(__file__).resolve().parents[2]
-SEED = REPO.parent / "shared" / "seeds" / "000_15629ce0d4bdd845.txt"
-SMALL = REPO / "tests" / "contracts" / "data" / "small_flat.md"
-
 
 def _seed_text() -> str:
-    return SEED.read_text(encoding="utf-8") if SEED.is_file() else SMALL.read_text(encoding="utf-8")
+    return SEED.read_text(encoding="utf-8")
 
 
 CANONICAL = format_text(_seed_text())

@@ -1,4 +1,4 @@
-"""The user-facing API: `lazyfuel.Array` and the functions DESIGN.md lists.
+"""The user-facing API: `lazyfuel.Array` and the functions docs/architecture.md lists.
 
 Every function accepts numpy arrays (and array-likes), dask arrays and lazyfuel arrays for data,
 indices and masks, and returns a lazy `Array`; nothing runs until `.compute()`, `np.asarray(x)`,

@@ -380,7 +380,7 @@ def check_gather_shapes(source_shape: Sequence[int], index_shape: Sequence[int],
     """The normalised `dim` of a gather, after checking the index shape against the source shape.
 
     `dim` may be negative. The index must have the source's rank and equal the source's extent on
-    every axis but `dim` (DESIGN.md; PyTorch also allows smaller extents there). A 0-d source or
+    every axis but `dim` (PyTorch also allows smaller extents there). A 0-d source or
     index counts as one element along dim 0, as in PyTorch. The output has the index's shape.
 
     Raises:

@@ -1,6 +1,6 @@
 """dask.distributed with one worker process per GPU, each pinned to its device (as dask-cuda does).
 
-A worker process builds its own device pools on first use (DESIGN.md). `PinDevice` is a
+A worker process builds its own device pools on first use (docs/architecture.md). `PinDevice` is a
 `WorkerPlugin` that, when a worker starts (before any task can open a pool), sets
 `LAZYFUEL_DEVICE` and `LAZYFUEL_DEVICES` in that worker process to one device, chosen by the
 worker's rank (its name in a `LocalCluster`: 0, 1, …) from the list it was given. Every block that

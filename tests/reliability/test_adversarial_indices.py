@@ -1,7 +1,7 @@
 """Adversarial indices and masks through the public API, on every backend, with numpy, dask and
 lazyfuel index inputs.
 
-DESIGN.md "Operations": indices of any integer dtype become U32 after a range check; a negative
+The API (README, "Quickstart"): indices of any integer dtype become U32 after a range check; a negative
 value, a value >= the axis length or >= 2**32 is an IndexError naming the value and its position
 (concrete indices when the op is built, lazy ones when they are computed); float, bool, complex
 and non-integer object indices are a TypeError naming the dtype; a mask must be bool (a uint8 mask

@@ -98,7 +98,7 @@ _TREES = st.recursive(_leaf(), _extend, max_leaves=12)
 
 
 def _whitelisted(node: ast.AST, depth: int = 1) -> bool:
-    """An independent statement of the whitelist (DESIGN.md: numbers, names, + - * / // %, parentheses)."""
+    """An independent statement of the whitelist (contracts.md: numbers, names, + - * / // %, parentheses)."""
     if depth > MAX_DEPTH:
         return False
     if isinstance(node, ast.Constant):

@@ -159,7 +159,7 @@ def test_gather(x, dim, data):
         a = _index_array(idx)
         if a.dtype.kind not in "iuO" or isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
             raise TypeError("numpy-equivalent refusal")
-        # a 0-d source or index counts as one element along dim 0 (PyTorch; DESIGN.md)
+        # a 0-d source or index counts as one element along dim 0 (PyTorch)
         src, ix = x.reshape(x.shape or (1,)), a.reshape(a.shape or (1,))
         d = dim % max(src.ndim, 1)
         if src.ndim != ix.ndim or any(s != i for k, (s, i) in enumerate(zip(src.shape, ix.shape)) if k != d):

@@ -2,7 +2,7 @@
 
 Two families live here:
 
-- **Reference functions** with the full user-facing semantics of DESIGN.md (PyTorch's):
+- **Reference functions** with the full user-facing semantics of the API (PyTorch's):
   `index_select`, `gather`, `masked_fill`, `contiguize`. They take any numpy array of a lazyfuel
   dtype in any layout (strided, offset, reversed, broadcast), negative dims and 0-d inputs, run
   the shared checks of `lazyfuel.checks`, and return a fresh C-contiguous array. The audit

@@ -59,6 +59,7 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     """
     if isinstance(obj, Node):
         return resolved(obj)
+    checks.refuse_masked(obj, "data" if data else "indices")
     one_buffer = not isinstance(obj, da.Array)
     if isinstance(obj, da.Array):
         arr = obj if chunks == "auto" else obj.rechunk(chunks)
@@ -192,6 +193,7 @@ def masked_fill(x: Node, mask: Any, value: Any) -> Node:
         value = value[()]
     checks.fill_bytes(value, DType.from_numpy(x.dtype))
     if is_lazy(mask):
+        checks.refuse_masked(mask, "mask")
         checks.check_mask(np.empty(0, mask.dtype))
     else:
         mask = checks.check_mask(mask)

@@ -23,6 +23,8 @@ from dask.base import tokenize
 from lazyfuel import checks
 from lazyfuel.dtypes import DType, native
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.fft import Transform
+from lazyfuel.graph.fft import transform as fft_transform
 from lazyfuel.graph.ir import (
     Broadcast,
     Contiguize,
@@ -154,12 +156,13 @@ def getitem(x: Node, key: Any) -> Node:
 def _sliced(x: Node, key: tuple[int | slice, ...]) -> Node:
     """`x[key]` (`key` normalised: an int or a normalised slice per axis), taken below the ops
     that compute each element from the same position of their inputs (MaskedFill, Contiguize),
-    below selects (`_select_sliced`) and through transposes, when it picks fewer elements than `x`
+    below selects (`_select_sliced`), below FFTs on the axes they do not transform
+    (`_transform_sliced`) and through transposes, when it picks fewer elements than `x`
     has: then only what is picked is computed, and a pick from a huge view reads a few elements,
     not the view (issue 16, case 7). Otherwise a `Slice` view of `x`."""
     if all(isinstance(k, slice) and k == slice(0, n, 1) for k, n in zip(key, x.shape)):
         return x
-    picked = math.prod(len(range(k.start, k.stop, k.step)) for k in key if isinstance(k, slice))
+    picked = math.prod(_kept(k) for k in key)
     if picked == 0 or picked >= math.prod(x.shape):  # nothing to compute, or nothing saved
         return Slice(x, key)
     if isinstance(x, MaskedFill):  # the mask has the data's shape and chunks (`masked_fill`)
@@ -175,7 +178,27 @@ def _sliced(x: Node, key: tuple[int | slice, ...]) -> Node:
         return transpose(_sliced(x.input, tuple(inner)), perm)
     if isinstance(x, (IndexSelect, Gather)):
         return _select_sliced(x, key)
+    if isinstance(x, Transform) and any(_kept(k) < n for a, (k, n) in enumerate(zip(key, x.shape))
+                                        if a != x.axis):
+        return _transform_sliced(x, key)
     return Slice(x, key)
+
+
+def _transform_sliced(x: Transform, key: tuple[int | slice, ...]) -> Node:
+    """`x[key]` as the transform of the picked rows: the input sliced on every axis but the
+    transformed one (below the rechunk that made that axis whole), the transformed axis sliced
+    in the result; an int becomes a one-long slice, dropped by a view of the result."""
+    source = x.input.input if isinstance(x.input, Rechunk) else x.input
+    rows = tuple(slice(0, n, 1) if a == x.axis else slice(k, k + 1, 1) if isinstance(k, int) else k
+                 for a, (k, n) in enumerate(zip(key, source.shape)))
+    out = fft_transform(_sliced(source, rows), x.kind, x.axis, x.n, x.norm)
+    return _sliced(out, tuple(k if a == x.axis else 0 if isinstance(k, int) else slice(0, n, 1)
+                              for a, (k, n) in enumerate(zip(key, out.shape))))
+
+
+def _kept(k: int | slice) -> int:
+    """How many positions of its axis a normalised key entry keeps (an int keeps one)."""
+    return 1 if isinstance(k, int) else len(range(k.start, k.stop, k.step))
 
 
 def _select_sliced(x: IndexSelect | Gather, key: tuple[int | slice, ...]) -> Node:

@@ -108,3 +108,21 @@ def test_index_select_step_does_not_copy_a_view_it_reads() -> None:
     assert index_select_step(cube, idx, outer_count=1, source_dim_size=10**4, n_indices=2,
                              inner_count=10**6, out=out) is out
     np.testing.assert_array_equal(out, cube[[3, 1]])
+
+
+@pytest.mark.parametrize("case", ["rfft[3:5]", "fft(x.T, axis=0)[:, 7]", "ifft[5, 1:4]"])
+def test_a_pick_of_an_fft_of_a_huge_view_transforms_only_the_picked_rows(case: str,
+                                                                       every_backend: str) -> None:
+    if every_backend == "vulkan":
+        pytest.skip("the Vulkan backend has no FFT bindings")
+    rows = np.broadcast_to(BASE[:256], (N, 256))
+    build, want = {
+        "rfft[3:5]": (lambda x: lf.rfft(x)[3:5], np.fft.rfft(rows[3:5])),
+        "fft(x.T, axis=0)[:, 7]": (lambda x: lf.fft(x.T, axis=0)[:, 7], np.fft.fft(rows[7])),
+        "ifft[5, 1:4]": (lambda x: lf.ifft(x)[5, 1:4], np.fft.ifft(rows[5])[1:4]),
+    }[case]
+    y = build(lf.broadcast_to(lf.from_array(BASE[:256]), rows.shape))
+    y.compute()
+    got, peak = _peak(y.compute)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    assert peak < LIMIT, f"{case} on {every_backend}: peak {peak / 2**20:.1f} MiB"

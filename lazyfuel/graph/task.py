@@ -165,8 +165,15 @@ class Gathered:
     part_starts: tuple[int, ...]
     axis: int
     index: Const | LazyIndex
-    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`)
+    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`,
+    # `span.span_is_cheap`); True: the recipe allowed the gap, so the span is taken whatever it is
     reach: int = 0  # at least the program source's extent along `axis` (0: the whole axis)
+
+    @property
+    def gap(self) -> int | None:
+        """The gap `spanning_view` may span: any the recipe allowed (it decided before any chunk
+        existed), or its own default rule without a reach."""
+        return self.reach or None
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         source, local = self._arrays(args)
@@ -178,7 +185,7 @@ class Gathered:
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
             return chosen[0], self.index.moved(args, self.part_starts[0])
-        span = spanning_view(chosen, self.part_starts, self.axis) if self.spannable else None
+        span = spanning_view(chosen, self.part_starts, self.axis, self.gap) if self.spannable else None
         if span is not None:
             return span, self.index.moved(args, self.part_starts[0])
         (idx,) = self.index.arrays(args)
@@ -221,7 +228,7 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
                  spec.part_starts, spec.axis)
         if ident not in spans:
             spans[ident] = spanning_view([p.arrays(args)[0] for p in spec.parts], spec.part_starts,
-                                         spec.axis)
+                                         spec.axis, spec.gap)
         if spans[ident] is None:
             continue
         args.append(spans[ident])

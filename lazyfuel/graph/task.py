@@ -295,11 +295,32 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
     if len(reader.bounds) < 2:
         return ()
     (data,) = reader.part.arrays(args)
+    positions = reader.positions
     if reader.flat:
-        data = data.reshape(-1)
-    out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, reader.positions])
+        data, positions = raveled(data, positions)
+    out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, positions])
     lead = (slice(None),) * (0 if reader.flat else reader.axis)
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
+
+
+def raveled(data: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`data` as a 1-d array and `positions` (row-major element numbers of `data`) into it.
+
+    A C-contiguous chunk is raveled as it is. Raveling another view would copy it whole (a
+    broadcast chunk: every repeated row), so it is read through its memory span instead, each
+    position turned into the element's offset there: nothing is copied, and a broadcast's span
+    is its base row. (A view whose span is no shorter than itself is raveled after all.)"""
+    if data.flags.c_contiguous:
+        return data.reshape(-1), positions
+    lay = Layout.of(data)
+    if lay.span >= data.size:
+        return data.reshape(-1), positions
+    coords = np.unravel_index(positions.astype(np.intp), data.shape)
+    offsets = np.full(positions.shape, lay.offset, dtype=np.int64)
+    for c, stride in zip(coords, lay.strides):
+        offsets += c * stride
+    # each offset is below the span's length, itself below the view's size: the positions' dtype holds it
+    return layouts.memory_span(data).view(data.dtype), offsets.astype(positions.dtype)
 
 
 @dataclass(frozen=True, eq=False)

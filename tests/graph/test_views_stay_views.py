@@ -13,11 +13,13 @@ from __future__ import annotations
 import tracemalloc
 from collections.abc import Callable
 
+import dask.array as da
 import numpy as np
 import pytest
 
 import lazyfuel as lf
 from lazyfuel.backends.cpu.kernels import index_select_step
+from lazyfuel.graph.task import raveled
 
 N = 10**6
 RNG = np.random.default_rng(16)
@@ -128,15 +130,19 @@ def test_a_pick_of_an_fft_of_a_huge_view_transforms_only_the_picked_rows(case: s
     assert peak < LIMIT, f"{case} on {every_backend}: peak {peak / 2**20:.1f} MiB"
 
 
+@pytest.mark.parametrize("source", ["numpy", "dask"])
 @pytest.mark.parametrize("op", ["index_select", "gather"])
-def test_a_select_hitting_far_apart_chunks_of_a_broadcast_reads_no_row_of_it(op: str,
+def test_a_select_hitting_far_apart_chunks_of_a_broadcast_reads_no_row_of_it(op: str, source: str,
                                                                            every_backend: str,
                                                                            bits_equal) -> None:
     """Chunks of one buffer that a select hits far apart were concatenated when the gap was
     larger than the parts: for a broadcast, each part materialised (3 x 10^4 x 1000 elements here
-    for 3 of 10^4 x 3 picked). The span of a broadcast costs what its base row does."""
+    for 3 of 10^4 x 3 picked); the span of a broadcast costs what its base row does. Chunks of a
+    dask array are read per chunk, a gather's raveled (a copy of a broadcast chunk): now through
+    the chunk's memory span."""
     rows = 10**4
-    x = lf.broadcast_to(lf.from_array(BASE, chunks=1000), (rows, N))
+    base = lf.from_array(BASE if source == "numpy" else da.from_array(BASE, chunks=1000), chunks=1000)
+    x = lf.broadcast_to(base, (rows, N))
     idx = np.array([3, N - 2, 5000])
     if op == "index_select":
         y, want = x.index_select(1, idx), np.broadcast_to(BASE[idx], (rows, 3))
@@ -145,4 +151,19 @@ def test_a_select_hitting_far_apart_chunks_of_a_broadcast_reads_no_row_of_it(op:
     y.compute()
     got, peak = _peak(y.compute)
     bits_equal(got, np.ascontiguousarray(want))
-    assert peak < LIMIT + 3 * got.nbytes, f"{op} on {every_backend}: peak {peak / 2**20:.1f} MiB"
+    index_bytes = 8 * got.size  # a read task turns each index into a position and an offset
+    assert peak < LIMIT + 4 * index_bytes + 3 * got.nbytes, \
+        f"{op} on {every_backend}: peak {peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("view", ["transposed", "reversed strided", "broadcast", "contiguous"])
+def test_a_raveled_view_reads_the_same_elements_through_its_span(view: str) -> None:
+    a = DENSE[:40, :30]
+    data = {"transposed": a.T, "reversed strided": a[::-3, ::-2],
+            "broadcast": np.broadcast_to(a[0], (50, 30)), "contiguous": np.ascontiguousarray(a)}[view]
+    positions = RNG.integers(0, data.size, 500).astype(np.uint32)
+    flat, at = raveled(data, positions)
+    assert flat.ndim == 1 and at.dtype == np.uint32
+    np.testing.assert_array_equal(flat[at].view(np.uint32), data.reshape(-1)[positions].view(np.uint32))
+    if view == "broadcast":
+        assert flat.size == 30  # the base row, not 50 copies of it

@@ -167,3 +167,46 @@ def test_a_raveled_view_reads_the_same_elements_through_its_span(view: str) -> N
     np.testing.assert_array_equal(flat[at].view(np.uint32), data.reshape(-1)[positions].view(np.uint32))
     if view == "broadcast":
         assert flat.size == 30  # the base row, not 50 copies of it
+
+
+def _random_key(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
+    """A basic index: per axis an int (negative too) or a slice with any step."""
+    key = []
+    for n in shape:
+        if rng.random() < 0.3:
+            key.append(int(rng.integers(-n, n)))
+        else:
+            step = int(rng.choice([1, 2, -1, -3]))
+            stop = None if rng.random() < 0.5 else int(rng.integers(-n, n))
+            key.append(slice(int(rng.integers(-n, n)), stop, step))
+    return tuple(key)
+
+
+def test_random_picks_of_op_results_equal_numpys(backend: str, bits_equal) -> None:
+    """Every op a pick moves below, with int, negative and stepped keys, concrete and lazy
+    indices: the values are numpy's."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((6, 7, 5)).astype(np.float32)
+    mask = rng.random((7, 5)) < 0.5
+    idx = rng.integers(0, 7, 9)
+    gidx = rng.integers(0, 6, (4, 7, 5))
+    x = lf.from_array(a, chunks=(2, 3, 5))
+    ops = {
+        "masked_fill": (lambda: lf.masked_fill(x, mask, -2.0), np.where(mask, np.float32(-2), a)),
+        "contiguous.T": (lambda: lf.contiguous(x).transpose((2, 0, 1)), a.transpose(2, 0, 1)),
+        "index_select": (lambda: x.index_select(1, idx), a[:, idx]),
+        "index_select lazy": (lambda: x.index_select(1, da.from_array(idx, chunks=4)), a[:, idx]),
+        "gather": (lambda: x.gather(0, gidx), np.take_along_axis(a, gidx, 0)),
+        "gather lazy": (lambda: x.gather(0, da.from_array(gidx, chunks=2)), np.take_along_axis(a, gidx, 0)),
+        "rfft": (lambda: lf.rfft(x, axis=1), np.fft.rfft(a, axis=1)),
+    }
+    if backend == "vulkan":
+        del ops["rfft"]  # no FFT bindings on Vulkan
+    for name, (build, want) in ops.items():
+        for _ in range(12):
+            key = _random_key(rng, want.shape)
+            got = build()[key].compute()
+            if name == "rfft":
+                np.testing.assert_allclose(got, want[key], rtol=1e-4, atol=1e-4, err_msg=f"{name}{key}")
+            else:
+                bits_equal(got, np.array(want[key]))  # (ascontiguousarray makes 0-d 1-d)

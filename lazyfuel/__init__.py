@@ -37,6 +37,7 @@ from lazyfuel.contracts.model import ContractError
 from lazyfuel.judge import UnmeasuredCostWarning
 from lazyfuel.profiling import profile
 from lazyfuel.registry import NoBindingError, Registry
+from lazyfuel.registry.links import set_discovery
 from lazyfuel.settings import config
 
 __all__ = [
@@ -67,6 +68,17 @@ __all__ = [
     "rfft",
     "transpose",
 ]
+
+
+def _register_builtin_providers() -> None:
+    """Register the built-in providers (their link registries, executors), imported on first use."""
+    from lazyfuel.providers import register_builtin_providers
+
+    register_builtin_providers()
+
+
+# a fresh process can link a document into any Registry without building the default one first
+set_discovery(_register_builtin_providers)
 
 
 def registry() -> Registry:

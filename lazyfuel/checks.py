@@ -6,7 +6,8 @@ what would be accepted:
 
 - `IndexError`: an index value out of range (negative, or >= the axis length; for `as_indices`,
   which makes U32, also >= 2**32);
-- `TypeError`: a wrong dtype (float or bool indices, a uint8 mask, a fill value that is no number);
+- `TypeError`: a wrong dtype (float or bool indices, a uint8 mask, a fill value that is no number),
+  or a numpy masked array (its mask would be lost: `refuse_masked`);
 - `ValueError`: shapes that do not fit together, or a fill value the dtype cannot hold exactly.
 
 Nothing here is lazy: the checks run on concrete numpy data (lazy indices are checked when they
@@ -77,6 +78,17 @@ def checked_indices(indices: Any, axis_len: int, *, what: str = "index",
     return a
 
 
+def refuse_masked(obj: Any, what: str) -> None:
+    """TypeError if `obj` is a numpy masked array (or a dask array of them): lazyfuel computes on
+    the values alone, so its mask would be lost without a word. `what` names the argument
+    (data, indices, mask); the message says how to pass the values explicitly."""
+    meta = getattr(obj, "_meta", None) if not isinstance(obj, np.ndarray) else None
+    if isinstance(obj, np.ma.MaskedArray) or isinstance(meta, np.ma.MaskedArray):
+        raise TypeError(f"{what} is a numpy masked array; lazyfuel does not carry masks, so its mask "
+                        f"would be lost: pass {what}.filled(value) to replace the masked elements by "
+                        f"a value, or {what}.data to take the values under the mask as they are")
+
+
 def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.ndarray:
     """`indices` as a numpy array of an integer dtype, shape kept, values not yet range-checked.
 
@@ -90,6 +102,7 @@ def integer_indices(indices: Any, axis_len: int, *, what: str = "index") -> np.n
         TypeError: the dtype is not an integer one.
         IndexError: a Python int beyond int64 is out of range (as `as_indices` words it).
     """
+    refuse_masked(indices, "indices")
     a = np.asarray(indices)
     if a.size == 0 and not isinstance(indices, np.ndarray):
         a = a.astype(np.uint32)
@@ -215,6 +228,7 @@ def check_mask(mask: Any) -> np.ndarray:
     Raises:
         TypeError: the mask's dtype is not bool; the message says how to convert it.
     """
+    refuse_masked(mask, "mask")
     m = np.asarray(mask)
     if m.size == 0 and not isinstance(mask, np.ndarray):
         m = m.astype(np.bool_)

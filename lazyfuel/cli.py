@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 from lazyfuel.contracts import ContractError, format_text, parse_document
 from lazyfuel.contracts.model import Backend, OpKind
+from lazyfuel.contracts.parse import read_document
 from lazyfuel.dtypes import DType
 from lazyfuel.notices import LOGGER
-from lazyfuel.providers import BACKEND_CHOICES, available_backends, register_builtin_providers
-from lazyfuel.registry import Binding, NoBindingError, Registry
+from lazyfuel.providers import BACKEND_CHOICES, available_backends, default_registry
+from lazyfuel.registry import Binding, NoBindingError
 from lazyfuel.settings import config
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def _contracts_check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
         try:
-            bindings = _registry_of(path).bindings()
+            bindings = _loaded(path)
         except (ContractError, OSError) as err:
             print(f"{err}", file=sys.stderr)
             failed += 1
@@ -44,11 +45,13 @@ def _contracts_check(args: argparse.Namespace) -> int:
 
 
 def _contracts_list(args: argparse.Namespace) -> int:
-    rows = [("op_kind", "dtype key", "backend", "kernel_source", "symbol", "KernelRef", "revision")]
+    rows = [("op_kind", "dtype key", "backend", "kernel_source", "symbol", "KernelRef", "revision",
+             "origin")]
     for path in args.files:
-        for b in _registry_of(path).bindings():
+        for b in _loaded(path):
             rows.append((b.op_kind.name, "[" + ",".join(d.name for d in b.dtypes) + "]",
-                         b.backend.name, b.kernel_source, b.symbol, b.kernel_ref.name, b.revision_hash))
+                         b.backend.name, b.kernel_source, b.symbol, b.kernel_ref.name, b.revision_hash,
+                         b.origin))
     print(_table(rows))
     print(f"{len(rows) - 1} binding(s)")
     return 0
@@ -56,7 +59,7 @@ def _contracts_list(args: argparse.Namespace) -> int:
 
 def _contracts_show(args: argparse.Namespace) -> int:
     for path in args.files:
-        doc = parse_document(Path(path).read_text(encoding="utf-8"), path)
+        doc = parse_document(read_document(path), path)
         print(f"# {doc.provider.name} ({doc.provider.backend}, {doc.provider.kernel_source}) — {path}")
         for c in doc.contracts:
             if args.kernel and c.kernel != args.kernel:
@@ -71,7 +74,7 @@ def _contracts_show(args: argparse.Namespace) -> int:
 
 def _contracts_fmt(args: argparse.Namespace) -> int:
     for path in args.files:
-        text = format_text(Path(path).read_text(encoding="utf-8"), path)
+        text = format_text(read_document(path), path)
         if args.write:
             Path(path).write_text(text, encoding="utf-8")
             print(f"formatted {path}", file=sys.stderr)
@@ -322,11 +325,11 @@ def _add_graph_commands(sub: argparse._SubParsersAction) -> None:
                        help="force a backend (sets LAZYFUEL_BACKEND; default auto)")
 
 
-def _registry_of(path: str) -> Registry:
-    register_builtin_providers()
-    registry = Registry()
-    registry.load(Path(path))
-    return registry
+def _loaded(path: str) -> list[Binding]:
+    """The bindings `lf.load_contracts(path)` would give: the document loaded into a copy of the
+    default registry (so a binding competing with a default one is refused as it would be there;
+    a shipped document's bindings are the default ones, origin "default")."""
+    return default_registry().copy().load(Path(path))
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:

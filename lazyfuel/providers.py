@@ -19,6 +19,7 @@ from pathlib import Path
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.registry import Registry
+from lazyfuel.registry.model import DEFAULT_ORIGIN
 from lazyfuel.settings import check, config
 
 CONTRACTS_DIR = Path(__file__).parent / "contracts"
@@ -69,7 +70,7 @@ def default_registry() -> Registry:
                 for name in provider.documents:
                     path = CONTRACTS_DIR / name
                     if path.is_file():
-                        registry.load(path)
+                        registry.load(path, origin=DEFAULT_ORIGIN)
             _default = registry
         return _default
 

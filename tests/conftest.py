@@ -26,6 +26,12 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return force_backend(request.param, monkeypatch)
 
 
+@pytest.fixture(params=["cpu", "auto", "vulkan"])
+def every_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """As `backend`, and `LAZYFUEL_BACKEND=auto` (the planner's choice) besides."""
+    return force_backend(request.param, monkeypatch)
+
+
 @pytest.fixture
 def vulkan(monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test with `LAZYFUEL_BACKEND=vulkan` (skipped where no Vulkan device can run)."""

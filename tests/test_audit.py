@@ -19,6 +19,7 @@ from lazyfuel.cli import main
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
 from lazyfuel.registry import KernelRef, Registry, register_link_registry
+from lazyfuel.registry.signature import op_signature
 
 HAS_VULKAN = Backend.Vulkan in available_backends()
 HAS_OPENCL = Backend.OpenCL in available_backends()
@@ -39,11 +40,16 @@ def _document(source: Path, kernel: str, links: str, *, max_ulp: int = 0,
     return front.replace(old_links, links) + f"\n# test kernels\n\n```fkc\n{block}```\n"
 
 
+OP_OF = {"index_select": OpKind.IndexSelect, "gather": OpKind.Gather, "masked_fill": OpKind.MaskedFill,
+         "fft_single": OpKind.Fft}
+
+
 def _cpu_registry(name: str, kernel: str, impl, entry: str | None = None, **doc) -> Registry:
     """A registry holding one F32 Cpu binding of `kernel` (base entry point `entry`, default the
     kernel's name) that runs `impl`."""
     entry = entry or kernel
-    ref = KernelRef(f"{name}::{entry}", Backend.Cpu, impl, code=lambda: name.encode())
+    computes = op_signature(OP_OF[kernel])  # the stand-in declares what the kernel it replaces computes
+    ref = KernelRef(f"{name}::{entry}", Backend.Cpu, impl, code=lambda: name.encode(), signature=computes)
     register_link_registry(name, lambda: {f"{name}::{entry}_f32": ref})
     registry = Registry()
     registry.load(_document(CONTRACTS_DIR / "cpu.md", kernel, name, **doc))
@@ -213,7 +219,8 @@ def test_a_vulkan_binding_dispatching_the_wrong_fill_fails() -> None:
             super().record(batch, dataclasses.replace(step, params=params), args, out, status)
 
     name = "test::audit::vulkan-fill"
-    ref = KernelRef(f"{name}::masked_fill", Backend.Vulkan, WrongFill(), code=lambda: b"wrong fill")
+    ref = KernelRef(f"{name}::masked_fill", Backend.Vulkan, WrongFill(), code=lambda: b"wrong fill",
+                    signature=op_signature(OpKind.MaskedFill))
     register_link_registry(name, lambda: {f"{name}::masked_fill_f32": ref})
     registry = Registry()
     registry.load(_document(CONTRACTS_DIR / "vulkan_select.md", "masked_fill", name))

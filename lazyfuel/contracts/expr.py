@@ -12,6 +12,11 @@ A name bound to a sequence (a shape) stands for the product of its entries: an e
 Division, floor division or modulo by zero evaluates to `math.inf`: a cost that cannot be computed
 is treated as infinitely expensive, so the planner avoids the binding instead of crashing; a
 result that is not a number (`1e999 - 1e999`) is infinite for the same reason.
+
+`Expr.unsound_cost` probes an expression before it may price anything: every name at a few sizes
+from 1 to 2**31 (all alike, and each one alone large or small), since a cost that is negative,
+infinite or not a number for some size (`-1e300 * n`, `1e300 * 1e300 * n`, `n - 2`) would win or
+lose every comparison whatever the work; documents are refused such costs at load.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ _UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
     ast.UAdd: operator.pos,
 }
 _ACCEPTED = "numbers, names, + - * / // %, unary - and +, parentheses"
+PROBE_SIZES = (1, 2, 3, 1000, 2**20, 2**31)  # what `unsound_cost` binds names to
 
 Value = int | float | Sequence[int]
 
@@ -91,6 +97,22 @@ class Expr:
         """
         value = _eval(self.tree, env, self.text)
         return math.inf if math.isnan(value) else value
+
+    def unsound_cost(self) -> str | None:
+        """Why this expression cannot be a cost (its first value that is negative, infinite or not
+        a number, and where: see the module docstring), or None if every probe is finite, >= 0."""
+        names = sorted(self.names)
+        probes = [dict.fromkeys(names, v) for v in PROBE_SIZES]
+        for name in names if len(names) > 1 else ():
+            for alone, others in ((PROBE_SIZES[-2], 1), (1, PROBE_SIZES[-2])):
+                probes.append({**dict.fromkeys(names, others), name: alone})
+        for env in probes:
+            value = _eval(self.tree, env, self.text)
+            if not math.isfinite(value) or value < 0:
+                at = ", ".join(f"{k} = {v}" for k, v in env.items()) or "any size"
+                what = "not a number" if math.isnan(value) else value
+                return f"{self.text!r} is {what} at {at}"
+        return None
 
 
 def _check(tree: ast.expr, text: str, allowed: frozenset[str], loc: Location) -> frozenset[str]:

@@ -295,7 +295,12 @@ def _cost(sec: Section, entries: Entries, params: OpParams) -> Cost:
         tag = value.tag.rsplit(":", 1)[-1]
         if not isinstance(value, yaml.ScalarNode) or tag not in ("str", "int", "float"):
             raise sec.error(value, key, f"{key} must be an arithmetic expression, got a {value.tag} value")
-        exprs.append(Expr.parse(value.value, allowed, sec.loc(value, key)))
+        expr = Expr.parse(value.value, allowed, sec.loc(value, key))
+        unsound = expr.unsound_cost()
+        if unsound is not None:
+            raise sec.error(value, key, f"cost {key} {unsound}; a cost must be a finite number >= 0 "
+                            "for every size")
+        exprs.append(expr)
     entries.done()
     return Cost(provenance, cls, exprs[0], exprs[1])
 

@@ -30,6 +30,7 @@ from lazyfuel.contracts.model import (
 from lazyfuel.contracts.nodes import Section, compose, unknown_key_message
 
 MAX_CHARS = 4 * 1024 * 1024
+MAX_BYTES = 4 * MAX_CHARS  # the most a file of MAX_CHARS characters can take in UTF-8
 FKC_VERSION = 1
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\s`]*)")
 _HEADING = re.compile(r"^ {0,3}(?P<level>#{1,6})(?:[ \t]|$)")
@@ -92,19 +93,30 @@ def yaml_sections(lines: list[str], path: str = "<string>") -> list[list[str]]:
     return [lines[open_at + 1: close_at], *(lines[b.start + 1: b.end] for b in blocks)]
 
 
-def parse_file(path: str | os.PathLike[str]) -> ContractDocument:
-    """Read and parse the FKC document at `path` (UTF-8); ContractError if unreadable or malformed."""
+def read_document(path: str | os.PathLike[str]) -> str:
+    """The text of the document file at `path` (UTF-8), read only if it can be small enough: a
+    file of more than `MAX_BYTES` is refused before it is read (its size from stat, and at most
+    `MAX_BYTES + 1` bytes read, so a device or a pipe that never ends costs no memory either).
+    ContractError if too long or not UTF-8; OSError if it cannot be opened."""
     name = os.fspath(path)
+    refuse = f"at most {MAX_CHARS} characters ({MAX_BYTES} bytes of UTF-8) are accepted"
+    size = os.stat(name).st_size
+    if size > MAX_BYTES:
+        raise ContractError(f"document is {size} bytes long; {refuse}", name)
+    with open(name, "rb") as handle:
+        raw = handle.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise ContractError(f"document is more than {MAX_BYTES} bytes long; {refuse}", name)
     try:
-        size = os.path.getsize(name)
-        if size > MAX_CHARS * 4:
-            raise ContractError(f"document is {size} bytes long; at most {MAX_CHARS} characters are accepted",
-                                name)
-        with open(name, encoding="utf-8") as handle:
-            text = handle.read()
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ContractError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", name) from None
-    return parse_document(text, name)
+
+
+def parse_file(path: str | os.PathLike[str]) -> ContractDocument:
+    """Read (`read_document`) and parse the FKC document at `path`; ContractError if it is too
+    long, not UTF-8 or malformed."""
+    return parse_document(read_document(path), os.fspath(path))
 
 
 def parse_contracts(path_or_text: str | os.PathLike[str]) -> list[KernelContract]:

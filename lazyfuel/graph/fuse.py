@@ -43,7 +43,7 @@ from lazyfuel.graph.ir import (
     ViewOp,
 )
 from lazyfuel.graph.pieces import PiecePlan, base_leaf, plan_pieces, wants_pieces
-from lazyfuel.graph.span import gap_allows
+from lazyfuel.graph.span import gap_allows, span_is_cheap
 from lazyfuel.graph.task import ArgMeta, Assembled, BlockRecipe, Const, Gathered, LazyIndex, Part, Reader
 from lazyfuel.planner.chain import Chain, OpNode
 
@@ -238,7 +238,8 @@ class _Builder:
             starts = tuple(axis.begin[b] for b in dim_blocks)
             parts = tuple(self.part(node.data, node.data_block(block, b)) for b in dim_blocks)
             extents = [axis.extents[b] for b in dim_blocks]
-            spannable = gap_allows(starts, extents)
+            spannable = gap_allows(starts, extents) or span_is_cheap(
+                parts[0].signature(self.metas)[0][1], node.dim, starts, extents)
             # the program's source: a span from the first part to the last, or the parts joined
             reach = starts[-1] + extents[-1] - starts[0] if spannable else sum(extents)
             spec = Gathered(parts, starts, node.dim, index, spannable, reach)

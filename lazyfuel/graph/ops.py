@@ -23,6 +23,8 @@ from dask.base import tokenize
 from lazyfuel import checks
 from lazyfuel.dtypes import DType, native
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.fft import Transform
+from lazyfuel.graph.fft import transform as fft_transform
 from lazyfuel.graph.ir import (
     Broadcast,
     Contiguize,
@@ -59,6 +61,7 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     """
     if isinstance(obj, Node):
         return resolved(obj)
+    checks.refuse_masked(obj, "data" if data else "indices")
     one_buffer = not isinstance(obj, da.Array)
     if isinstance(obj, da.Array):
         arr = obj if chunks == "auto" else obj.rechunk(chunks)
@@ -147,9 +150,73 @@ def getitem(x: Node, key: Any) -> Node:
         else:
             raise TypeError(f"lazyfuel arrays take basic indices only (ints, slices, ...), got "
                             f"{type(k).__name__}; use index_select or gather to pick by an index array")
-    if all(isinstance(k, slice) and k == slice(0, n, 1) for k, n in zip(norm, x.shape)):
+    return _sliced(x, tuple(norm))
+
+
+def _sliced(x: Node, key: tuple[int | slice, ...]) -> Node:
+    """`x[key]` (`key` normalised: an int or a normalised slice per axis), taken below the ops
+    that compute each element from the same position of their inputs (MaskedFill, Contiguize),
+    below selects (`_select_sliced`), below FFTs on the axes they do not transform
+    (`_transform_sliced`) and through transposes, when it picks fewer elements than `x`
+    has: then only what is picked is computed, and a pick from a huge view reads a few elements,
+    not the view (issue 16, case 7). Otherwise a `Slice` view of `x`."""
+    if all(isinstance(k, slice) and k == slice(0, n, 1) for k, n in zip(key, x.shape)):
         return x
-    return Slice(x, tuple(norm))
+    picked = math.prod(_kept(k) for k in key)
+    if picked == 0 or picked >= math.prod(x.shape):  # nothing to compute, or nothing saved
+        return Slice(x, key)
+    if isinstance(x, MaskedFill):  # the mask has the data's shape and chunks (`masked_fill`)
+        return MaskedFill(_sliced(x.data, key), _sliced(x.mask, key), x.value)
+    if isinstance(x, Contiguize):
+        return Contiguize(_sliced(x.input, key))
+    if isinstance(x, Transpose):
+        inner: list[int | slice] = [slice(None)] * x.ndim
+        for out_axis, in_axis in enumerate(x.axes):
+            inner[in_axis] = key[out_axis]
+        kept = [a for a in range(x.ndim) if isinstance(inner[a], slice)]
+        perm = tuple(kept.index(x.axes[i]) for i in range(x.ndim) if isinstance(key[i], slice))
+        return transpose(_sliced(x.input, tuple(inner)), perm)
+    if isinstance(x, (IndexSelect, Gather)):
+        return _select_sliced(x, key)
+    if isinstance(x, Transform) and any(_kept(k) < n for a, (k, n) in enumerate(zip(key, x.shape))
+                                        if a != x.axis):
+        return _transform_sliced(x, key)
+    return Slice(x, key)
+
+
+def _transform_sliced(x: Transform, key: tuple[int | slice, ...]) -> Node:
+    """`x[key]` as the transform of the picked rows: the input sliced on every axis but the
+    transformed one (below the rechunk that made that axis whole), the transformed axis sliced
+    in the result; an int becomes a one-long slice, dropped by a view of the result."""
+    source = x.input.input if isinstance(x.input, Rechunk) else x.input
+    rows = tuple(slice(0, n, 1) if a == x.axis else slice(k, k + 1, 1) if isinstance(k, int) else k
+                 for a, (k, n) in enumerate(zip(key, source.shape)))
+    out = fft_transform(_sliced(source, rows), x.kind, x.axis, x.n, x.norm)
+    return _sliced(out, tuple(k if a == x.axis else 0 if isinstance(k, int) else slice(0, n, 1)
+                              for a, (k, n) in enumerate(zip(key, out.shape))))
+
+
+def _kept(k: int | slice) -> int:
+    """How many positions of its axis a normalised key entry keeps (an int keeps one)."""
+    return 1 if isinstance(k, int) else len(range(k.start, k.stop, k.step))
+
+
+def _select_sliced(x: IndexSelect | Gather, key: tuple[int | slice, ...]) -> Node:
+    """`x[key]` as the select of the picked part: the source sliced on every axis but the select's
+    (a gather's indices alike), the indices sliced along it (an index_select's) or everywhere (a
+    gather's); an int becomes a one-long slice, dropped by a view of the result."""
+    ranged = tuple(slice(k, k + 1, 1) if isinstance(k, int) else k for k in key)
+    data = _sliced(x.data, tuple(slice(0, n, 1) if a == x.dim else k
+                                 for a, (k, n) in enumerate(zip(ranged, x.data.shape))))
+    index_key = (ranged[x.dim],) if isinstance(x, IndexSelect) else ranged
+    if x.indices.node is not None:
+        indices: Any = _sliced(x.indices.node, index_key)
+    else:
+        # a normalised slice's stop is -1 when it runs down through 0: numpy reads that as n - 1
+        indices = x.indices.values[tuple(slice(k.start, None if k.stop < 0 else k.stop, k.step)
+                                         for k in index_key)]
+    out = (index_select if isinstance(x, IndexSelect) else gather)(data, x.dim, indices)
+    return _sliced(out, tuple(0 if isinstance(k, int) else slice(0, n, 1) for k, n in zip(key, out.shape)))
 
 
 def broadcast_to(x: Node, shape: Any) -> Node:
@@ -192,6 +259,7 @@ def masked_fill(x: Node, mask: Any, value: Any) -> Node:
         value = value[()]
     checks.fill_bytes(value, DType.from_numpy(x.dtype))
     if is_lazy(mask):
+        checks.refuse_masked(mask, "mask")
         checks.check_mask(np.empty(0, mask.dtype))
     else:
         mask = checks.check_mask(mask)

@@ -11,11 +11,14 @@ None and the caller falls back to copying.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import pairwise
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from lazyfuel.layout import Layout
 
 
 def owner(a: np.ndarray) -> object:
@@ -99,6 +102,22 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     strides = list(first.strides)
     strides[axis] = stride
     return as_strided(first, shape=tuple(shape), strides=tuple(strides), writeable=False)
+
+
+def span_is_cheap(layout: Layout, axis: int, starts: Sequence[int], extents: Sequence[int]) -> bool:
+    """Whether a span over parts laid out as `layout` (one part's view, at `starts` with `extents`
+    along `axis`) touches no more memory than joining the parts would allocate, whatever the gap:
+    true of views with stride-0 axes (a broadcast), whose positions each touch far less memory
+    than the elements they show. Joining them materialised every part (issue 16, case 7)."""
+    kept = [(s, e) for s, e in zip(starts, extents) if e]
+    if len(kept) < 2:
+        return True
+    extent = kept[-1][0] + kept[-1][1] - kept[0][0]
+    shown = math.prod(n for k, n in enumerate(layout.shape) if k != axis)
+    touched = sum(abs(st) * (n - 1) for k, (n, st) in enumerate(zip(layout.shape, layout.strides))
+                  if k != axis) + 1
+    step = max(abs(layout.strides[axis]), 1)
+    return step * (extent - 1) + touched <= sum(e for _, e in kept) * shown
 
 
 def gap_allows(starts: Sequence[int], extents: Sequence[int], max_gap: int | None = None) -> bool:

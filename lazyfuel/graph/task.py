@@ -165,8 +165,15 @@ class Gathered:
     part_starts: tuple[int, ...]
     axis: int
     index: Const | LazyIndex
-    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`)
+    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`,
+    # `span.span_is_cheap`); True: the recipe allowed the gap, so the span is taken whatever it is
     reach: int = 0  # at least the program source's extent along `axis` (0: the whole axis)
+
+    @property
+    def gap(self) -> int | None:
+        """The gap `spanning_view` may span: any the recipe allowed (it decided before any chunk
+        existed), or its own default rule without a reach."""
+        return self.reach or None
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         source, local = self._arrays(args)
@@ -178,7 +185,7 @@ class Gathered:
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
             return chosen[0], self.index.moved(args, self.part_starts[0])
-        span = spanning_view(chosen, self.part_starts, self.axis) if self.spannable else None
+        span = spanning_view(chosen, self.part_starts, self.axis, self.gap) if self.spannable else None
         if span is not None:
             return span, self.index.moved(args, self.part_starts[0])
         (idx,) = self.index.arrays(args)
@@ -221,7 +228,7 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
                  spec.part_starts, spec.axis)
         if ident not in spans:
             spans[ident] = spanning_view([p.arrays(args)[0] for p in spec.parts], spec.part_starts,
-                                         spec.axis)
+                                         spec.axis, spec.gap)
         if spans[ident] is None:
             continue
         args.append(spans[ident])
@@ -288,11 +295,32 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
     if len(reader.bounds) < 2:
         return ()
     (data,) = reader.part.arrays(args)
+    positions = reader.positions
     if reader.flat:
-        data = data.reshape(-1)
-    out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, reader.positions])
+        data, positions = raveled(data, positions)
+    out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, positions])
     lead = (slice(None),) * (0 if reader.flat else reader.axis)
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
+
+
+def raveled(data: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`data` as a 1-d array and `positions` (row-major element numbers of `data`) into it.
+
+    A C-contiguous chunk is raveled as it is. Raveling another view would copy it whole (a
+    broadcast chunk: every repeated row), so it is read through its memory span instead, each
+    position turned into the element's offset there: nothing is copied, and a broadcast's span
+    is its base row. (A view whose span is no shorter than itself is raveled after all.)"""
+    if data.flags.c_contiguous:
+        return data.reshape(-1), positions
+    lay = Layout.of(data)
+    if lay.span >= data.size:
+        return data.reshape(-1), positions
+    coords = np.unravel_index(positions.astype(np.intp), data.shape)
+    offsets = np.full(positions.shape, lay.offset, dtype=np.int64)
+    for c, stride in zip(coords, lay.strides):
+        offsets += c * stride
+    # each offset is below the span's length, itself below the view's size: the positions' dtype holds it
+    return layouts.memory_span(data).view(data.dtype), offsets.astype(positions.dtype)
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,9 @@ from lazyfuel.planner.program import Program
 
 
 def describe_program(program: Program, indent: str = "  ") -> str:
-    """One line per step: binding key, symbol, estimated cost, and the reason for inserted steps."""
+    """One line per step: binding key, symbol, estimated cost, where the binding came from
+    (`default`: a shipped document, else the loaded document's path), and the reason for
+    inserted steps."""
     def name(v: int) -> str:
         return f"in{v}" if v < program.n_inputs else f"s{v - program.n_inputs}"
 
@@ -25,7 +27,7 @@ def describe_program(program: Program, indent: str = "  ") -> str:
         args = ", ".join(name(a) for a in step.args)
         line = (f"{indent}  s{i} = {step.binding.op_kind}({args}) via {step.binding.key} "
                 f"[{step.binding.symbol}] -> {step.out_dtype}{list(step.out_shape)} "
-                f"~{_seconds(step.cost)}")
+                f"~{_seconds(step.cost)} from {step.binding.origin or 'an unnamed document'}")
         if step.reason:
             line += f"  (inserted: {step.reason})"
         lines.append(line)

@@ -18,13 +18,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lazyfuel.contracts import parse_document
+from lazyfuel.contracts import parse_document, parse_file
 from lazyfuel.contracts.model import Backend, ContractDocument, KernelContract, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.registry.cost import fill_unset_cost_for_backend, initial_cost
 from lazyfuel.registry.links import link_registry, link_registry_names
-from lazyfuel.registry.model import Binding, BindingKey
+from lazyfuel.registry.model import Binding, BindingKey, KernelRef
 
 
 class NoBindingError(LookupError):
@@ -45,27 +45,47 @@ class Registry:
     def __len__(self) -> int:
         return len(self._bindings)
 
+    def copy(self) -> Registry:
+        """A new registry holding this one's bindings; loading into it leaves this one as it is."""
+        other = Registry()
+        with self._lock:
+            other._bindings = dict(self._bindings)
+        return other
+
     def bindings(self) -> list[Binding]:
         """Every binding, in registration order."""
         with self._lock:
             return list(self._bindings.values())
 
-    def load(self, path_or_text: str | Path) -> list[Binding]:
-        """Parse a contract document (a file path or its text) and add its bindings."""
+    def load(self, path_or_text: str | Path, origin: str | None = None) -> list[Binding]:
+        """Parse a contract document (a file path or its text) and add its bindings.
+
+        A file is refused before it is read if it is too long (`contracts.parse.read_document`).
+        `origin` is where the bindings say they came from (default: the document's path, or
+        `<string>` for text); the default registry loads the shipped documents as `"default"`.
+        """
         path = Path(path_or_text) if isinstance(path_or_text, Path) else None
         if path is None and isinstance(path_or_text, str) and "\n" not in path_or_text:
             candidate = Path(path_or_text)
             path = candidate if candidate.is_file() else None
         if path is not None:
-            return self.add_document(parse_document(path.read_text(encoding="utf-8"), str(path)))
-        return self.add_document(parse_document(str(path_or_text)))
+            return self.add_document(parse_file(path), origin)
+        return self.add_document(parse_document(str(path_or_text)), origin)
 
-    def add_document(self, doc: ContractDocument) -> list[Binding]:
-        """Fan, link and hash every contract of `doc`; add all or none. Raises ContractError."""
-        fanned = [b for contract in doc.contracts for b in fan_out(contract)]
+    def add_document(self, doc: ContractDocument, origin: str | None = None) -> list[Binding]:
+        """Fan, link and hash every contract of `doc`; add all or none. Raises ContractError.
+
+        Bindings from anywhere but the shipped documents (`origin` other than "default") never
+        compete with a default binding: one whose op kind, dtypes and backend a default binding
+        already serves is refused, naming both (docs/contracts.md, "Loaded documents").
+        """
+        origin = origin or doc.path
+        fanned = [dataclasses.replace(b, origin=origin)
+                  for contract in doc.contracts for b in fan_out(contract)]
         added = []
         with self._lock:
             seen: dict[BindingKey, Binding] = dict(self._bindings)
+            served = {_served(b): b for b in self._bindings.values() if b.is_default}
             for binding in fanned:
                 other = seen.get(binding.key)
                 if other is not None:
@@ -75,6 +95,14 @@ class Registry:
                     raise binding.contract.loc.error(
                         f"duplicate binding {binding.key}: already declared by kernel "
                         f"{other.contract.kernel!r} at {other.contract.loc}", key="kernel")
+                default = served.get(_served(binding))
+                if default is not None and not binding.is_default:
+                    raise binding.contract.loc.error(
+                        f"binding {binding.key} would compete with the default binding {default.key} "
+                        f"(kernel {default.contract.kernel!r} at {default.contract.loc}); a loaded "
+                        "document may add op kinds, dtypes or backends the shipped documents do not "
+                        "serve, never run in their place (load it into its own lf.Registry() to check "
+                        "or audit it)", key="kernel")
                 seen[binding.key] = binding
                 added.append(binding)
             self._bindings = seen
@@ -112,6 +140,11 @@ class Registry:
                                  f"registered op kinds: {' '.join(kinds) or 'none'}", [])
         lines = "\n".join(f"  {b.key} ({b.symbol}): {reason}" for b, reason in misses)
         raise NoBindingError(f"no binding for {want}; near misses:\n{lines}", misses)
+
+
+def _served(binding: Binding) -> tuple[OpKind, tuple[DType, ...], Backend]:
+    """What a binding serves, whichever kernel_source it has: its op kind, dtypes and backend."""
+    return binding.op_kind, binding.dtypes, binding.backend
 
 
 def _same(a: Binding, b: Binding) -> bool:
@@ -162,10 +195,28 @@ def fan_out(contract: KernelContract) -> list[Binding]:
             raise contract.loc_of("entry_point").error(
                 f"entry point {symbol!r} is not in link registry {contract.provider.link_registry!r} "
                 f"({len(links)} symbols registered)", key="entry_point")
+        _check_meaning(contract, key, symbol, ref)
         cost_fn = fill_unset_cost_for_backend(contract, initial_cost(contract))
         revision = contract.kernel_revision_hash or revision_hash(contract, ref.code())
         bindings.append(Binding(key, symbol, ref, revision, contract, cost_fn))
     return bindings
+
+
+def _check_meaning(contract: KernelContract, key: BindingKey, symbol: str, ref: KernelRef) -> None:
+    """ContractError unless `ref` declares that it computes what `contract` says (op kind, inputs,
+    output dtype rule) on `contract`'s backend: a document cannot change an op's meaning."""
+    if ref.signature is None:
+        why = "the kernel declares no signature (what it computes), so nothing can be linked to it"
+    elif ref.backend is not contract.backend:
+        why = f"the kernel runs on {ref.backend}, the contract declares backend {contract.backend}"
+    else:
+        why = ref.signature.mismatch(contract)
+    if why is not None:
+        computes = "" if ref.signature is None else f" ({ref.signature})"
+        raise contract.loc_of("entry_point").error(
+            f"binding {key} of kernel {contract.kernel!r} links {symbol!r} to kernel "
+            f"{ref.name}{computes}: {why}; a binding must link to a kernel that computes its op",
+            key="entry_point")
 
 
 def _link_registry_for(contract: KernelContract) -> Any:

@@ -19,6 +19,7 @@ from lazyfuel.registry import (
     revision_hash,
 )
 from lazyfuel.registry.cost import unknown_cost
+from lazyfuel.registry.signature import op_signature
 
 SEED_TEXT = SEED.read_text(encoding="utf-8")
 T4 = ("F32", "F16", "BF16", "F64")
@@ -28,14 +29,17 @@ T6 = (*T4, "U8", "U32")
 def _test_links() -> dict[str, KernelRef]:
     """A link registry standing in for the Vulkan one: per-dtype index_select, one ref each else."""
     base = "fuel_vulkan_backend::fkc::"
-    gather = KernelRef("test::gather", Backend.Vulkan, None, lambda: b"gather-code")
-    fill = KernelRef("test::masked_fill", Backend.Vulkan, None, lambda: b"fill-code")
+    gather = KernelRef("test::gather", Backend.Vulkan, None, lambda: b"gather-code",
+                       op_signature(OpKind.Gather))
+    fill = KernelRef("test::masked_fill", Backend.Vulkan, None, lambda: b"fill-code",
+                     op_signature(OpKind.MaskedFill))
     links = {f"{base}gather_{DType[t].suffix}": gather for t in T6}
     links |= {f"{base}masked_fill_{DType[t].suffix}": fill for t in T6}
     for t in T4:
         s = DType[t].suffix
         links[f"{base}index_select_{s}"] = KernelRef(f"test::index_select_{s}", Backend.Vulkan, None,
-                                                     lambda s=s: f"is-{s}".encode())
+                                                     lambda s=s: f"is-{s}".encode(),
+                                                     op_signature(OpKind.IndexSelect))
     return links
 
 

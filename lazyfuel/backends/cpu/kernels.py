@@ -173,13 +173,37 @@ def index_select_step(source: np.ndarray, indices: np.ndarray, *, outer_count: i
                  f"* {inner_count}")
     idx = checks.checked_indices(indices, source_dim_size).reshape(-1)  # np.take wants intp anyway
     _expect_size(idx, n_indices, "indices", "n_indices")
-    src = _bits(source).reshape(outer_count, source_dim_size, inner_count)
     shape = (outer_count, n_indices, inner_count)
+    bits = _bits(source)
+    if not bits.flags.c_contiguous:
+        # np.take copies a source that is not C-contiguous whole before it takes anything (a
+        # broadcast view of 10^12 elements: terabytes), and so may a reshape of the view to
+        # [outer, dim, inner]: index the view itself along its own axis, reading the rows taken
+        taken = _take_along(bits, idx, outer_count, source_dim_size, inner_count).reshape(shape)
+        if out is None:
+            return _fresh(taken, source.dtype)
+        np.copyto(_into(out, source.dtype, shape), taken)
+        return out
+    src = bits.reshape(outer_count, source_dim_size, inner_count)
     # the indices are checked: "clip" skips numpy's second bounds check (and, with `out`, its buffer)
     if out is None:
         return _fresh(np.take(src, idx, axis=1, mode="clip"), source.dtype)
     np.take(src, idx, axis=1, out=_into(out, source.dtype, shape), mode="clip")
     return out
+
+
+def _take_along(bits: np.ndarray, idx: np.ndarray, outer_count: int, dim_size: int,
+                inner_count: int) -> np.ndarray:
+    """The rows `idx` of `bits` seen as [outer_count, dim_size, inner_count], by indexing `bits`
+    in its own shape along the axis those counts describe: no copy of the source, whatever its
+    layout (numpy's advanced indexing walks the view). Falls back to a reshape (which may copy)
+    only if no axis of `bits` fits the counts."""
+    shape = bits.shape
+    for axis in range(bits.ndim):
+        if (shape[axis] == dim_size and math.prod(shape[:axis]) == outer_count
+                and math.prod(shape[axis + 1:]) == inner_count):
+            return bits[(slice(None),) * axis + (idx,)]
+    return bits.reshape(outer_count, dim_size, inner_count)[:, idx]
 
 
 def gather_step(source: np.ndarray, indices: np.ndarray, *, source_shape: Sequence[int],

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from functools import partial
 
 from lazyfuel.backends.cpu import fft, kernels
-from lazyfuel.contracts.model import Backend
+from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.registry.model import KernelRef
+from lazyfuel.registry.signature import KernelSignature, op_signature
 
 LINK_REGISTRY = "lazyfuel::cpu::ENTRY_POINTS"
 NAMESPACE = "lazyfuel::cpu::"
@@ -34,6 +35,20 @@ KERNELS: dict[str, Callable[..., object]] = {
     "rfft": fft.rfft_step,
     "irfft": fft.irfft_step,
 }
+# what each computes (declared on its KernelRef: a binding links only to a kernel of its op kind)
+OP_KINDS: dict[str, OpKind] = {
+    "index_select": OpKind.IndexSelect, "gather": OpKind.Gather, "index_select_wide": OpKind.IndexSelect,
+    "gather_wide": OpKind.Gather, "masked_fill": OpKind.MaskedFill, "contiguize": OpKind.Contiguize,
+    "fft": OpKind.Fft, "ifft": OpKind.Ifft, "rfft": OpKind.Rfft, "irfft": OpKind.Irfft,
+}
+# the select step functions take indices in either kernel dtype the planner hands them
+INDEX_DTYPES = frozenset({DType.U32, DType.I64})
+
+
+def signature(base: str) -> KernelSignature:
+    """What the kernel `base` computes: its op kind's signature, indices read as U32 or I64."""
+    found = op_signature(OP_KINDS[base])
+    return found.reading("indices", INDEX_DTYPES) if base.startswith(("index_select", "gather")) else found
 
 
 def entry_points() -> dict[str, KernelRef]:
@@ -45,7 +60,8 @@ def entry_points() -> dict[str, KernelRef]:
     """
     refs: dict[str, KernelRef] = {}
     for base, fn in KERNELS.items():
-        ref = KernelRef(NAMESPACE + base, Backend.Cpu, impl=fn, code=partial(_source, fn))
+        ref = KernelRef(NAMESPACE + base, Backend.Cpu, impl=fn, code=partial(_source, fn),
+                        signature=signature(base))
         for dtype in DType:
             refs[f"{NAMESPACE}{base}_{dtype.suffix}"] = ref
     return refs

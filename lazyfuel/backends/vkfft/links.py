@@ -18,8 +18,9 @@ from importlib import metadata
 
 from lazyfuel.backends.vkfft import cuda, executor, opencl, transforms
 from lazyfuel.backends.vkfft.transforms import TRANSFORMS, Transform
-from lazyfuel.contracts.model import Backend
+from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.registry.model import KernelRef
+from lazyfuel.registry.signature import op_signature
 
 LINK_REGISTRIES = {Backend.OpenCL: "lazyfuel::vkfft::ENTRY_POINTS",
                    Backend.Cuda: "lazyfuel::vkfft::cuda::ENTRY_POINTS"}
@@ -34,10 +35,17 @@ def entry_points(backend: Backend = Backend.OpenCL) -> dict[str, KernelRef]:
     the refs being `backend`'s."""
     refs: dict[str, KernelRef] = {}
     for name, transform in TRANSFORMS.items():
-        ref = KernelRef(NAMESPACE + name, backend, impl=transform, code=partial(code, transform, backend))
+        ref = KernelRef(NAMESPACE + name, backend, impl=transform, code=partial(code, transform, backend),
+                        signature=op_signature(op_kind(transform)))
         for dtype in transform.dtypes:
             refs[f"{NAMESPACE}{name}_{dtype.suffix}"] = ref
     return refs
+
+
+def op_kind(transform: Transform) -> OpKind:
+    """What `transform` computes: Fft, Ifft, Rfft or Irfft (from its direction and r2c flag)."""
+    return {(False, False): OpKind.Fft, (False, True): OpKind.Ifft, (True, False): OpKind.Rfft,
+            (True, True): OpKind.Irfft}[(transform.r2c, transform.inverse)]
 
 
 def code(transform: Transform, backend: Backend = Backend.OpenCL) -> bytes:

@@ -24,9 +24,10 @@ from lazyfuel.backends.vulkan.kernels import (
     VulkanKernel,
 )
 from lazyfuel.backends.vulkan.strided import StridedGatherKernel, StridedIndexSelectKernel
-from lazyfuel.contracts.model import Backend
+from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.registry.model import KernelRef
+from lazyfuel.registry.signature import op_signature
 
 FUEL_REGISTRY = "fuel_vulkan_backend::fkc::ENTRY_POINTS"
 LAZYFUEL_REGISTRY = "lazyfuel::vulkan::ENTRY_POINTS"
@@ -41,8 +42,17 @@ EXTRA_INDEX_SELECT = tuple(d for d in DType if d not in SEED_INDEX_SELECT)
 EXTRA_SELECT = tuple(d for d in DType if d not in SEED_SELECT)
 
 
+# what each kernel class computes (declared on its KernelRef: a binding links only to its op kind)
+OP_KINDS: dict[type[VulkanKernel], OpKind] = {
+    ContiguizeKernel: OpKind.Contiguize, BufferCopyKernel: OpKind.Contiguize,
+    IndexSelectKernel: OpKind.IndexSelect, StridedIndexSelectKernel: OpKind.IndexSelect,
+    GatherKernel: OpKind.Gather, StridedGatherKernel: OpKind.Gather, MaskedFillKernel: OpKind.MaskedFill,
+}
+
+
 def _ref(name: str, kernel: VulkanKernel) -> KernelRef:
-    return KernelRef(name, Backend.Vulkan, impl=kernel, code=kernel.code)
+    return KernelRef(name, Backend.Vulkan, impl=kernel, code=kernel.code,
+                     signature=op_signature(OP_KINDS[type(kernel)]))
 
 
 @cache

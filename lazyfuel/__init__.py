@@ -43,6 +43,7 @@ from lazyfuel.settings import config
 __all__ = [
     "Array",
     "ContractError",
+    "DeviceArray",
     "NoBindingError",
     "Registry",
     "UnmeasuredCostWarning",
@@ -131,3 +132,13 @@ def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
         raise ValueError(f"empty_pinned: shape must hold non-negative ints, got {shape!r}")
     nbytes = math.prod(dims) * dt.itemsize
     return get_pool().pinned.empty(nbytes).view(dt).reshape(dims)
+
+
+def __getattr__(name: str) -> Any:
+    """`lazyfuel.DeviceArray` (what `compute(device=True)` returns), imported on first use: it
+    needs the Vulkan backend, which `import lazyfuel` does not load."""
+    if name == "DeviceArray":
+        from lazyfuel.backends.vulkan.device_array import DeviceArray
+
+        return DeviceArray
+    raise AttributeError(f"module 'lazyfuel' has no attribute {name!r}")

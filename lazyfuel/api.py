@@ -37,6 +37,7 @@ from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
+from lazyfuel.graph.resident import held_blocks, on_device
 from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
@@ -195,7 +196,7 @@ class Array:
             found = self._lowered[runtime] = lower(self._node, runtime)
         return found
 
-    def compute(self, out: np.ndarray | None = None, **kwargs: Any) -> np.ndarray:
+    def compute(self, out: np.ndarray | None = None, device: bool = False, **kwargs: Any) -> Any:
         """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
         dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Keyword
         arguments that name a `lazyfuel.config` knob set it for this call (`backend="cpu"`); the
@@ -206,10 +207,32 @@ class Array:
         where the block's region is contiguous (`Executor.run(out=)`), else copied there as soon
         as it is done. No block is held and no thread concatenates at the end. Elsewhere
         (dask.distributed) dask gathers the blocks and concatenates them (then copied into `out`).
+
+        With `device=True` the result stays in Vulkan device memory: a `lazyfuel.DeviceArray`
+        (`backends/vulkan/device_array.py`), the blocks kept on the device as `persist(device=True)`
+        keeps them and assembled there into one allocation; `np.from_dlpack` reads it in place
+        where the device's memory is host-visible (lavapipe, integrated GPUs).
         """
         knobs, dask_kwargs = config.split(kwargs)
         with config(**knobs):
+            if device:
+                if out is not None:
+                    raise ValueError("compute(device=True) returns a DeviceArray; out= is for host results")
+                return self._on_device(dask_kwargs)
             return self._compute(out, dask_kwargs)
+
+    def _on_device(self, dask_kwargs: dict[str, Any]) -> Any:
+        """The result as one DeviceArray (see `compute`)."""
+        from lazyfuel.backends.vulkan.device_array import assemble
+
+        held = self._persisted_on_device(dask_kwargs)
+        return assemble(held_blocks(held), held.chunks, held.dtype)
+
+    def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
+        """The dask array of this one persisted with every block in device memory."""
+        with config(_resident=True):
+            runtime = DefaultRuntime.current()
+            return on_device(self.to_dask(), runtime).persist(**dask_kwargs)
 
     def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
         node = self._node
@@ -231,11 +254,20 @@ class Array:
         out[...] = computed
         return out
 
-    def persist(self, **kwargs: Any) -> Array:
+    def persist(self, device: bool = False, **kwargs: Any) -> Array:
         """An Array whose chunks are computed and held (in memory, or on a distributed cluster);
-        keyword arguments as `compute`'s."""
+        keyword arguments as `compute`'s.
+
+        With `device=True` each block is held in the device memory of the Vulkan pool that computed
+        it (block i on `task.device_for(i)`'s device; blocks computed elsewhere are copied there):
+        the dask graph holds small handles (`backends/vulkan/residency.py`), graphs over the Array
+        read the blocks where they lie (no upload; a Cpu step downloads a copy), least recently
+        used blocks spill to host memory past `lazyfuel.config.device_memory_budget`, and the
+        memory goes back when the last Array holding it goes (`graph/resident.py`)."""
         knobs, dask_kwargs = config.split(kwargs)
         with config(**knobs):
+            if device:
+                return Array(Source(self._persisted_on_device(dask_kwargs)))
             return Array(Source(self.to_dask().persist(**dask_kwargs)))
 
     def to_zarr(self, url: Any, component: str | None = None, overwrite: bool = False,
@@ -342,7 +374,9 @@ def _data(x: Any) -> Node:
 def from_array(a: Any, chunks: Any = "auto") -> Array:
     """A lazy Array over a numpy array (or array-like, or dask array), cut into `chunks`.
 
-    `chunks` is anything dask's `from_array` takes ("auto", an int, a tuple per axis). The data is
+    `chunks` is anything dask's `from_array` takes ("auto", an int, a tuple per axis). A DLPack
+    producer on the CPU (a torch CPU tensor, a host-visible `DeviceArray`) is read in place through
+    `np.from_dlpack`; one on a GPU is a NotImplementedError naming the device. The data is
     not copied; its chunks reach kernels as numpy views. Data in non-native byte order (`>i4`)
     is converted to native order chunk by chunk as it is read (`lf.explain` says so). TypeError
     for a dtype lazyfuel does not handle (e.g. float128, datetime64).
@@ -351,7 +385,26 @@ def from_array(a: Any, chunks: Any = "auto") -> Array:
     >>> x.chunks
     ((1, 1), (3,))
     """
-    return Array(ops.source(_node(a), chunks))
+    return Array(ops.source(_node(_from_dlpack(a)), chunks))
+
+
+def _from_dlpack(a: Any) -> Any:
+    """A DLPack producer that is not a numpy or dask array (a torch tensor, a DeviceArray) as
+    numpy: CPU ones read in place (`np.from_dlpack`); others are refused, naming the device."""
+    if isinstance(a, (np.ndarray, da.Array, Array)) or not hasattr(a, "__dlpack__"):
+        return a
+    kind, number = a.__dlpack_device__()
+    if int(kind) in (_DL_CPU, _DL_CUDA_HOST):
+        return np.from_dlpack(a)
+    raise NotImplementedError(
+        f"from_array of a DLPack tensor on {_DL_NAMES.get(int(kind), f'device type {int(kind)}')} "
+        f"{int(number)}: reading device memory straight into Vulkan memory is not implemented; copy "
+        "it to the host first (torch: t.cpu().numpy(); CuPy: cupy.asnumpy(a))")
+
+
+_DL_CPU, _DL_CUDA_HOST = 1, 3  # dlpack.h device types the CPU reads in place
+_DL_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "CUDA managed memory",
+             14: "oneAPI"}
 
 
 def from_zarr(store_or_path: Any, component: str | None = None) -> Array:

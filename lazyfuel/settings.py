@@ -227,8 +227,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "the GPU the VkFFT CUDA backend opens (default 0)"),
     Knob("device_memory_budget", "LAZYFUEL_DEVICE_MEMORY_BUDGET", _budget, 0.8,
          "fraction of the heap or bytes",
-         "reserved (issue 18, resident arrays): the device memory each pool may keep blocks in; "
-         "checked, not used yet"),
+         "the device memory each pool may keep resident blocks in (`persist(device=True)`); "
+         "least recently used blocks spill to host memory past it"),
     Knob("read_budget", "LAZYFUEL_READ_BUDGET", _budget, 0.25,
          "fraction of host memory or bytes",
          "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "
@@ -236,6 +236,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("_fuse_select_fill", None, _auto_flag, None, "None, True, False",
          "internal: run index_select + masked_fill as one Vulkan kernel (None: on GPUs, not on "
          "lavapipe)"),
+    Knob("_resident", None, _flag, False, "bool",
+         "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
     Knob("_force_wide", None, _flag, False, "bool",
          "internal: Vulkan kernels use their 64-bit-position variant whatever the sizes"),
     Knob("_aligned_rows", None, _flag, True, "bool",

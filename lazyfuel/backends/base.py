@@ -27,6 +27,13 @@ a host round trip (`graph.crossing`, decision 42); an executor has one by having
 - `MemoryImporter` (Cuda): `import_gpu()` is the UUID of the GPU it maps memory on (or why it
   cannot); `import_fd(fd, size)` maps exported memory on that GPU and returns an `ImportedMemory`
   (`pointer` the device address, `close()` to unmap); it takes the fd over on success only.
+
+A third keeps blocks on a device between computes (`Array.persist(device=True)`, issue 18):
+- `BlockHolder` (Vulkan): `run_resident(program, inputs)` runs a program of one output and keeps
+  the result in its device memory, returning a device block; `hold(array)` puts a host array
+  there. A device block (`is_device_block`: its class sets `__lazyfuel_device_block__`) has
+  `shape`, `dtype`, `strides`, and `np.asarray(block)` downloads a copy: executors that cannot
+  read it in place (Cpu) take it that way; `holder(backend, device)` gives the capability.
 """
 
 from __future__ import annotations
@@ -111,6 +118,26 @@ class MemoryImporter(Protocol):
         """Map `size` bytes (the exporter's `size`) behind `fd`; takes the fd over on success (the
         caller closes it otherwise)."""
         ...
+
+
+@runtime_checkable
+class BlockHolder(Protocol):
+    """An executor that can keep blocks in its device's memory between computes."""
+
+    def run_resident(self, program: Program, inputs: Sequence[np.ndarray]) -> object:
+        """Run `program` (one output), keeping the result on the device: a device block (or a
+        numpy array where it cannot keep it)."""
+        ...
+
+    def hold(self, array: np.ndarray) -> object:
+        """`array` copied into the device's memory: a device block."""
+        ...
+
+
+def is_device_block(value: object) -> bool:
+    """Whether `value` is a block that lives in device memory (a resident block, a chunk left in
+    exported memory): tasks pass it on as it is, and `np.asarray` downloads it."""
+    return getattr(type(value), "__lazyfuel_device_block__", False)
 
 
 def input_fits(declared: DType, a: np.ndarray) -> bool:
@@ -219,6 +246,12 @@ def importer(backend: Backend, device: int | None = None) -> MemoryImporter | st
     """`backend`'s executor (for `device`, as `executor`) where it is a `MemoryImporter`, else a
     string saying why not (it is not usable here, or it has no such capability)."""
     return _capable(backend, device, MemoryImporter, "cannot map exported device memory")
+
+
+def holder(backend: Backend, device: int | None = None) -> BlockHolder | str:
+    """`backend`'s executor (for `device`, as `executor`) where it is a `BlockHolder`, else a
+    string saying why not."""
+    return _capable(backend, device, BlockHolder, "cannot keep blocks in device memory")
 
 
 def _capable(backend: Backend, device: int | None, capability: type[_C], lacking: str) -> _C | str:

@@ -162,8 +162,9 @@ def hand_over(program: Program, inputs: list[Any], device: int | None = None,
 
 
 def is_device_chunk(value: Any) -> bool:
-    """Whether `value` is a chunk left on the device (a task passes it on as it is)."""
-    return isinstance(value, DeviceChunk)
+    """Whether `value` is a chunk left on the device (a task passes it on as it is): a
+    `DeviceChunk`, or a resident block (`base.is_device_block`)."""
+    return base.is_device_block(value)
 
 
 class DeviceChunk:
@@ -173,6 +174,8 @@ class DeviceChunk:
     target's `MemoryImporter`, is set) has the importer map it on first use, with no copy. The
     memory (and its mapping) is released when the chunk and every array made from it are gone.
     """
+
+    __lazyfuel_device_block__ = True  # `backends.base.is_device_block`
 
     def __init__(self, memory: ExportedResult, shape: tuple[int, ...], dtype: np.dtype,
                  importer: MemoryImporter | None) -> None:

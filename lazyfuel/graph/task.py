@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
+from lazyfuel.backends import base
 from lazyfuel.backends.base import devices, executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
@@ -51,6 +52,7 @@ from lazyfuel.graph.split import run_splitting
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import decode_key
+from lazyfuel.settings import config
 
 ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
 Signature = tuple[DType, Layout]
@@ -297,7 +299,7 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
     (data,) = reader.part.arrays(args)
     positions = reader.positions
     if reader.flat:
-        data, positions = raveled(data, positions)
+        data, positions = raveled(np.asarray(data), positions)  # a resident block: a host copy
     out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, positions])
     lead = (slice(None),) * (0 if reader.flat else reader.axis)
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
@@ -351,13 +353,19 @@ def device_for(block: int, backend: Backend) -> int | None:
 
 
 def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
-            handover: bool = False) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
+            handover: bool = False, resident: bool = False
+            ) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
     """Plan a chain for its inputs and run it on block `block`'s device; its one output, written
     into `into` where that has the output's shape and dtype (a split block's halves do not), or
-    with `handover` left on the device where `crossing.hand_over` can."""
+    with `handover` left on the device where `crossing.hand_over` can, or with `resident` kept in
+    the device's memory where its backend can (`base.BlockHolder`: `persist(device=True)`)."""
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
         program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs])
         device = device_for(block, program.backend)
+        if resident and into is None:
+            holder = base.holder(program.backend, device)
+            if not isinstance(holder, str):
+                return holder.run_resident(program, inputs)
         if handover and program.backend is Backend.Vulkan:
             return crossing.hand_over(program, inputs, device)
         execute = executor(program.backend, device).run
@@ -420,7 +428,9 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
         out = inputs[0]
     else:
         handover = recipe.export and not recipe.post
-        out = run_splitting(_runner(runtime, recipe.block, into, handover), recipe.chain, inputs)
+        with runtime.applied():
+            resident = config._resident and not recipe.post  # views of a kept block: downloaded
+        out = run_splitting(_runner(runtime, recipe.block, into, handover, resident), recipe.chain, inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

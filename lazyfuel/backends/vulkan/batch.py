@@ -28,6 +28,7 @@ by the context and outlives the fence wait.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -92,6 +93,7 @@ class Batch:
         self.recorder = context.recorder
         self.max_groups = pool.max_groups
         self._owned: list[Allocation] = []
+        self._after: list[tuple[Callable[[], None], object]] = []  # `after_close`
         self._downloads: list[tuple[Allocation, np.ndarray]] = []
         self._ran = False
         self._reusable = False
@@ -123,6 +125,11 @@ class Batch:
         """Free `allocation` (e.g. an imported host array) with the batch's own; returns it."""
         self._owned.append(allocation)
         return allocation
+
+    def after_close(self, release: Callable[[], None], keep: object = None) -> None:
+        """Call `release` when the batch closes (after its fence), keeping `keep` alive until then
+        (a resident block bound as an input stays pinned on the device while the batch reads it)."""
+        self._after.append((release, keep))
 
     def staging(self, nbytes: int, download: bool = False) -> Allocation:
         """Host-visible staging memory freed when the batch closes: for uploads (the CPU writes it),
@@ -273,7 +280,12 @@ class Batch:
             allocator.free(allocation)
         self._owned.clear()
         self._downloads.clear()
-        self.pool.release(self.context)
+        after, self._after = self._after, []
+        try:
+            self.pool.release(self.context)
+        finally:
+            for release, _ in after:
+                release()
 
     def __enter__(self) -> Batch:
         return self

@@ -22,6 +22,9 @@ program's inputs and results. `VulkanExecutor(device=i)` runs on pool i of the s
 `LAZYFUEL_DEVICES`), `VulkanExecutor()` on the default device's pool. `export` runs a program of
 one output into exportable device memory (`export.py`) that another API on the same GPU takes over,
 and `export_gpu` names that GPU: together the `backends.base.MemoryExporter` capability.
+`run_resident` keeps a program's result in the pool's memory as a `residency.ResidentBlock` and
+`hold` puts a host array there (`backends.base.BlockHolder`: `persist(device=True)`); resident
+blocks of the pool given as inputs are bound where they lie.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, narrowed_indices
+from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, is_device_block, narrowed_indices
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
@@ -48,6 +51,7 @@ from lazyfuel.backends.vulkan.kernels import (
 )
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
+from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
@@ -153,13 +157,38 @@ class VulkanExecutor:
             raise
         return memory
 
+    def run_resident(self, program: Program, inputs: Sequence[np.ndarray]) -> ResidentBlock | np.ndarray:
+        """Run a program of one output, keeping the result in this pool's device memory as a
+        `ResidentBlock` (under the pool's budget: `residency`); where the output is a program input
+        the result comes back as `run` gives it (then `hold` it). Raises as `run`."""
+        arrays, kernels = self._inputs(program, inputs)
+        if len(program.outputs) != 1 or program.outputs[0] < program.n_inputs:
+            return self.run(program, arrays)[0]
+        shape, dtype = program.value_meta(program.outputs[0])
+        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy)
+        try:
+            self._run(program, arrays, kernels, [None], exported=block.allocation,
+                      timed=profiling.active())
+        except BaseException:
+            block.free()
+            raise
+        block.done()
+        return block
+
+    def hold(self, array: np.ndarray) -> ResidentBlock:
+        """`array` copied into a new `ResidentBlock` of this pool (a resident block of this pool
+        as it is)."""
+        if isinstance(array, ResidentBlock) and array.pool is self.pool:
+            return array
+        return ResidentBlock.upload(self.pool, np.asarray(array))
+
     # -- checks ---------------------------------------------------------------------------------
     @classmethod
     def _inputs(cls, program: Program, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray],
                                                                               list[VulkanKernel]]:
         """The inputs checked against the program, indices given in a wider integer dtype narrowed
         to U32 (the kernels read 32-bit words), and the steps' kernels."""
-        arrays = [np.asarray(x) for x in inputs]
+        arrays = [x if is_device_block(x) else np.asarray(x) for x in inputs]  # bound in place
         kernels = cls._validate(program, arrays)
         return [a if a.dtype == d.numpy else narrowed_indices(a)
                 for a, d in zip(arrays, program.input_dtypes)], kernels

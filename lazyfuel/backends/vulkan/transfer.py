@@ -29,6 +29,10 @@ way and nothing else (the judge's transfer term).
 `in_mode(pool, mode)` runs a block with the pool's allocator swapped for one of another mode (how
 tests and benchmarks cover every mode on one device).
 
+A resident block of the batch's pool (`residency.ResidentBlock`, from `persist(device=True)`) is
+bound where it lies in every mode: no copy, no bytes counted; one of another pool comes as a host
+copy (`np.asarray`, counted as downloaded there) and then moves as a host array does.
+
 Arrays under `allocator.import_min` bytes, arrays the driver will not import, and (zero-copy)
 ranges whose start is not aligned for a storage-buffer binding, or results whose size is not a
 multiple of 16 bytes (kernels write whole 16-byte words), take the copying way of the row above
@@ -51,6 +55,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lazyfuel.backends.base import is_device_block
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.kernels import DeviceValue
 from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
@@ -76,6 +81,11 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
     mode = allocator.mode
     values, copied = [], False
     for i, (a, dtype) in enumerate(zip(arrays, dtypes)):
+        bound = _resident(batch, a)
+        if bound is not None:  # a block kept on this pool (`residency`): read where it lies
+            values.append(DeviceValue(bound, dtype, Layout.contiguous(a.shape)))
+            continue
+        a = np.asarray(a)  # a device block of another pool (or device): a host copy
         span = memory_span(a)
         layout = Layout.of(a)
         n = span.nbytes
@@ -101,6 +111,13 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
     if copied:  # as `batch.upload` does after its copy: the steps' own barriers are the executor's
         batch.recorder.barrier()
     return values
+
+
+def _resident(batch: Batch, a: object) -> Allocation | None:
+    """`a`'s device memory where it is a resident block of `batch`'s pool (pinned until the batch
+    closes), else None."""
+    bind = getattr(a, "bind", None) if is_device_block(a) else None
+    return None if bind is None else bind(batch)
 
 
 def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,

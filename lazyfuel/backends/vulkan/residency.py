@@ -1,0 +1,312 @@
+"""Blocks kept in a pool's device memory between computes (`Array.persist(device=True)`).
+
+A `ResidentBlock` is a small handle (shape, dtype, pool) over one C-contiguous block held in the
+device memory of the pool that computed it: the object a persisted dask graph holds in place of a
+numpy chunk. The Vulkan executor binds a resident block of its own pool as a program input where
+it lies (`bind`: no upload); anything else reads it through `np.asarray(block)`, which downloads a
+copy (counted as downloaded bytes in `lazyfuel.profile`).
+
+Each pool has one `ResidentStore` (`store_of(pool)`) keeping its blocks under a budget,
+`lazyfuel.config.device_memory_budget` (a fraction of the device heap, default 0.8, or bytes),
+read whenever a block needs room. Making room spills the least recently used blocks that no
+batch is reading (not pinned) to host memory; a spilled block comes back to the device when it is
+next bound. A MemoryError (naming the sizes) only for a block larger than the whole budget, or
+where the device is full even after every unpinned block has spilled; blocks pinned by running
+work may push the store over its budget for as long as they run.
+
+A block's memory goes back to the pool when the handle goes (`weakref.finalize`): the store holds
+the block's state (`_Slot`), never the handle, so dropping the last Array (and with it the dask
+graph holding the handle) frees it; `allocator.in_use` shows it. Pickling a handle (a dask worker
+moving it) sends its bytes as a numpy array: device memory does not travel.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lazyfuel import profiling
+from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.backends.vulkan.memtypes import Use
+from lazyfuel.settings import config
+
+if TYPE_CHECKING:
+    from lazyfuel.backends.vulkan.batch import Batch
+    from lazyfuel.backends.vulkan.pool import DevicePool
+
+
+@dataclass(eq=False)
+class _Slot:
+    """A resident block's bytes: on the device (`allocation`) or spilled to the host (`host`)."""
+
+    nbytes: int
+    allocation: Allocation | None = None
+    host: np.ndarray | None = None  # 1-d uint8, while spilled
+    pins: int = 0
+    freed: bool = False
+    spills: int = field(default=0)  # how often it went to the host (tests and explain read it)
+
+
+class ResidentStore:
+    """The resident blocks of one pool, least recently used first; see the module docstring."""
+
+    def __init__(self, pool: DevicePool) -> None:
+        self.pool = pool
+        self._lock = threading.RLock()
+        self._slots: OrderedDict[int, _Slot] = OrderedDict()  # id(slot) -> slot, on the device
+        self.device_bytes = 0  # bytes of blocks on the device now
+
+    @property
+    def budget(self) -> int:
+        """The bytes this pool may keep blocks in: `device_memory_budget` (a fraction of the
+        device heap, or bytes)."""
+        value = config.device_memory_budget
+        if isinstance(value, float):
+            allocator = self.pool.allocator
+            return int(value * allocator.heap_bytes(allocator.type_for(Use.DEVICE)))
+        return int(value)
+
+    @property
+    def blocks(self) -> int:
+        """How many blocks are on the device now."""
+        return len(self._slots)
+
+    def reserve(self, nbytes: int) -> _Slot:
+        """A new pinned slot of `nbytes` on the device (room made by spilling)."""
+        slot = _Slot(nbytes, pins=1)
+        self._place(slot)
+        return slot
+
+    def touch(self, slot: _Slot) -> Allocation:
+        """Pin `slot` on the device (bringing it back if spilled) as most recently used; its
+        allocation. `release` unpins."""
+        with self._lock:
+            if slot.freed:
+                raise RuntimeError("this resident block was freed")
+            slot.pins += 1
+            try:
+                if slot.allocation is None:
+                    host = slot.host
+                    self._place(slot)
+                    with self.pool.batch() as batch:
+                        batch.upload(slot.allocation, host)
+                        batch.run()
+                    slot.host = None
+                else:
+                    self._slots.move_to_end(id(slot))
+            except BaseException:
+                slot.pins -= 1
+                raise
+            assert slot.allocation is not None
+            return slot.allocation
+
+    def release(self, slot: _Slot) -> None:
+        """One pin fewer."""
+        with self._lock:
+            slot.pins -= 1
+
+    def read(self, slot: _Slot, out: np.ndarray) -> None:
+        """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes)."""
+        flat = out.reshape(-1).view(np.uint8)
+        with self._lock:
+            if slot.allocation is None:
+                assert slot.host is not None
+                flat[:] = slot.host
+                return
+            allocation = self.touch(slot)
+        try:
+            with self.pool.batch() as batch:
+                batch.download(allocation, out)
+                batch.run()
+        finally:
+            self.release(slot)
+
+    def drop(self, slot: _Slot) -> None:
+        """Give the slot's device memory back (idempotent; nothing may read it any more)."""
+        with self._lock:
+            if slot.freed:
+                return
+            slot.freed = True
+            slot.host = None
+            if slot.allocation is not None:
+                self._slots.pop(id(slot), None)
+                self.device_bytes -= slot.nbytes
+                if not self.pool.closed:
+                    self.pool.allocator.free(slot.allocation)
+                slot.allocation = None
+
+    def _place(self, slot: _Slot) -> None:
+        """Give `slot` (pinned) device memory, spilling others first to stay under the budget."""
+        with self._lock:
+            budget = self.budget
+            if slot.nbytes > budget:
+                raise MemoryError(
+                    f"a resident block of {slot.nbytes} bytes is larger than the device memory "
+                    f"budget of {budget} bytes on {self.pool.label} (lazyfuel.config."
+                    f"device_memory_budget={config.device_memory_budget!r}); raise the budget or use "
+                    "smaller chunks")
+            self._spill_until(budget - slot.nbytes)
+            try:
+                allocation = self.pool.allocator.alloc(max(slot.nbytes, 1))
+            except MemoryError as err:  # the device is fuller than the budget thought: spill all
+                if not self._spill_until(0):
+                    raise MemoryError(
+                        f"no device memory for a resident block of {slot.nbytes} bytes on "
+                        f"{self.pool.label}, with {self.device_bytes} bytes of blocks held there "
+                        f"by running work (none could spill): {err}") from err
+                allocation = self.pool.allocator.alloc(max(slot.nbytes, 1))
+            slot.allocation = allocation
+            self._slots[id(slot)] = slot
+            self.device_bytes += slot.nbytes
+
+    def _spill_until(self, limit: int) -> int:
+        """Spill unpinned blocks, least recently used first, until at most `limit` bytes are on
+        the device (or none is left to spill); how many spilled."""
+        spilled = 0
+        for slot in list(self._slots.values()):
+            if self.device_bytes <= limit:
+                break
+            if slot.pins:
+                continue
+            self._spill(slot)
+            spilled += 1
+        return spilled
+
+    def _spill(self, slot: _Slot) -> None:
+        allocation = slot.allocation
+        assert allocation is not None
+        host = np.empty(slot.nbytes, np.uint8)
+        with self.pool.batch() as batch:
+            batch.download(allocation, host)
+            batch.run()
+        self.pool.allocator.free(allocation)
+        slot.allocation, slot.host = None, host
+        slot.spills += 1
+        self._slots.pop(id(slot))
+        self.device_bytes -= slot.nbytes
+
+
+_STORES: dict[int, ResidentStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store_of(pool: DevicePool) -> ResidentStore:
+    """The pool's store (made on first use)."""
+    with _STORES_LOCK:
+        found = _STORES.get(id(pool))
+        if found is None or found.pool is not pool:
+            found = _STORES[id(pool)] = ResidentStore(pool)
+        return found
+
+
+class ResidentBlock:
+    """A C-contiguous block of `shape` and `dtype` held by `pool`'s `ResidentStore`; see the module
+    docstring. Looks enough like an array for the planner (`shape`, `dtype`, `strides`, `size`)."""
+
+    __lazyfuel_device_block__ = True  # `backends.base.is_device_block`
+
+    def __init__(self, pool: DevicePool, shape: tuple[int, ...], dtype: np.dtype, slot: _Slot) -> None:
+        self.pool, self.shape, self.dtype = pool, tuple(int(n) for n in shape), np.dtype(dtype)
+        self._store, self._slot = store_of(pool), slot
+        self._finalizer = weakref.finalize(self, self._store.drop, slot)
+
+    @classmethod
+    def reserve(cls, pool: DevicePool, shape: tuple[int, ...], dtype: Any) -> ResidentBlock:
+        """A new block on `pool`, its bytes unset and pinned (call `done()` once written)."""
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        return cls(pool, shape, np.dtype(dtype), store_of(pool).reserve(nbytes))
+
+    @classmethod
+    def upload(cls, pool: DevicePool, array: np.ndarray) -> ResidentBlock:
+        """`array`'s values as a new block on `pool` (one copy, counted as uploaded bytes)."""
+        a = np.ascontiguousarray(array)
+        block = cls.reserve(pool, a.shape, a.dtype)
+        try:
+            with pool.batch() as batch:
+                batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
+                batch.run()
+            profiling.record(bytes_uploaded=a.nbytes, device=pool.label)
+        finally:
+            block.done()
+        return block
+
+    # -- array-like description -----------------------------------------------------------------
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """C-contiguous strides in bytes, as numpy gives them."""
+        return tuple(math.prod(self.shape[k + 1:]) * self.dtype.itemsize for k in range(self.ndim))
+
+    @property
+    def allocation(self) -> Allocation:
+        """The device memory now (only while pinned: a reserved block, or inside `bind`'s batch)."""
+        assert self._slot.allocation is not None and self._slot.pins, "pin the block first"
+        return self._slot.allocation
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the bytes are in host memory now (spilled under the budget)."""
+        return self._slot.allocation is None and not self._slot.freed
+
+    @property
+    def spills(self) -> int:
+        """How many times this block was spilled to host memory."""
+        return self._slot.spills
+
+    def done(self) -> None:
+        """Unpin a reserved block once its bytes are written."""
+        self._store.release(self._slot)
+
+    def bind(self, batch: Batch) -> Allocation | None:
+        """The block's device memory for the kernels of `batch`, pinned (and brought back if
+        spilled) until the batch closes; None where the batch is another pool's."""
+        if batch.pool is not self.pool:
+            return None
+        allocation = self._store.touch(self._slot)
+        batch.after_close(lambda: self._store.release(self._slot), keep=self)
+        return allocation
+
+    def pin_while(self, owner: object) -> None:
+        """Keep the block on the device (never spilled) for as long as `owner` lives."""
+        self._store.touch(self._slot)
+        weakref.finalize(owner, self._store.release, self._slot)
+
+    def free(self) -> None:
+        """Give the memory back now (no work may still read it)."""
+        self._finalizer()
+
+    # -- host copies ----------------------------------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if out.nbytes:
+            self._store.read(self._slot, out)
+            profiling.record(bytes_downloaded=out.nbytes, device=self.pool.label)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        """A host copy's `key` (what splitting a block in halves reads)."""
+        return np.asarray(self)[key]
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (np.asarray, (self.__array__(),))  # device memory does not travel: the bytes do
+
+    def __repr__(self) -> str:
+        where = "spilled to host" if self.spilled else "on the device"
+        return f"ResidentBlock(shape={self.shape}, dtype={self.dtype}, {self.pool.label}, {where})"
+
+
+try:  # dask weighs chunks by sizeof; a resident block weighs its bytes
+    from dask.sizeof import sizeof
+
+    sizeof.register(ResidentBlock)(lambda block: block.nbytes)
+except ImportError:  # pragma: no cover - dask is a dependency
+    pass

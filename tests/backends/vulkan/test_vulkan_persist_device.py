@@ -1,0 +1,208 @@
+"""Resident arrays and results on the device (issue 18 items 1 and 2), on the real pool.
+
+`x.persist(device=True)` keeps every block in the pool's memory (`residency.ResidentBlock`): a
+later compute binds them as program inputs, uploading only its indices and masks (counted with
+`lf.profile` in staged mode); under a small `device_memory_budget` blocks spill to host memory
+and come back bit-exact; the memory goes back when the last Array holding it goes.
+`y.compute(device=True)` is one `lf.DeviceArray`, assembled on the device, which `np.from_dlpack`
+reads in place on lavapipe (host-visible memory). Every result is compared bitwise with numpy on
+fresh random data.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lazyfuel as lf
+from lazyfuel.backends.vulkan.residency import ResidentBlock, store_of
+
+
+def _within_chunks(rng: np.random.Generator, n: int, chunk: int) -> np.ndarray:
+    """A permutation of 0..n-1 that keeps each index inside its chunk of `chunk` rows."""
+    return np.concatenate([lo + rng.permutation(min(chunk, n - lo)) for lo in range(0, n, chunk)])
+
+
+def _blocks(arr: lf.Array) -> list:
+    """The chunks a persisted Array's graph holds."""
+    dsk = arr.to_dask()
+    graph = dsk.__dask_graph__()
+    from dask.core import flatten
+
+    return [graph[k] for k in flatten(dsk.__dask_keys__())]
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    return got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng()
+    a = rng.standard_normal((96, 40)).astype(np.float32)
+    idx = _within_chunks(rng, 96, 24)
+    mask = rng.random((96, 1)) < 0.4
+    return a, idx, mask
+
+
+def test_persisted_blocks_are_resident_handles(vulkan, pool, data):
+    a, _, _ = data
+    xp = lf.from_array(a, chunks=(24, 20)).persist(device=True)
+    blocks = _blocks(xp)
+    assert len(blocks) == 8 and all(isinstance(b, ResidentBlock) for b in blocks)
+    assert all(b.pool is pool and not b.spilled for b in blocks)
+    assert _same(xp.compute(), a)
+    block = pickle.loads(pickle.dumps(blocks[0]))  # a handle travels as its bytes
+    assert isinstance(block, np.ndarray) and _same(block, a[:24, :20])
+
+
+def test_second_compute_uploads_only_indices_and_masks(vulkan, data):
+    a, idx, mask = data
+    x = lf.from_array(a, chunks=(24, 40))
+    want = np.where(mask, np.float32(-1), a[idx])
+    with lf.profile() as plain:
+        assert _same(x.index_select(0, idx).masked_fill(mask, -1).compute(vulkan_transfer="staged"), want)
+    assert plain.bytes_uploaded >= a.nbytes  # the host array goes up
+    xp = x.persist(device=True)
+    with lf.profile() as p:
+        got = xp.index_select(0, idx).masked_fill(mask, -1).compute(vulkan_transfer="staged")
+    assert _same(got, want)
+    assert 0 < p.bytes_uploaded <= idx.size * 4 + mask.size  # U32 indices and bool masks only
+    assert p.bytes_downloaded == want.nbytes
+    assert sum(n for (backend, _), n in p.where.items() if backend == "Vulkan") == p.programs == 4
+
+
+def test_computed_blocks_stay_on_the_device(vulkan, data):
+    a, idx, mask = data
+    y = lf.from_array(a, chunks=(24, 40)).index_select(0, idx)
+    with lf.profile() as p:
+        yp = y.persist(device=True)
+    assert p.bytes_downloaded == 0  # results kept where the kernels wrote them
+    assert all(isinstance(b, ResidentBlock) for b in _blocks(yp))
+    with lf.profile() as p:
+        got = yp.masked_fill(mask, 3).compute(vulkan_transfer="staged")
+    assert _same(got, np.where(mask, np.float32(3), a[idx]))
+    assert p.bytes_uploaded <= mask.size
+
+
+def test_cpu_steps_download_resident_blocks(monkeypatch, data):
+    from tests.conftest import force_backend
+
+    a, idx, mask = data
+    xp = lf.from_array(a, chunks=(24, 40)).persist(device=True)
+    force_backend("cpu", monkeypatch)
+    with lf.profile() as p:
+        got = xp.index_select(0, idx).masked_fill(mask, -1).compute()
+    assert _same(got, np.where(mask, np.float32(-1), a[idx]))
+    assert p.bytes_downloaded == a.nbytes  # each block read once, counted
+
+
+def test_blocks_spill_under_a_small_budget_and_come_back_bit_exact(vulkan, data):
+    a, idx, mask = data
+    block_bytes = 24 * 40 * 4
+    budget = 2 * block_bytes + 100
+    xp = lf.from_array(a, chunks=(24, 40)).persist(device=True, device_memory_budget=budget)
+    blocks = _blocks(xp)
+    assert sum(b.spilled for b in blocks) == 2 and sum(b.spills for b in blocks) >= 2
+    got = xp.index_select(0, idx).masked_fill(mask, -1).compute(device_memory_budget=budget,
+                                                                 vulkan_transfer="staged")
+    assert _same(got, np.where(mask, np.float32(-1), a[idx]))
+    assert sum(b.spilled for b in blocks) >= 2  # still under the budget after bringing them back
+    assert sum(b.spills for b in blocks) > 2
+    assert _same(xp.compute(), a)
+
+
+def test_a_block_over_the_budget_is_a_memory_error_naming_sizes(vulkan, data):
+    a, _, _ = data
+    with pytest.raises(MemoryError, match=r"resident block of 3840 bytes is larger than the device "
+                                          r"memory budget of 1000 bytes"):
+        lf.from_array(a, chunks=(24, 40)).persist(device=True, device_memory_budget=1000)
+
+
+def test_resident_memory_goes_when_the_last_array_goes(vulkan, pool, data):
+    a, idx, mask = data
+    gc.collect()
+    store = store_of(pool)
+    before_store, before_pool = store.device_bytes, pool.allocator.in_use
+    xp = lf.from_array(a, chunks=(24, 40)).persist(device=True)
+    y = xp.index_select(0, idx).masked_fill(mask, 1)
+    r = y.compute(device=True)
+    view = np.from_dlpack(r)
+    assert store.device_bytes == before_store + 2 * a.nbytes  # the blocks and the result
+    assert pool.allocator.in_use >= before_pool + 2 * a.nbytes
+    del xp, y
+    gc.collect()
+    assert store.device_bytes == before_store + a.nbytes  # the result stays while it is read
+    del r
+    gc.collect()
+    assert store.device_bytes == before_store + a.nbytes  # ... through the view alone
+    assert _same(view, np.where(mask, np.float32(1), a[idx]))
+    del view
+    gc.collect()
+    assert store.device_bytes == before_store and pool.allocator.in_use == before_pool
+
+
+@pytest.mark.parametrize("chunks", [(96, 40), (24, 40), (24, 16), (96, 7)])
+def test_device_result_is_one_array_read_in_place(vulkan, pool, data, chunks):
+    a, idx, mask = data
+    r = lf.from_array(a, chunks=chunks).index_select(0, idx).masked_fill(mask, -1).compute(device=True)
+    assert isinstance(r, lf.DeviceArray)
+    assert (r.shape, r.dtype, r.device) == ((96, 40), np.float32, pool.label)
+    assert r.__dlpack_device__() == (1, 0)  # lavapipe: host-visible memory, a CPU DLPack
+    want = np.where(mask, np.float32(-1), a[idx])
+    first, second = np.from_dlpack(r), np.from_dlpack(r)
+    assert np.shares_memory(first, second) and _same(first, want)
+    host = np.asarray(r)
+    assert not np.shares_memory(host, first) and _same(host, want) and _same(r.to_host(), want)
+    first[3, 5] = 1234.5  # written through one view, read through the other
+    assert second[3, 5] == np.float32(1234.5)
+
+
+def test_device_result_of_a_resident_array_and_back_in(vulkan, data):
+    a, idx, _ = data
+    r = lf.from_array(a, chunks=(24, 40)).persist(device=True).compute(device=True)
+    assert _same(np.from_dlpack(r), a)
+    x = lf.from_array(r, chunks=(48, 40))  # a DLPack producer on the CPU: read in place
+    assert _same(x.index_select(0, idx).compute(), a[idx])
+
+
+def test_from_array_refuses_a_gpu_dlpack_producer_naming_it():
+    class CudaTensor:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("not read")
+
+        def __dlpack_device__(self):
+            return (2, 1)
+
+    with pytest.raises(NotImplementedError, match="DLPack tensor on CUDA 1"):
+        lf.from_array(CudaTensor())
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(1, 40), cols=st.integers(1, 24), row_chunk=st.integers(1, 40),
+       col_chunk=st.integers(1, 24), op=st.sampled_from(["index_select", "gather", "masked_fill"]),
+       spill=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_resident_and_spilled_blocks_give_numpy_bits(vulkan, rows, cols, row_chunk, col_chunk, op,
+                                                      spill, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-2**31, 2**31 - 1, (rows, cols), dtype=np.int32)
+    chunks = (min(row_chunk, rows), min(col_chunk, cols))
+    budget = max(chunks[0] * chunks[1] * 4, 1) + 16 if spill else 0.8
+    xp = lf.from_array(a, chunks=chunks).persist(device=True, device_memory_budget=budget)
+    if op == "index_select":
+        idx = rng.integers(0, cols, rng.integers(1, 30))
+        want, y = a[:, idx], xp.index_select(1, idx)
+    elif op == "gather":
+        idx = rng.integers(0, rows, (rng.integers(1, 30), cols))
+        want, y = np.take_along_axis(a, idx, 0), xp.gather(0, idx)
+    else:
+        mask = rng.random((rows, cols)) < 0.5
+        want, y = np.where(mask, np.int32(-7), a), xp.masked_fill(mask, -7)
+    assert _same(y.compute(device_memory_budget=budget), want)
+    if not spill:
+        assert _same(np.from_dlpack(y.compute(device=True)), want)

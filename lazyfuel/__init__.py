@@ -142,3 +142,7 @@ def __getattr__(name: str) -> Any:
 
         return DeviceArray
     raise AttributeError(f"module 'lazyfuel' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "DeviceArray"])

@@ -14,6 +14,9 @@ next bound. A MemoryError (naming the sizes) only for a block larger than the wh
 where the device is full even after every unpinned block has spilled; blocks pinned by running
 work may push the store over its budget for as long as they run.
 
+Each block is freed into the allocator it came from (the pool's allocator when it was placed:
+`transfer.in_mode` swaps allocators for tests; blocks must not outlive such a block).
+
 A block's memory goes back to the pool when the handle goes (`weakref.finalize`): the store holds
 the block's state (`_Slot`), never the handle, so dropping the last Array (and with it the dask
 graph holding the handle) frees it; `allocator.in_use` shows it. Pickling a handle (a dask worker
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Use
 from lazyfuel.settings import config
 
@@ -47,6 +50,7 @@ class _Slot:
 
     nbytes: int
     allocation: Allocation | None = None
+    allocator: VulkanAllocator | None = None  # the one `allocation` came from (the pool's, then)
     host: np.ndarray | None = None  # 1-d uint8, while spilled
     pins: int = 0
     freed: bool = False
@@ -138,7 +142,7 @@ class ResidentStore:
                 self._slots.pop(id(slot), None)
                 self.device_bytes -= slot.nbytes
                 if not self.pool.closed:
-                    self.pool.allocator.free(slot.allocation)
+                    slot.allocator.free(slot.allocation)
                 slot.allocation = None
 
     def _place(self, slot: _Slot) -> None:
@@ -161,7 +165,7 @@ class ResidentStore:
                         f"{self.pool.label}, with {self.device_bytes} bytes of blocks held there "
                         f"by running work (none could spill): {err}") from err
                 allocation = self.pool.allocator.alloc(max(slot.nbytes, 1))
-            slot.allocation = allocation
+            slot.allocation, slot.allocator = allocation, self.pool.allocator
             self._slots[id(slot)] = slot
             self.device_bytes += slot.nbytes
 
@@ -185,7 +189,7 @@ class ResidentStore:
         with self.pool.batch() as batch:
             batch.download(allocation, host)
             batch.run()
-        self.pool.allocator.free(allocation)
+        slot.allocator.free(allocation)
         slot.allocation, slot.host = None, host
         slot.spills += 1
         self._slots.pop(id(slot))

@@ -20,7 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazyfuel as lf
+from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.residency import ResidentBlock, store_of
+from lazyfuel.backends.vulkan.transfer import in_mode
 
 
 def _within_chunks(rng: np.random.Generator, n: int, chunk: int) -> np.ndarray:
@@ -61,31 +63,31 @@ def test_persisted_blocks_are_resident_handles(vulkan, pool, data):
     assert isinstance(block, np.ndarray) and _same(block, a[:24, :20])
 
 
-def test_second_compute_uploads_only_indices_and_masks(vulkan, data):
+def test_second_compute_uploads_only_indices_and_masks(vulkan, pool, data):
     a, idx, mask = data
     x = lf.from_array(a, chunks=(24, 40))
     want = np.where(mask, np.float32(-1), a[idx])
-    with lf.profile() as plain:
-        assert _same(x.index_select(0, idx).masked_fill(mask, -1).compute(vulkan_transfer="staged"), want)
+    with in_mode(pool, Mode.STAGED), lf.profile() as plain:  # every host byte through staging
+        assert _same(x.index_select(0, idx).masked_fill(mask, -1).compute(), want)
     assert plain.bytes_uploaded >= a.nbytes  # the host array goes up
     xp = x.persist(device=True)
-    with lf.profile() as p:
-        got = xp.index_select(0, idx).masked_fill(mask, -1).compute(vulkan_transfer="staged")
+    with in_mode(pool, Mode.STAGED), lf.profile() as p:
+        got = xp.index_select(0, idx).masked_fill(mask, -1).compute()
     assert _same(got, want)
     assert 0 < p.bytes_uploaded <= idx.size * 4 + mask.size  # U32 indices and bool masks only
     assert p.bytes_downloaded == want.nbytes
     assert sum(n for (backend, _), n in p.where.items() if backend == "Vulkan") == p.programs == 4
 
 
-def test_computed_blocks_stay_on_the_device(vulkan, data):
+def test_computed_blocks_stay_on_the_device(vulkan, pool, data):
     a, idx, mask = data
     y = lf.from_array(a, chunks=(24, 40)).index_select(0, idx)
     with lf.profile() as p:
         yp = y.persist(device=True)
     assert p.bytes_downloaded == 0  # results kept where the kernels wrote them
     assert all(isinstance(b, ResidentBlock) for b in _blocks(yp))
-    with lf.profile() as p:
-        got = yp.masked_fill(mask, 3).compute(vulkan_transfer="staged")
+    with in_mode(pool, Mode.STAGED), lf.profile() as p:
+        got = yp.masked_fill(mask, 3).compute()
     assert _same(got, np.where(mask, np.float32(3), a[idx]))
     assert p.bytes_uploaded <= mask.size
 
@@ -109,8 +111,7 @@ def test_blocks_spill_under_a_small_budget_and_come_back_bit_exact(vulkan, data)
     xp = lf.from_array(a, chunks=(24, 40)).persist(device=True, device_memory_budget=budget)
     blocks = _blocks(xp)
     assert sum(b.spilled for b in blocks) == 2 and sum(b.spills for b in blocks) >= 2
-    got = xp.index_select(0, idx).masked_fill(mask, -1).compute(device_memory_budget=budget,
-                                                                 vulkan_transfer="staged")
+    got = xp.index_select(0, idx).masked_fill(mask, -1).compute(device_memory_budget=budget)
     assert _same(got, np.where(mask, np.float32(-1), a[idx]))
     assert sum(b.spilled for b in blocks) >= 2  # still under the budget after bringing them back
     assert sum(b.spills for b in blocks) > 2

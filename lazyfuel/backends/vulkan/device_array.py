@@ -124,7 +124,7 @@ def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: 
                 origin = tuple(int(s[i]) for s, i in zip(starts, where))
                 src = block.bind(batch) if isinstance(block, ResidentBlock) else None
                 if src is None:  # a host block (or another pool's): through host memory
-                    host = np.ascontiguousarray(np.asarray(block), dtype)
+                    host = np.asarray(block, dtype, order="C")
                     src = batch.alloc(max(host.nbytes, 1))
                     batch.upload(src, host.reshape(-1).view(np.uint8))
                 for src_off, dst_off, n in _runs(tuple(block.shape), origin, shape, dtype.itemsize):

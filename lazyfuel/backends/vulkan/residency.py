@@ -229,7 +229,7 @@ class ResidentBlock:
     @classmethod
     def upload(cls, pool: DevicePool, array: np.ndarray) -> ResidentBlock:
         """`array`'s values as a new block on `pool` (one copy, counted as uploaded bytes)."""
-        a = np.ascontiguousarray(array)
+        a = np.asarray(array, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
         block = cls.reserve(pool, a.shape, a.dtype)
         try:
             with pool.batch() as batch:

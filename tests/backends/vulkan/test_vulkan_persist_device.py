@@ -207,3 +207,28 @@ def test_resident_and_spilled_blocks_give_numpy_bits(vulkan, rows, cols, row_chu
     assert _same(y.compute(device_memory_budget=budget), want)
     if not spill:
         assert _same(np.from_dlpack(y.compute(device=True)), want)
+
+
+def test_blocks_stay_on_the_device_of_their_block_number(vulkan, pool, monkeypatch, data):
+    from lazyfuel.backends.vulkan import get_pool
+
+    a, idx, mask = data
+    monkeypatch.setenv("LAZYFUEL_DEVICES", f"{pool.info.index},{pool.info.index}")  # two pools
+    second = get_pool(pool.info.index, replica=1)
+    second.allocator.poison = pool.allocator.poison
+    xp = lf.from_array(a, chunks=(24, 40)).persist(device=True)
+    assert [b.pool for b in _blocks(xp)] == [pool, second, pool, second]  # task.device_for
+    with lf.profile() as p:
+        got = xp.index_select(0, idx).masked_fill(mask, -1).compute()
+    assert _same(got, np.where(mask, np.float32(-1), a[idx]))
+    assert p.bytes_uploaded <= idx.size * 4 + mask.size  # each block read on its own pool
+    assert p.devices[pool.label] == p.devices[second.label] == 2
+    r = xp.compute(device=True)  # assembled on the first block's pool, the rest copied over
+    assert r.device == pool.label and _same(np.from_dlpack(r), a)
+
+
+def test_empty_and_zero_d_results_on_the_device(vulkan):
+    r = lf.from_array(np.zeros((0, 5), np.float32)).compute(device=True)
+    assert r.shape == (0, 5) and np.from_dlpack(r).shape == (0, 5)
+    s = lf.from_array(np.float64(2.5)).compute(device=True)
+    assert s.shape == () and np.from_dlpack(s)[()] == 2.5

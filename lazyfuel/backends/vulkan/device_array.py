@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.backends.vulkan.pool import DevicePool
-from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.backends.vulkan.residency import CArrayMeta, ResidentBlock
 from lazyfuel.layout import _Holder
 
 DL_CPU, DL_VULKAN = 1, 7  # DLPack device types (dlpack.h: kDLCPU, kDLVulkan)
 
 
-class DeviceArray:
+class DeviceArray(CArrayMeta):
     """A C-contiguous array in a Vulkan pool's memory; see the module docstring."""
 
     def __init__(self, block: ResidentBlock) -> None:
@@ -45,10 +45,6 @@ class DeviceArray:
         block.pin_while(self)
         self._block = block
         self.shape, self.dtype = block.shape, block.dtype
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: math.prod(self.shape))
-    nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
     @property
     def pool(self) -> DevicePool:

@@ -209,7 +209,24 @@ def store_of(pool: DevicePool) -> ResidentStore:
         return found
 
 
-class ResidentBlock:
+class CArrayMeta:
+    """`ndim`, `size`, `nbytes` and C-contiguous `strides` (bytes) from `shape` and `dtype`: what a
+    device-side array shows the planner and users in numpy's terms."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """C-contiguous strides in bytes, as numpy gives them."""
+        return tuple(math.prod(self.shape[k + 1:]) * self.dtype.itemsize for k in range(self.ndim))
+
+
+class ResidentBlock(CArrayMeta):
     """A C-contiguous block of `shape` and `dtype` held by `pool`'s `ResidentStore`; see the module
     docstring. Looks enough like an array for the planner (`shape`, `dtype`, `strides`, `size`)."""
 
@@ -239,16 +256,6 @@ class ResidentBlock:
         finally:
             block.done()
         return block
-
-    # -- array-like description -----------------------------------------------------------------
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: math.prod(self.shape))
-    nbytes = property(lambda self: self.size * self.dtype.itemsize)
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """C-contiguous strides in bytes, as numpy gives them."""
-        return tuple(math.prod(self.shape[k + 1:]) * self.dtype.itemsize for k in range(self.ndim))
 
     @property
     def allocation(self) -> Allocation:

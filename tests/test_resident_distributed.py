@@ -37,5 +37,8 @@ def test_each_worker_holds_its_own_resident_blocks(vulkan):
         assert len(held) == 2 and sum(held.values()) == a.nbytes  # on the workers' own pools
         assert _resident_bytes() == here  # none in this process
         got = xp.index_select(1, idx).masked_fill(mask, -2.0).compute()
+        with pytest.raises(RuntimeError, match="compute\\(device=True\\) needs the blocks in this "
+                                               "process, and the graph holds Future"):
+            xp.compute(device=True)
         del xp
     assert got.tobytes() == np.where(mask, np.float32(-2.0), a[:, idx]).tobytes()

@@ -51,4 +51,10 @@ def on_device(arr: da.Array, runtime: Runtime) -> da.Array:
 def held_blocks(arr: da.Array) -> list[Any]:
     """The chunks a persisted `arr`'s graph holds, row-major (the device blocks of `on_device`)."""
     graph = arr.__dask_graph__()
-    return [graph[key] for key in flatten(arr.__dask_keys__())]
+    blocks = [graph[key] for key in flatten(arr.__dask_keys__())]
+    if not all(base.is_device_block(b) for b in blocks):
+        kinds = sorted({type(b).__name__ for b in blocks if not base.is_device_block(b)})
+        raise RuntimeError(f"compute(device=True) needs the blocks in this process, and the graph holds "
+                           f"{', '.join(kinds)} (dask.distributed keeps them on its workers); it runs "
+                           "on dask's local schedulers: use persist(device=True) on a cluster")
+    return blocks

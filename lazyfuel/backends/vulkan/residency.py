@@ -10,9 +10,10 @@ Each pool has one `ResidentStore` (`store_of(pool)`) keeping its blocks under a 
 `lazyfuel.config.device_memory_budget` (a fraction of the device heap, default 0.8, or bytes),
 read whenever a block needs room. Making room spills the least recently used blocks that no
 batch is reading (not pinned) to host memory; a spilled block comes back to the device when it is
-next bound. A MemoryError (naming the sizes) only for a block larger than the whole budget, or
-where the device is full even after every unpinned block has spilled; blocks pinned by running
-work may push the store over its budget for as long as they run.
+next bound (both moves counted in `lazyfuel.profile`'s bytes per direction). A MemoryError
+(naming the sizes) only for a block larger than the whole budget, or where the device is full
+even after every unpinned block has spilled; blocks pinned by running work may push the store
+over its budget for as long as they run.
 
 Each block is freed into the allocator it came from (the pool's allocator when it was placed:
 `transfer.in_mode` swaps allocators for tests; blocks must not outlive such a block).
@@ -102,6 +103,7 @@ class ResidentStore:
                         batch.upload(slot.allocation, host)
                         batch.run()
                     slot.host = None
+                    profiling.record(bytes_uploaded=slot.nbytes, device=self.pool.label)
                 else:
                     self._slots.move_to_end(id(slot))
             except BaseException:
@@ -190,6 +192,7 @@ class ResidentStore:
             batch.download(allocation, host)
             batch.run()
         slot.allocator.free(allocation)
+        profiling.record(bytes_downloaded=slot.nbytes, device=self.pool.label)
         slot.allocation, slot.host = None, host
         slot.spills += 1
         self._slots.pop(id(slot))

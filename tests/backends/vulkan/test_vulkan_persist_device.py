@@ -232,3 +232,31 @@ def test_empty_and_zero_d_results_on_the_device(vulkan):
     assert r.shape == (0, 5) and np.from_dlpack(r).shape == (0, 5)
     s = lf.from_array(np.float64(2.5)).compute(device=True)
     assert s.shape == () and np.from_dlpack(s)[()] == 2.5
+
+
+def test_device_local_memory_as_a_discrete_gpu_has_it(vulkan, pool, data):
+    """In staged mode device memory is not mapped (a discrete GPU's DEVICE_LOCAL): blocks move
+    through staging, spill and come back, and a DeviceArray is no CPU DLPack, only a host copy."""
+    a, idx, mask = data
+    want = np.where(mask, np.float32(-1), a[idx])
+    with in_mode(pool, Mode.STAGED) as allocator:
+        assert not allocator.direct
+        budget = 2 * 24 * 40 * 4 + 100
+        xp = lf.from_array(a, chunks=(24, 40)).persist(device=True, device_memory_budget=budget)
+        assert sum(b.spilled for b in _blocks(xp)) == 2
+        with lf.profile() as p:
+            y = xp.index_select(0, idx).masked_fill(mask, -1)
+            assert _same(y.compute(device_memory_budget=budget), want)
+        block = 24 * 40 * 4  # spilled blocks come back (and others go out), counted
+        assert p.bytes_uploaded >= 2 * block and p.bytes_downloaded >= want.nbytes + 2 * block
+        r = y.compute(device=True)
+        assert r.__dlpack_device__() == (7, pool.info.index)  # kDLVulkan: no CPU consumer reads it
+        with pytest.raises(BufferError, match="device-local memory"):
+            np.from_dlpack(r)
+        with pytest.raises(NotImplementedError, match="to CUDA is not implemented"):
+            r.cuda()
+        assert _same(np.asarray(r), want)
+        in_use = allocator.in_use
+        del xp, y, r
+        gc.collect()
+        assert allocator.in_use < in_use  # freed into the allocator they came from

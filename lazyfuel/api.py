@@ -317,7 +317,7 @@ def from_zarr(store_or_path: Any, component: str | None = None) -> Array:
     if isinstance(store_or_path, Path):
         store_or_path = str(store_or_path)
     completion.check_complete(store_or_path, component)
-    return Array(ops.source(da.from_zarr(store_or_path, component=component)))
+    return Array(ops.zarr_source(store_or_path, component))
 
 
 def asarray(obj: Any) -> Array:

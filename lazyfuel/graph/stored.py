@@ -113,11 +113,13 @@ def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, 
     """The read task: the block's touched rows, each read once, cut into the pieces."""
     if len(reader.bounds) < 2:
         return ()
-    rows, inverse = np.unique(reader.positions, return_inverse=True)
-    data = _native(read_rows(reader, rows.astype(np.int64)))
+    positions = reader.positions
     lead = (slice(None),) * reader.axis
-    if rows.size == reader.positions.size:  # no repeats: positions ascend, pieces are views
+    if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):  # pieces are views
+        data = _native(read_rows(reader, positions.astype(np.int64)))
         return tuple(data[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
+    rows, inverse = np.unique(positions, return_inverse=True)
+    data = _native(read_rows(reader, rows.astype(np.int64)))
     return tuple(np.take(data, inverse[lo:hi], axis=reader.axis) for lo, hi in pairwise(reader.bounds))
 
 

@@ -13,7 +13,8 @@ its own process: it opens the store, reads the rows into a numpy array, and repo
 - bytes read from disk/s (`/proc/self/io` read_bytes over the read: 0 when the page cache holds
   the store) and bytes through read calls (`rchar`, cached or not),
 - start-up (imports; lazyfuel's registry and backends) apart, not in the time,
-- peak RSS of the process (`os.wait4`), and whether the result is bit-equal to numpy (rows picked
+- peak RSS of the process (`VmHWM` of /proc/self/status at its end: `wait4`'s maximum would also
+  count the pages the child shared with this process between fork and exec), and whether the result is bit-equal to numpy (rows picked
   from the raw store's chunk files read with `np.fromfile`).
 
 The page cache is dropped before every reader (`echo 1 > /proc/sys/vm/drop_caches`; root only)
@@ -144,7 +145,9 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
     out = read_rows(reader, store, idx)
     wall = time.perf_counter() - start
     after = io_counters()
-    return {"wall_s": wall, "startup_s": startup, "disk_bytes": after["read_bytes"] - before["read_bytes"],
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return {"wall_s": wall, "startup_s": startup, "peak_rss_mb": int(status["VmHWM"].split()[0]) / 1024,
+            "disk_bytes": after["read_bytes"] - before["read_bytes"],
             "read_call_bytes": after["rchar"] - before["rchar"], "out_bytes": out.nbytes,
             "sha256": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()}
 
@@ -170,18 +173,15 @@ def drop_caches() -> bool:
 
 
 def measure(reader: str, store: Path, idx_path: Path, drop: bool) -> dict[str, Any]:
-    """Run `reader` in a child process; its report plus peak RSS (MB)."""
+    """Run `reader` in a child process; its report."""
     if drop:
         drop_caches()
     cmd = [sys.executable, __file__, "--child", reader, "--store", str(store), "--idx", str(idx_path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     text = proc.stdout.read() if proc.stdout else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        return {"error": f"exit {os.waitstatus_to_exitcode(status)}"}
-    info = json.loads(text.strip().splitlines()[-1])
-    info["peak_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
-    return info
+    if proc.wait():
+        return {"error": f"exit {proc.returncode}"}
+    return json.loads(text.strip().splitlines()[-1])
 
 
 def main() -> None:

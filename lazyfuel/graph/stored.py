@@ -35,7 +35,7 @@ from lazyfuel.graph import chunks as ch
 OOC_BYTES_IN_FLIGHT = 512 * 2**20
 """Chunk bytes the read tasks of one process may hold at once (later a `lazyfuel.config` knob)."""
 
-GAP_BYTES = 256 * 2**10
+GAP_BYTES = 64 * 2**10
 """Two touched byte ranges of a raw chunk closer than this are read as one."""
 
 RANGE_BYTES = 16 * 2**20
@@ -67,6 +67,16 @@ class ByteBudget:
 BUDGET = ByteBudget(OOC_BYTES_IN_FLIGHT)
 
 
+def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
+    """`dtype` in the byte order of `codecs` when they are the `bytes` codec alone, else None."""
+    from zarr.codecs import BytesCodec
+
+    if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
+        return None
+    endian = getattr(codecs[0].endian, "value", codecs[0].endian)
+    return dtype if endian is None else dtype.newbyteorder("<" if endian == "little" else ">")
+
+
 def raw_dtype(arr: Any) -> np.dtype | None:
     """The dtype of a zarr array's chunk bytes (byte order included) when each chunk is stored as
     its raw C-order bytes; None otherwise (compressed, filtered, sharded, F order)."""
@@ -75,13 +85,22 @@ def raw_dtype(arr: Any) -> np.dtype | None:
     if meta.zarr_format == 2:
         raw = meta.compressor is None and not meta.filters and meta.order == "C"
         return dtype if raw else None
-    from zarr.codecs import BytesCodec
+    return _bytes_dtype(tuple(meta.codecs), dtype)
 
-    codecs = tuple(meta.codecs)
-    if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
+
+def _raw_shards(arr: Any) -> tuple[Any, np.dtype] | None:
+    """(the sharding codec, the dtype of its inner chunks' bytes) when `arr` is sharded into inner
+    chunks stored raw that span the whole shard on every axis but the first; else None."""
+    from zarr.codecs import ShardingCodec
+
+    meta = arr.metadata
+    if meta.zarr_format != 3 or len(meta.codecs) != 1 or not isinstance(meta.codecs[0], ShardingCodec):
         return None
-    endian = getattr(codecs[0].endian, "value", codecs[0].endian)
-    return dtype if endian is None else dtype.newbyteorder("<" if endian == "little" else ">")
+    codec = meta.codecs[0]
+    dtype = _bytes_dtype(tuple(codec.codecs), np.dtype(arr.dtype))
+    if dtype is None or tuple(codec.chunk_shape[1:]) != tuple(arr.shards[1:]):
+        return None
+    return codec, dtype
 
 
 def regular_chunks(arr: Any) -> tuple[int, ...]:
@@ -128,9 +147,10 @@ def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
     arr, region, axis = reader.zarr, reader.region, reader.axis
     shape = [s.stop - s.start for s in region]
     shape[axis] = rows.size
-    dtype = raw_dtype(arr) if axis == 0 and reader.chunk is not None else None
-    if dtype is not None:
-        return _raw_rows(arr, reader.chunk, rows, tuple(shape), dtype)
+    if axis == 0 and reader.chunk is not None:
+        found = _row_offsets(arr, reader.chunk, rows)
+        if found is not None:
+            return _ranged_rows(arr, *found, tuple(shape))
     nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
     taken = BUDGET.take(nbytes)  # zarr decodes whole (inner) chunks
     try:
@@ -141,56 +161,94 @@ def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
         BUDGET.give(taken)
 
 
-def _native(a: np.ndarray) -> np.ndarray:
-    """`a` in native byte order (the source's chunks are, `ops.native_chunks`)."""
-    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+MISSING = np.int64(-1)
 
 
-def _raw_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, shape: tuple[int, ...],
-              dtype: np.dtype) -> np.ndarray:
-    """Rows of a raw chunk read as byte ranges; a chunk not stored reads as the fill value."""
+def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
+                 ) -> tuple[Any, np.ndarray, np.dtype, tuple[int, ...]] | None:
+    """Where each row of chunk `chunk` (a shard of a sharded array) lies in the store: the store
+    path, each row's byte offset (`MISSING` for rows of chunks never written), the stored dtype
+    and the stored shape of one row; None when the rows are not stored as raw bytes."""
+    from zarr.core.sync import sync
+
+    store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
+    dtype = raw_dtype(arr)
+    if dtype is not None:
+        full = tuple(arr.chunks[1:])  # stored chunks are whole (edge chunks padded)
+        return store_path, rows * (math.prod(full) * dtype.itemsize), dtype, full
+    sharded = _raw_shards(arr)
+    if sharded is None:
+        return None
+    codec, dtype = sharded
+    full = tuple(arr.shards[1:])
+    inner_rows = codec.chunk_shape[0]
+    per_shard = tuple(s // c for s, c in zip(arr.shards, codec.chunk_shape))
+    index = sync(codec._load_shard_index_maybe(store_path, per_shard))  # zarr's own reader of it
+    if index is None:
+        return store_path, np.full(rows.shape, MISSING), dtype, full
+    starts = index.offsets_and_lengths.reshape(per_shard[0], -1, 2)[:, 0, 0]
+    unwritten = starts == np.iinfo(np.uint64).max
+    starts = np.where(unwritten, 0, starts).astype(np.int64)
+    inner = rows // inner_rows
+    offsets = starts[inner] + (rows - inner * inner_rows) * (math.prod(full) * dtype.itemsize)
+    return store_path, np.where(unwritten[inner], MISSING, offsets), dtype, full
+
+
+def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
+                 shape: tuple[int, ...]) -> np.ndarray:
+    """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
+    merged byte ranges all requested at once, cut to `shape` (a block narrower than its stored
+    chunk); rows `MISSING` read as the fill value."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    full = tuple(arr.chunks[1:])  # stored chunks are whole (edge chunks padded)
-    trim = (slice(None), *(slice(0, n) for n in shape[1:]))
     row_bytes = math.prod(full) * dtype.itemsize
-    spans = coalesced(rows, row_bytes)
-    store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
     out = np.empty(shape, dtype)
-    taken = BUDGET.take(sum(hi - lo for lo, hi, _ in spans) * row_bytes)
+    trim = (slice(None), *(slice(0, n) for n in shape[1:]))
+    missing = offsets == MISSING
+    if missing.any():
+        out[missing] = arr.fill_value
+    order = np.flatnonzero(~missing)
+    order = order[np.argsort(offsets[order], kind="stable")]
+    spans = coalesced(offsets[order], row_bytes)
+    taken = BUDGET.take(sum(hi - lo for lo, hi, _ in spans))
     try:
-        ranges = [(lo * row_bytes, hi * row_bytes) for lo, hi, _ in spans]
-        got = sync(_read_ranges(store_path, default_buffer_prototype(), ranges))
-        if all(b is None for b in got):
-            out[...] = arr.fill_value
-            return out
+        got = sync(_read_ranges(store_path, default_buffer_prototype(), [(lo, hi) for lo, hi, _ in spans]))
         if any(b is None for b in got):
+            if all(b is None for b in got) and not missing.any():  # a chunk never written
+                out[...] = arr.fill_value
+                return out
             raise OSError(f"zarr chunk {store_path} vanished while it was read")
-        done = 0
-        for (lo, _, picked), buf in zip(spans, got):
+        for (lo, _, part), buf in zip(spans, got):
             stored = buf.as_numpy_array().view(dtype).reshape(-1, *full)
-            out[done:done + picked.size] = stored[picked - lo][trim]
-            done += picked.size
+            at = order[part]
+            out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
     finally:
         BUDGET.give(taken)
     return out
 
 
-def coalesced(rows: np.ndarray, row_bytes: int) -> list[tuple[int, int, np.ndarray]]:
-    """Ascending unique `rows` as spans `(first row, end row, rows in it)` to read whole: rows
-    whose gap is under `GAP_BYTES` share a span, and no span is longer than `RANGE_BYTES`."""
-    gap_rows = max(1, GAP_BYTES // max(row_bytes, 1))
-    most = max(1, RANGE_BYTES // max(row_bytes, 1))
-    breaks = np.flatnonzero(np.diff(rows) > gap_rows) + 1
+def coalesced(offsets: np.ndarray, row_bytes: int) -> list[tuple[int, int, slice]]:
+    """Ascending byte `offsets` of rows of `row_bytes` as spans `(first byte, end byte, the
+    offsets in it)` to read whole: rows closer than `GAP_BYTES` share a span when they lie a whole
+    number of rows apart, and no span is longer than `RANGE_BYTES`."""
+    if offsets.size == 0:
+        return []
+    step = np.diff(offsets)
+    breaks = np.flatnonzero((step - row_bytes > GAP_BYTES) | (step % row_bytes != 0)) + 1
     spans = []
-    for part in np.split(rows, breaks):
-        lo = 0
-        while lo < part.size:  # cut long spans at RANGE_BYTES
-            hi = int(np.searchsorted(part, part[lo] + most, side="left"))
-            spans.append((int(part[lo]), int(part[hi - 1]) + 1, part[lo:hi]))
-            lo = hi
+    for a, b in pairwise([0, *breaks.tolist(), offsets.size]):
+        while a < b:  # cut long spans at RANGE_BYTES
+            end = a + max(1, int(np.searchsorted(offsets[a:b], offsets[a] + RANGE_BYTES - row_bytes,
+                                                 side="right")))
+            spans.append((int(offsets[a]), int(offsets[end - 1]) + row_bytes, slice(a, end)))
+            a = end
     return spans
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """`a` in native byte order (the source's chunks are, `ops.native_chunks`)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 async def _read_ranges(store_path: Any, prototype: Any, ranges: Sequence[tuple[int, int]]) -> list[Any]:
@@ -202,9 +260,54 @@ async def _read_ranges(store_path: Any, prototype: Any, ranges: Sequence[tuple[i
 
 
 def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The zarr chunk coordinates of dask block `block` when the source is cut exactly into the
-    array's chunks (then block and chunk coincide), else None."""
-    for axis_chunks, size in zip(source_chunks, arr.chunks):
+    """The zarr chunk (a sharded array: shard) coordinates of dask block `block` when the source is
+    cut exactly into the array's chunks (shards; then block and chunk coincide), else None."""
+    for axis_chunks, size in zip(source_chunks, regular_chunks(arr)):
         if any(c != size for c in axis_chunks[:-1]) or axis_chunks[-1] > size:
             return None
     return block
+
+
+def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
+    """A task graph and its keys computing `select` into `into` (an array of its shape and dtype)
+    straight from a zarr store: one task per touched source block reads the block's touched rows
+    once each and puts every one in its places in `into` (`scatter_rows`). No program runs and no
+    output block is assembled: one host copy from the store's bytes to the result. None unless
+    `select` is an index_select with concrete indices straight over a `from_zarr` source (a
+    select fused with further ops goes through the pieces and their programs)."""
+    from dask.base import tokenize
+
+    from lazyfuel.graph.ir import IndexSelect, Source
+
+    source = getattr(select, "data", None)
+    if not (isinstance(select, IndexSelect) and isinstance(source, Source) and source.zarr is not None
+            and not select.indices.lazy):
+        return None
+    d, values = select.dim, np.asarray(select.indices.values).reshape(-1)
+    begin = np.asarray(ch.starts(source.chunks[d]), dtype=np.int64)
+    chunk_ids = ch.chunk_ids(values, source.chunks[d])
+    order = np.argsort(chunk_ids, kind="stable")  # output positions grouped by source chunk
+    hit, first = np.unique(chunk_ids[order], return_index=True)
+    name = f"lazyfuel-zarr-rows-{tokenize(select.name, id(into))}"
+    others = [range(len(c)) for a, c in enumerate(source.chunks) if a != d]
+    graph: dict = {}
+    for c, lo, hi in zip(hit.tolist(), first.tolist(), [*first[1:].tolist(), values.size]):
+        places = order[lo:hi]
+        rows, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_inverse=True)
+        for o in np.ndindex(*(len(r) for r in others)):
+            block = (*o[:d], c, *o[d:])
+            region = ch.block_slices(source.chunks, block)
+            reader = StoredReader(source.zarr, region, chunk_of(source.zarr, source.chunks, block),
+                                  rows.astype(np.uint32), (0, rows.size), d)
+            target = tuple(places if a == d else region[a] for a in range(len(region)))
+            graph[(name, *block)] = (scatter_rows, reader, inverse.reshape(-1), into, target)
+    return graph, list(graph)
+
+
+def scatter_rows(reader: StoredReader, inverse: np.ndarray, into: np.ndarray, target: tuple) -> None:
+    """The task of `direct_reads`: read the block's rows and write row `inverse[i]` of them to
+    place i of `target` (an index of `into`: positions along the select's axis, slices elsewhere)."""
+    data = _native(read_rows(reader, reader.positions.astype(np.int64)))
+    if inverse.size != data.shape[reader.axis] or np.any(inverse != np.arange(inverse.size)):
+        data = np.take(data, inverse, axis=reader.axis)
+    into[target] = data

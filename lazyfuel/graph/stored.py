@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -38,8 +38,11 @@ OOC_BYTES_IN_FLIGHT = 512 * 2**20
 GAP_BYTES = 64 * 2**10
 """Two touched byte ranges of a raw chunk closer than this are read as one."""
 
-RANGE_BYTES = 16 * 2**20
+RANGE_BYTES = 4 * 2**20
 """The longest single read of a raw chunk (merged ranges are cut there)."""
+
+SPANS_IN_FLIGHT = 4
+"""Reads of one raw chunk requested at once (so one read task holds at most 16 MiB of them)."""
 
 
 class ByteBudget:
@@ -197,9 +200,9 @@ def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
                  shape: tuple[int, ...]) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
-    merged byte ranges all requested at once, cut to `shape` (a block narrower than its stored
-    chunk); rows `MISSING` read as the fill value."""
-    from zarr.core.buffer import default_buffer_prototype
+    merged byte ranges (`SPANS_IN_FLIGHT` requested at a time, each put in place as it arrives),
+    cut to `shape` (a block narrower than its stored chunk); rows `MISSING` read as the fill
+    value."""
     from zarr.core.sync import sync
 
     row_bytes = math.prod(full) * dtype.itemsize
@@ -211,20 +214,21 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     order = np.flatnonzero(~missing)
     order = order[np.argsort(offsets[order], kind="stable")]
     spans = coalesced(offsets[order], row_bytes)
-    taken = BUDGET.take(sum(hi - lo for lo, hi, _ in spans))
+
+    def place(lo: int, part: slice, buf: Any) -> None:
+        stored = buf.as_numpy_array().view(dtype).reshape(-1, *full)
+        at = order[part]
+        out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
+
+    taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES))
     try:
-        got = sync(_read_ranges(store_path, default_buffer_prototype(), [(lo, hi) for lo, hi, _ in spans]))
-        if any(b is None for b in got):
-            if all(b is None for b in got) and not missing.any():  # a chunk never written
-                out[...] = arr.fill_value
-                return out
-            raise OSError(f"zarr chunk {store_path} vanished while it was read")
-        for (lo, _, part), buf in zip(spans, got):
-            stored = buf.as_numpy_array().view(dtype).reshape(-1, *full)
-            at = order[part]
-            out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
+        absent = sync(_read_spans(store_path, spans, place))
     finally:
         BUDGET.give(taken)
+    if absent == len(spans) and absent and not missing.any():  # a chunk never written
+        out[...] = arr.fill_value
+    elif absent:
+        raise OSError(f"zarr chunk {store_path} vanished while it was read")
     return out
 
 
@@ -251,12 +255,23 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
-async def _read_ranges(store_path: Any, prototype: Any, ranges: Sequence[tuple[int, int]]) -> list[Any]:
-    """The byte ranges of one stored chunk, requested at once."""
+async def _read_spans(store_path: Any, spans: Sequence[tuple[int, int, slice]],
+                      place: Callable[[int, slice, Any], None]) -> int:
+    """Read each span of one stored chunk (at most `SPANS_IN_FLIGHT` at a time) and `place` it as
+    it arrives; how many spans the store did not hold."""
     from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
 
-    return list(await asyncio.gather(*(store_path.get(prototype, RangeByteRequest(lo, hi))
-                                       for lo, hi in ranges)))
+    prototype, room = default_buffer_prototype(), asyncio.Semaphore(SPANS_IN_FLIGHT)
+
+    async def one(lo: int, hi: int, part: slice) -> bool:
+        async with room:
+            buf = await store_path.get(prototype, RangeByteRequest(lo, hi))
+            if buf is not None:
+                place(lo, part, buf)
+            return buf is None
+
+    return sum(await asyncio.gather(*(one(*span) for span in spans)))
 
 
 def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -183,6 +183,6 @@ def test_coalesced_spans_merge_close_rows_and_cut_long_ones():
     assert [(lo // kib, hi / kib) for lo, hi, _ in spans] == [(0, 11), (5000, 5002), (5002, 5003.5)]
     assert [(s.start, s.stop) for _, _, s in spans] == [(0, 4), (4, 6), (6, 7)]  # not a whole row apart
     rows = np.arange(0, 40_000, 2, dtype=np.int64)
-    long = stored.coalesced(rows * kib, row_bytes=kib)  # cut at RANGE_BYTES (16 Ki rows)
+    long = stored.coalesced(rows * kib, row_bytes=kib)  # cut at RANGE_BYTES (4 Ki rows)
     assert all(hi - lo <= stored.RANGE_BYTES for lo, hi, _ in long)
     assert sum(s.stop - s.start for _, _, s in long) == rows.size

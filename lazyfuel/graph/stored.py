@@ -215,10 +215,15 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     order = order[np.argsort(offsets[order], kind="stable")]
     spans = coalesced(offsets[order], row_bytes)
 
+    whole = shape[1:] == full and bool(np.all(order == np.arange(order.size)))  # rows in place
+
     def place(lo: int, part: slice, buf: Any) -> None:
         stored = buf.as_numpy_array().view(dtype).reshape(-1, *full)
         at = order[part]
-        out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
+        if whole:  # one copy, straight into the rows part covers
+            np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[part])
+        else:
+            out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
 
     taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES))
     try:
@@ -308,21 +313,31 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     graph: dict = {}
     for c, lo, hi in zip(hit.tolist(), first.tolist(), [*first[1:].tolist(), values.size]):
         places = order[lo:hi]
-        rows, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_inverse=True)
+        rows, once, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_index=True,
+                                        return_inverse=True)
+        inverse = inverse.reshape(-1)
+        repeats = np.flatnonzero(once[inverse] != np.arange(places.size))  # places of a row seen before
+        moves = (places[once], places[repeats], places[once[inverse[repeats]]])
         for o in np.ndindex(*(len(r) for r in others)):
             block = (*o[:d], c, *o[d:])
             region = ch.block_slices(source.chunks, block)
             reader = StoredReader(source.zarr, region, chunk_of(source.zarr, source.chunks, block),
                                   rows.astype(np.uint32), (0, rows.size), d)
-            target = tuple(places if a == d else region[a] for a in range(len(region)))
-            graph[(name, *block)] = (scatter_rows, reader, inverse.reshape(-1), into, target)
+            graph[(name, *block)] = (scatter_rows, reader, into, region, moves)
     return graph, list(graph)
 
 
-def scatter_rows(reader: StoredReader, inverse: np.ndarray, into: np.ndarray, target: tuple) -> None:
-    """The task of `direct_reads`: read the block's rows and write row `inverse[i]` of them to
-    place i of `target` (an index of `into`: positions along the select's axis, slices elsewhere)."""
-    data = _native(read_rows(reader, reader.positions.astype(np.int64)))
-    if inverse.size != data.shape[reader.axis] or np.any(inverse != np.arange(inverse.size)):
-        data = np.take(data, inverse, axis=reader.axis)
-    into[target] = data
+def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ...],
+                 moves: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """The task of `direct_reads`: read the block's rows (once each) into their first places in
+    `into` along the select's axis (`moves[0]`, one per row), then copy each repeated row there
+    from its first place (`moves[2]` to `moves[1]`); `region` along the other axes."""
+    axis = reader.axis
+
+    def at(places: np.ndarray) -> tuple:
+        return tuple(places if a == axis else region[a] for a in range(len(region)))
+
+    first, repeats, sources = moves
+    into[at(first)] = _native(read_rows(reader, reader.positions.astype(np.int64)))
+    if repeats.size:
+        into[at(repeats)] = into[at(sources)]

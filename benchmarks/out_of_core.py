@@ -14,14 +14,15 @@ its own process: it opens the store, reads the rows into a numpy array, and repo
   the store) and bytes through read calls (`rchar`, cached or not),
 - start-up (imports; lazyfuel's registry and backends) apart, not in the time,
 - peak RSS of the process (`VmHWM` of /proc/self/status at its end: `wait4`'s maximum would also
-  count the pages the child shared with this process between fork and exec), and whether the result is bit-equal to numpy (rows picked
-  from the raw store's chunk files read with `np.fromfile`).
+  count the pages the child shared with this process between fork and exec),
+- whether the result is bit-equal to numpy (rows picked from the raw store's chunk files read
+  with `np.fromfile`).
 
 The page cache is dropped before every reader (`echo 1 > /proc/sys/vm/drop_caches`; root only)
 unless `--warm`: the first line of the output says which. Readers use their default settings (the
 threads of this machine: dask's threaded scheduler, TensorStore's and zarr's own concurrency).
 
-    python benchmarks/out_of_core.py                                     # 1.5 GB stores, 1k and 262k rows
+    python benchmarks/out_of_core.py                                     # 2 GB stores, 1k and 262k rows
     python benchmarks/out_of_core.py --gb 0.3 --rows 1000 --codecs raw   # a quick look
 """
 
@@ -172,14 +173,19 @@ def drop_caches() -> bool:
         return False
 
 
-def measure(reader: str, store: Path, idx_path: Path, drop: bool) -> dict[str, Any]:
-    """Run `reader` in a child process; its report."""
+def measure(reader: str, store: Path, idx_path: Path, drop: bool, timeout: float) -> dict[str, Any]:
+    """Run `reader` in a child process (killed after `timeout` seconds); its report."""
     if drop:
         drop_caches()
     cmd = [sys.executable, __file__, "--child", reader, "--store", str(store), "--idx", str(idx_path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    text = proc.stdout.read() if proc.stdout else ""
-    if proc.wait():
+    try:
+        text, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"error": f"still running after {timeout:.0f} s: killed"}
+    if proc.returncode:
         return {"error": f"exit {proc.returncode}"}
     return json.loads(text.strip().splitlines()[-1])
 
@@ -187,17 +193,18 @@ def measure(reader: str, store: Path, idx_path: Path, drop: bool) -> dict[str, A
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default="/tmp/lazyfuel-out-of-core")
-    parser.add_argument("--gb", type=float, default=1.5, help="size of the raw store")
+    parser.add_argument("--gb", type=float, default=2, help="size of the raw store")
     parser.add_argument("--cols", type=int, default=256)
     parser.add_argument("--chunk-mb", type=float, default=64)
     parser.add_argument("--inner-mb", type=float, default=1, help="inner chunks of the sharded store")
     parser.add_argument("--rows", default="1000,262144", help="comma-separated index counts")
     parser.add_argument("--orders", default=",".join(ORDERS))
-    parser.add_argument("--codecs", default="raw,zstd,blosc", help=f"comma-separated of {', '.join(CODECS)}")
+    parser.add_argument("--codecs", default=",".join(CODECS), help=f"comma-separated of {', '.join(CODECS)}")
     parser.add_argument("--readers", default=",".join(READERS))
     parser.add_argument("--warm", action="store_true", help="keep the page cache (do not drop it)")
     parser.add_argument("--keep", action="store_true", help="keep the stores in --dir afterwards")
     parser.add_argument("--json", help="also write every result to this file")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds one reader may take")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--idx", help=argparse.SUPPRESS)
@@ -241,7 +248,8 @@ def main() -> None:
                 for codec in codecs:
                     base = {"codec": codec, "rows": count, "order": order}
                     for reader in readers:
-                        info = {**base, "reader": reader, **measure(reader, stores[codec], idx_path, drop)}
+                        got = measure(reader, stores[codec], idx_path, drop, args.timeout)
+                        info = {**base, "reader": reader, **got}
                         results.append(info)
                         print(line_of(info, want), flush=True)
                     ratios(results, base)

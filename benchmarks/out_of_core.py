@@ -43,6 +43,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 READERS = ("lazyfuel", "dask", "tensorstore", "zarr")
+EXTRA_READERS = ("lazyfuel-to-zarr", "cat")  # asked for by name: to a zarr store; cat of the chunk files
+MODULES = {"lazyfuel": "zarr", "lazyfuel-to-zarr": "zarr", "cat": "zarr", "dask": "dask.array"}  # each needs
 CODECS = ("raw", "zstd", "blosc", "sharded")
 ORDERS = ("sorted", "random")
 DROP = Path("/proc/sys/vm/drop_caches")
@@ -121,7 +123,23 @@ def read_rows(reader: str, store: str, idx: np.ndarray) -> np.ndarray:
         import zarr
 
         return zarr.open_array(store, mode="r").oindex[idx]
-    raise SystemExit(f"unknown reader {reader!r}; known: {', '.join(READERS)}")
+    if reader == "lazyfuel-to-zarr":  # streamed into an uncompressed store beside the source, read back
+        import zarr
+
+        import lazyfuel as lf
+
+        out = f"{store}.out"
+        lf.index_select(lf.from_zarr(store), 0, idx).to_zarr(out, overwrite=True, compressors=None)
+        got = zarr.open_array(out, mode="r")
+        return got  # type: ignore[return-value]  # read back after the clock stops
+    if reader == "cat":  # the touched chunk files (no sharding), read by cat into /dev/null
+        import zarr
+
+        arr = zarr.open_array(store, mode="r")
+        files = [f"{store}/c/{c}/0" for c in np.unique(idx // arr.chunks[0])]
+        subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+        return np.empty((0,), np.float32)
+    raise SystemExit(f"unknown reader {reader!r}; known: {', '.join(READERS + EXTRA_READERS)}")
 
 
 def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
@@ -129,13 +147,13 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
     and backends; timed apart as `startup_s`), then the read."""
     idx = np.load(idx_path)
     start = time.perf_counter()
-    if reader == "lazyfuel":
+    if reader.startswith("lazyfuel"):
         sys.path.insert(0, str(HERE.parent))
         from lazyfuel.api import DefaultRuntime
 
         DefaultRuntime.from_env().planner()
-    __import__({"dask": "dask.array", "lazyfuel": "dask.array"}.get(reader, reader))
-    if reader in ("lazyfuel", "dask"):  # dask imports distributed on its first compute, if installed
+    __import__(MODULES.get(reader, reader) if reader in ("tensorstore", "zarr", "cat") else "dask.array")
+    if reader in ("lazyfuel", "lazyfuel-to-zarr", "dask"):  # dask imports distributed on first compute
         import importlib.util
 
         if importlib.util.find_spec("distributed"):
@@ -147,6 +165,9 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
     wall = time.perf_counter() - start
     after = io_counters()
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    if reader == "lazyfuel-to-zarr":
+        out = np.asarray(out[...])
+        shutil.rmtree(f"{store}.out")
     return {"wall_s": wall, "startup_s": startup, "peak_rss_mb": int(status["VmHWM"].split()[0]) / 1024,
             "disk_bytes": after["read_bytes"] - before["read_bytes"],
             "read_call_bytes": after["rchar"] - before["rchar"], "out_bytes": out.nbytes,
@@ -155,7 +176,7 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
 
 def available(reader: str) -> str | None:
     """None when `reader` can run here, else why not."""
-    module = {"lazyfuel": "zarr", "dask": "dask.array"}.get(reader, reader)
+    module = MODULES.get(reader, reader)
     try:
         __import__(module)
     except ImportError as err:
@@ -266,7 +287,7 @@ def line_of(info: dict[str, Any], want: str) -> str:
     if "error" in info:
         return f"{head} failed: {info['error']}"
     t, mb = info["wall_s"], 1e6
-    info["equal"] = info["sha256"] == want
+    info["equal"] = "n/a" if info["reader"] == "cat" else info["sha256"] == want
     return (f"{head} {t:7.2f} {info['out_bytes'] / mb / t:11.1f} {info['disk_bytes'] / mb / t:9.1f} "
             f"{info['disk_bytes'] / mb:8.0f} {info['read_call_bytes'] / mb:8.0f} {info['peak_rss_mb']:11.0f}"
             f"  {info['equal']}")

@@ -186,3 +186,14 @@ def test_coalesced_spans_merge_close_rows_and_cut_long_ones():
     long = stored.coalesced(rows * kib, row_bytes=kib)  # cut at RANGE_BYTES (4 Ki rows)
     assert all(hi - lo <= stored.RANGE_BYTES for lo, hi, _ in long)
     assert sum(s.stop - s.start for _, _, s in long) == rows.size
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "blosc"), (3, "sharded")])
+def test_to_zarr_of_a_select_over_a_zarr_store_is_bit_equal(tmp_path, bits_equal, fmt, codec):
+    data = table(12)
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    idx = np.random.default_rng(13).integers(0, SHAPE[0], 500)
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    y.to_zarr(tmp_path / "out.zarr")
+    bits_equal(zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[...], data[idx])
+    bits_equal(lf.index_select(y, 0, np.arange(499, -1, -1)).compute(), data[idx[::-1]])  # not direct

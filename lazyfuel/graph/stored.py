@@ -154,12 +154,85 @@ def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
         found = _row_offsets(arr, reader.chunk, rows)
         if found is not None:
             return _ranged_rows(arr, *found, tuple(shape))
+    decoder = _one_compressor(arr) if reader.chunk is not None else None
+    if decoder is not None:
+        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder)
     nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
     taken = BUDGET.take(nbytes)  # zarr decodes whole (inner) chunks
     try:
         selection = list(region)
         selection[axis] = rows + region[axis].start
         return np.asarray(arr.get_orthogonal_selection(tuple(selection)))
+    finally:
+        BUDGET.give(taken)
+
+
+def _one_compressor(arr: Any) -> tuple[Any, np.dtype] | None:
+    """(a numcodecs codec that decodes a chunk's bytes, the dtype of the decoded bytes) when each
+    chunk is one compressor's output of its C-order bytes (v2: a compressor, no filters; v3: the
+    `bytes` codec and one of zstd, blosc, gzip); else None."""
+    import numcodecs
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+    meta = arr.metadata
+    if meta.zarr_format == 2:
+        ok = meta.compressor is not None and not meta.filters and meta.order == "C"
+        return (meta.compressor, np.dtype(arr.dtype)) if ok else None
+    codecs = tuple(meta.codecs)
+    kinds = {ZstdCodec: numcodecs.Zstd, BloscCodec: numcodecs.Blosc, GzipCodec: numcodecs.GZip}
+    if len(codecs) != 2 or type(codecs[1]) not in kinds:
+        return None
+    dtype = _bytes_dtype(codecs[:1], np.dtype(arr.dtype))
+    return None if dtype is None else (kinds[type(codecs[1])](), dtype)
+
+
+class _Scratch:
+    """Decode buffers kept for the next chunk: a fresh 64 MiB buffer per chunk costs its page
+    faults again (about as long as decoding it here). At most `keep` are kept, process-wide."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep, self.free = keep, []
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        with self._lock:
+            for i, buf in enumerate(self.free):
+                if buf.nbytes == nbytes:
+                    return self.free.pop(i)
+        return np.empty(nbytes, np.uint8)
+
+    def give(self, buf: np.ndarray) -> None:
+        with self._lock:
+            self.free = [*self.free, buf][-self.keep:]
+
+
+SCRATCH = _Scratch(keep=2)
+
+
+def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
+                  codec: Any, dtype: np.dtype) -> np.ndarray:
+    """Rows `rows` along `axis` of compressed chunk `chunk`: read whole, decoded once into a kept
+    buffer, the rows copied out (cut to `shape`); a chunk never written reads as the fill value."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
+    full = tuple(arr.chunks)
+    nbytes = math.prod(full) * dtype.itemsize
+    taken = BUDGET.take(nbytes)
+    try:
+        got = sync(store_path.get(default_buffer_prototype()))
+        if got is None:
+            return np.full(shape, arr.fill_value, dtype)
+        scratch = SCRATCH.take(nbytes)
+        try:
+            codec.decode(got.as_numpy_array(), out=scratch)
+            del got
+            stored = scratch.view(dtype).reshape(full)
+            pick = tuple(rows if a == axis else slice(0, n) for a, n in enumerate(shape))
+            return stored[pick]
+        finally:
+            SCRATCH.give(scratch)
     finally:
         BUDGET.give(taken)
 

@@ -43,9 +43,10 @@ def table(seed: int, dtype: str = "float32") -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(SHAPE).astype(dtype)
 
 
-def make_store(path, data: np.ndarray, fmt: int, codec: str, chunks=CHUNKS):  # type: ignore[no-untyped-def]
-    """A zarr store of `data` with the given format and codec (raw, zstd, blosc, sharded)."""
-    kw: dict = {"chunks": chunks}
+def make_store(path, data: np.ndarray, fmt: int, codec: str, chunks=CHUNKS, fill_value=None):  # type: ignore[no-untyped-def]
+    """A zarr store of `data` (not written when `fill_value` is given) with the given format and
+    codec (raw, zstd, blosc, sharded)."""
+    kw: dict = {"chunks": chunks, "fill_value": fill_value}
     if codec == "raw":
         kw["compressors"] = None
     elif codec == "zstd":
@@ -55,7 +56,8 @@ def make_store(path, data: np.ndarray, fmt: int, codec: str, chunks=CHUNKS):  # 
     elif codec == "sharded":
         kw.update(shards=(chunks[0] * 2, chunks[1]), chunks=(chunks[0] // 8, chunks[1]), compressors=None)
     arr = zarr.create_array(store=str(path), shape=data.shape, dtype=data.dtype, zarr_format=fmt, **kw)
-    arr[...] = data
+    if fill_value is None:
+        arr[...] = data
     return arr
 
 
@@ -96,9 +98,9 @@ def test_big_endian_and_integer_stores_come_out_native(tmp_path, bits_equal):
     bits_equal(got, data[idx].astype("<i4"))
 
 
-def test_chunks_never_written_read_as_the_fill_value(tmp_path, bits_equal):
-    arr = zarr.create_array(store=str(tmp_path / "f.zarr"), shape=SHAPE, dtype="float32", chunks=CHUNKS,
-                            compressors=None, fill_value=2.5)
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "raw"), (2, "zstd"), (3, "blosc")])
+def test_chunks_never_written_read_as_the_fill_value(tmp_path, bits_equal, fmt, codec):
+    arr = make_store(tmp_path / "f.zarr", np.zeros(SHAPE, np.float32), fmt, codec, fill_value=2.5)
     arr[:128] = 1.0  # chunk 0 written, the others not stored at all
     idx = np.array([0, 300, 5, 999, 300])
     bits_equal(lf.index_select(lf.from_zarr(tmp_path / "f.zarr"), 0, idx).compute(), arr[...][idx])

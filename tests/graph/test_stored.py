@@ -106,17 +106,19 @@ def test_chunks_never_written_read_as_the_fill_value(tmp_path, bits_equal, fmt, 
     bits_equal(lf.index_select(lf.from_zarr(tmp_path / "f.zarr"), 0, idx).compute(), arr[...][idx])
 
 
-def test_raw_chunks_are_read_as_the_byte_ranges_of_the_touched_rows(tmp_path, bits_equal):
+def counted_select(path, idx: np.ndarray, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`index_select(from_zarr(path), 0, idx).compute()` through a `CountingStore`, no gaps merged:
+    the store (its counts) and the result."""
+    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    store = CountingStore(LocalStore(str(path), read_only=True))
+    return store, lf.index_select(lf.from_zarr(store), 0, idx).compute()
+
+
+def test_raw_chunks_are_read_as_the_byte_ranges_of_the_touched_rows(tmp_path, bits_equal, monkeypatch):
     data = table(8)
     make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(500, 24))  # 48 kB chunks, rows of 96 B
-    store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
-    idx = np.array([3, 499, 700, 3])  # rows far apart (gaps > GAP_BYTES): three ranges, no repeats
-    old = stored.GAP_BYTES
-    stored.GAP_BYTES = 0
-    try:
-        got = lf.index_select(lf.from_zarr(store), 0, idx).compute()
-    finally:
-        stored.GAP_BYTES = old
+    idx = np.array([3, 499, 700, 3])  # no gap merged: three ranges
+    store, got = counted_select(tmp_path / "t.zarr", idx, monkeypatch)
     bits_equal(got, data[idx])
     row = SHAPE[1] * 4
     assert sum(store.bytes.values()) == 3 * row  # three distinct rows, each read once
@@ -138,17 +140,12 @@ def test_each_touched_chunk_is_read_once_however_often_it_is_wanted(tmp_path, bi
         assert sum(store.bytes.values()) < data.nbytes / 4
 
 
-def test_raw_sharded_stores_read_the_touched_rows_through_the_shard_index(tmp_path, bits_equal):
+def test_raw_sharded_stores_read_the_touched_rows_through_the_shard_index(tmp_path, bits_equal,
+                                                                          monkeypatch):
     data = table(11)
     make_store(tmp_path / "t.zarr", data, 3, "sharded")  # shards of 256 rows, raw inner chunks of 16
-    store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
     idx = np.array([300, 17, 1, 300])
-    old = stored.GAP_BYTES
-    stored.GAP_BYTES = 0
-    try:
-        got = lf.index_select(lf.from_zarr(store), 0, idx).compute()
-    finally:
-        stored.GAP_BYTES = old
+    store, got = counted_select(tmp_path / "t.zarr", idx, monkeypatch)
     bits_equal(got, data[idx])
     index = 16 * 16 + 4  # 16 inner chunks of (offset, length) uint64, and a crc32c
     assert store.bytes == Counter({"c/0/0": index + 2 * SHAPE[1] * 4, "c/1/0": index + SHAPE[1] * 4})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -187,8 +188,8 @@ def _one_compressor(arr: Any) -> tuple[Any, np.dtype] | None:
 
 
 class _Scratch:
-    """Decode buffers kept for the next chunk: a fresh 64 MiB buffer per chunk costs its page
-    faults again (about as long as decoding it here). At most `keep` are kept, process-wide."""
+    """Read and decode buffers kept for the next chunk: a fresh 64 MiB buffer per chunk costs its
+    page faults again (about as long as decoding it here). At most `keep` are kept, process-wide."""
 
     def __init__(self, keep: int) -> None:
         self.keep, self.free = keep, []
@@ -206,7 +207,7 @@ class _Scratch:
             self.free = [*self.free, buf][-self.keep:]
 
 
-SCRATCH = _Scratch(keep=2)
+SCRATCH = _Scratch(keep=4)
 
 
 def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
@@ -273,9 +274,10 @@ def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
                  shape: tuple[int, ...]) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
-    merged byte ranges (`SPANS_IN_FLIGHT` requested at a time, each put in place as it arrives),
-    cut to `shape` (a block narrower than its stored chunk); rows `MISSING` read as the fill
-    value."""
+    merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
+    stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
+    `os.preadv` into one kept buffer (`_read_file_spans`); any other store through zarr's async
+    API, `SPANS_IN_FLIGHT` requested at a time."""
     from zarr.core.sync import sync
 
     row_bytes = math.prod(full) * dtype.itemsize
@@ -290,8 +292,8 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
 
     whole = shape[1:] == full and bool(np.all(order == np.arange(order.size)))  # rows in place
 
-    def place(lo: int, part: slice, buf: Any) -> None:
-        stored = buf.as_numpy_array().view(dtype).reshape(-1, *full)
+    def place(lo: int, part: slice, buf: np.ndarray) -> None:
+        stored = buf.view(dtype).reshape(-1, *full)
         at = order[part]
         if whole:  # one copy, straight into the rows part covers
             np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[part])
@@ -300,7 +302,11 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
 
     taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES))
     try:
-        absent = sync(_read_spans(store_path, spans, place))
+        file = _local_file(store_path)
+        if file is not None:
+            absent = _read_file_spans(file, spans, place)
+        else:
+            absent = sync(_read_spans(store_path, spans, place))
     finally:
         BUDGET.give(taken)
     if absent == len(spans) and absent and not missing.any():  # a chunk never written
@@ -308,6 +314,35 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     elif absent:
         raise OSError(f"zarr chunk {store_path} vanished while it was read")
     return out
+
+
+def _local_file(store_path: Any) -> str | None:
+    """The file of `store_path` when its store is a local directory (zarr's `LocalStore`)."""
+    from zarr.storage import LocalStore
+
+    store = store_path.store
+    return os.path.join(str(store.root), store_path.path) if type(store) is LocalStore else None
+
+
+def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
+                     place: Callable[[int, slice, np.ndarray], None]) -> int:
+    """Read each span of `file` into one kept buffer and `place` it; how many spans are absent
+    (all of them when the file is: a chunk never written)."""
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except FileNotFoundError:
+        return len(spans)
+    scratch = SCRATCH.take(RANGE_BYTES)
+    try:
+        for lo, hi, part in spans:
+            view = scratch[:hi - lo]
+            if os.preadv(fd, [view], lo) != hi - lo:
+                raise OSError(f"zarr chunk {file} is shorter than its rows ({hi} bytes)")
+            place(lo, part, view)
+    finally:
+        os.close(fd)
+        SCRATCH.give(scratch)
+    return 0
 
 
 def coalesced(offsets: np.ndarray, row_bytes: int) -> list[tuple[int, int, slice]]:
@@ -346,7 +381,7 @@ async def _read_spans(store_path: Any, spans: Sequence[tuple[int, int, slice]],
         async with room:
             buf = await store_path.get(prototype, RangeByteRequest(lo, hi))
             if buf is not None:
-                place(lo, part, buf)
+                place(lo, part, buf.as_numpy_array())
             return buf is None
 
     return sum(await asyncio.gather(*(one(*span) for span in spans)))

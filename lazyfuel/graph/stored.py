@@ -36,7 +36,7 @@ from lazyfuel.graph import chunks as ch
 OOC_BYTES_IN_FLIGHT = 512 * 2**20
 """Chunk bytes the read tasks of one process may hold at once (later a `lazyfuel.config` knob)."""
 
-GAP_BYTES = 64 * 2**10
+GAP_BYTES = 256 * 2**10
 """Two touched byte ranges of a raw chunk closer than this are read as one."""
 
 RANGE_BYTES = 4 * 2**20

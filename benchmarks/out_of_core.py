@@ -1,28 +1,35 @@
-"""Out-of-core gather: random rows of a zarr store far larger than a worker's memory, to zarr.
+"""Out-of-core gather, side by side: random rows of a zarr store read by lazyfuel, dask.array's
+take, TensorStore and zarr's own `oindex`, each in a fresh process (issue 19, item 5).
 
-Generates once (cached in `--dir`) a float32 zarr store of `--gb` GB with narrow rows (`--cols`
-columns, chunks of `--chunk-mb` MB, uncompressed, so its size on disk is its size in memory) and
-`--rows-out` random row indices (with repeats, unsorted). Then, in one run, each in its own
-process (so that each peak RSS is its own, read from `os.wait4`), with dask limited to
-`--threads` threads:
+Generates (in `--dir`, deleted afterwards unless `--keep`) one float32 zarr v3 store per codec:
+`raw` (no compressor), `zstd`, `blosc` (zstd inside blosc, shuffled) and, when asked for,
+`sharded` (raw inner chunks of `--inner-mb` inside the chunks). All hold the same values (small
+whole numbers, so the compressed stores are smaller than the raw one). For every codec, index count
+(`--rows`) and order (`sorted`, `random`: random rows, with repeats, unsorted), each reader runs in
+its own process: it opens the store, reads the rows into a numpy array, and reports
 
-1. `da.from_zarr(store).sum()`: the reference, one full read of the store;
-2. lazyfuel: `lf.index_select(lf.from_zarr(store), 0, idx).to_zarr(out)`;
-3. dask.array: `da.from_zarr(store)[idx]`, rechunked to regular chunks, `.to_zarr(out)`.
+- time (opening the store to the numpy result in hand),
+- useful bytes/s (bytes of the result / time),
+- bytes read from disk/s (`/proc/self/io` read_bytes over the read: 0 when the page cache holds
+  the store) and bytes through read calls (`rchar`, cached or not),
+- start-up (imports; lazyfuel's registry and backends) apart, not in the time,
+- peak RSS of the process (`VmHWM` of /proc/self/status at its end: `wait4`'s maximum would also
+  count the pages the child shared with this process between fork and exec),
+- whether the result is bit-equal to numpy (rows picked from the raw store's chunk files read
+  with `np.fromfile`).
 
-Outputs are written uncompressed, like the source. Each prints its wall time (from opening the
-store to the result written), its peak RSS and a check of the result (a sample of rows against
-the store). The three run `--rounds` times in turn: the first round may read the store from disk,
-later ones mostly from the page cache, so compare within a round. The store stays in `--dir` for
-the next run unless `--clean` is given.
+The page cache is dropped before every reader (`echo 1 > /proc/sys/vm/drop_caches`; root only)
+unless `--warm`: the first line of the output says which. Readers use their default settings (the
+threads of this machine: dask's threaded scheduler, TensorStore's and zarr's own concurrency).
 
-    python benchmarks/out_of_core.py                          # 8.5 GB under /tmp
-    python benchmarks/out_of_core.py --gb 0.2 --rows-out 4096 --clean   # a quick look
+    python benchmarks/out_of_core.py                                     # 2 GB stores, 1k and 262k rows
+    python benchmarks/out_of_core.py --gb 0.3 --rows 1000 --codecs raw   # a quick look
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -35,146 +42,266 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+READERS = ("lazyfuel", "dask", "tensorstore", "zarr")
+EXTRA_READERS = ("lazyfuel-to-zarr", "cat")  # asked for by name: to a zarr store; cat of the chunk files
+MODULES = {"lazyfuel": "zarr", "lazyfuel-to-zarr": "zarr", "cat": "zarr", "dask": "dask.array"}  # each needs
+CODECS = ("raw", "zstd", "blosc", "sharded")
+ORDERS = ("sorted", "random")
+DROP = Path("/proc/sys/vm/drop_caches")
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    return Path(args.dir) / f"source-{args.gb}gb-{args.cols}c-{args.chunk_mb}mb.zarr"
+def codec_args(codec: str, chunks: tuple[int, int], inner_rows: int) -> dict[str, Any]:
+    """`zarr.create_array` keywords for one codec case."""
+    from zarr.codecs import BloscCodec, ZstdCodec
+
+    if codec == "raw":
+        return {"chunks": chunks, "compressors": None}
+    if codec == "zstd":
+        return {"chunks": chunks, "compressors": ZstdCodec(level=1)}
+    if codec == "blosc":
+        return {"chunks": chunks, "compressors": BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")}
+    if codec == "sharded":
+        return {"shards": chunks, "chunks": (inner_rows, chunks[1]), "compressors": None}
+    raise SystemExit(f"unknown codec {codec!r}; known: {', '.join(CODECS)}")
 
 
-def generate(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The store and the index file, made once (a `complete` marker says the store is whole)."""
+def values(lo: int, hi: int, cols: int) -> np.ndarray:
+    """Rows lo:hi of the table: small whole numbers (compressible), a function of the row."""
+    rng = np.random.default_rng(lo)
+    return rng.integers(0, 64, (hi - lo, cols), dtype=np.uint8).astype(np.float32)
+
+
+def generate(folder: Path, codec: str, rows: int, cols: int, chunk_rows: int, inner_rows: int) -> Path:
+    """The store of `codec`, written chunk by chunk."""
     import zarr
 
-    path = store_path(args)
-    idx_path = path.with_suffix(f".idx{args.rows_out}.npy")
-    rows = int(args.gb * 1e9) // (4 * args.cols)
-    chunk_rows = max(1, args.chunk_mb * 2**20 // (4 * args.cols))
-    if not (path / "complete").exists():
-        if path.exists():
-            shutil.rmtree(path)
-        print(f"writing {path}: {rows} x {args.cols} float32 in chunks of {chunk_rows} rows", flush=True)
-        start = time.perf_counter()
-        arr = zarr.create_array(store=str(path), shape=(rows, args.cols), chunks=(chunk_rows, args.cols),
-                                dtype="float32", compressors=None, overwrite=True)
-        rng = np.random.default_rng(0)
-        for lo in range(0, rows, chunk_rows):
-            hi = min(lo + chunk_rows, rows)
-            arr[lo:hi] = rng.random((hi - lo, args.cols), dtype=np.float32)
-        (path / "complete").touch()
-        print(f"  written in {time.perf_counter() - start:.1f} s", flush=True)
-    if not idx_path.exists():
-        np.save(idx_path, np.random.default_rng(1).integers(0, rows, args.rows_out))
-    return path, idx_path
+    path = folder / f"{codec}.zarr"
+    start = time.perf_counter()
+    arr = zarr.create_array(store=str(path), shape=(rows, cols), dtype="float32", zarr_format=3,
+                            overwrite=True, **codec_args(codec, (chunk_rows, cols), inner_rows))
+    for lo in range(0, rows, chunk_rows):
+        arr[lo:lo + chunk_rows] = values(lo, min(lo + chunk_rows, rows), cols)
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    print(f"  {codec:8s} store written in {time.perf_counter() - start:5.1f} s: {size / 1e9:.2f} GB on disk",
+          flush=True)
+    return path
 
 
-def child(kind: str, store: str, idx_path: str, out: str, threads: int) -> dict[str, Any]:
-    """One measurement, run in its own process."""
-    import dask
-    import dask.array as da
-    import zarr
+def reference(raw: Path, idx: np.ndarray, shape: tuple[int, int], chunk_rows: int) -> str:
+    """sha256 of the rows `idx` of the raw store, read with numpy alone (its chunk files)."""
+    out = np.empty((idx.size, shape[1]), np.float32)
+    chunk_of = idx // chunk_rows
+    for c in np.unique(chunk_of):
+        data = np.fromfile(raw / "c" / str(c) / "0", dtype="<f4").reshape(chunk_rows, shape[1])
+        here = np.flatnonzero(chunk_of == c)
+        out[here] = data[idx[here] - c * chunk_rows]
+    return hashlib.sha256(out.tobytes()).hexdigest()
 
-    dask.config.set(scheduler="threads", num_workers=threads)
-    idx = np.load(idx_path)
-    info: dict[str, Any] = {}
-    if kind == "lazyfuel":  # imported, and its backends opened, before the clock starts (as dask is)
-        start = time.perf_counter()
-        sys.path.insert(0, str(HERE.parent))
+
+def io_counters() -> dict[str, int]:
+    """This process's /proc/self/io counters."""
+    text = Path("/proc/self/io").read_text()
+    return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
+
+
+def read_rows(reader: str, store: str, idx: np.ndarray) -> np.ndarray:
+    """`store`'s rows `idx` as numpy, read by `reader` with its default settings."""
+    if reader == "lazyfuel":
         import lazyfuel as lf
-        from lazyfuel.providers import available_backends
 
-        info["backends"] = [b.name for b in available_backends()]
-        info["startup_s"] = time.perf_counter() - start
+        return lf.index_select(lf.from_zarr(store), 0, idx).compute()
+    if reader == "dask":
+        import dask.array as da
+
+        return da.take(da.from_zarr(store), idx, axis=0).compute()
+    if reader == "tensorstore":
+        import tensorstore as ts
+
+        arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": store}}).result()
+        return arr.oindex[idx].read().result()
+    if reader == "zarr":
+        import zarr
+
+        return zarr.open_array(store, mode="r").oindex[idx]
+    if reader == "lazyfuel-to-zarr":  # streamed into an uncompressed store beside the source, read back
+        import zarr
+
+        import lazyfuel as lf
+
+        out = f"{store}.out"
+        lf.index_select(lf.from_zarr(store), 0, idx).to_zarr(out, overwrite=True, compressors=None)
+        got = zarr.open_array(out, mode="r")
+        return got  # type: ignore[return-value]  # read back after the clock stops
+    if reader == "cat":  # the touched chunk files (no sharding), read by cat into /dev/null
+        import zarr
+
+        arr = zarr.open_array(store, mode="r")
+        files = [f"{store}/c/{c}/0" for c in np.unique(idx // arr.chunks[0])]
+        subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+        return np.empty((0,), np.float32)
+    raise SystemExit(f"unknown reader {reader!r}; known: {', '.join(READERS + EXTRA_READERS)}")
+
+
+def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
+    """One measurement, in its own process: start-up first (imports; for lazyfuel its registry
+    and backends; timed apart as `startup_s`), then the read."""
+    idx = np.load(idx_path)
     start = time.perf_counter()
-    if kind == "sum":
-        info["sum"] = float(da.from_zarr(store).sum().compute())
-    elif kind == "lazyfuel":
-        y = lf.index_select(lf.from_zarr(store), 0, idx)
-        info["plan"] = [line.strip() for line in lf.explain(y).splitlines() if "program on" in line]
-        y.to_zarr(out, overwrite=True, compressors=None)
-    else:
-        y = da.from_zarr(store)[idx]
-        if len(set(y.chunks[0][:-1])) > 1 or y.chunks[0][-1] > y.chunks[0][0]:
-            y = y.rechunk({0: max(y.chunks[0])})  # zarr takes regular chunks only
-        y.to_zarr(out, overwrite=True, compressors=None)
-    info["wall_s"] = time.perf_counter() - start
-    if kind != "sum":
-        got, source = zarr.open_array(out, mode="r"), zarr.open_array(store, mode="r")
-        sample = np.sort(np.random.default_rng(2).integers(0, len(idx), 8))
-        want = source.get_orthogonal_selection((idx[sample], slice(None)))
-        info["correct"] = bool(np.array_equal(got.get_orthogonal_selection((sample, slice(None))), want))
-    return info
+    if reader.startswith("lazyfuel"):
+        sys.path.insert(0, str(HERE.parent))
+        from lazyfuel.api import DefaultRuntime
 
+        DefaultRuntime.from_env().planner()
+    __import__(MODULES.get(reader, reader) if reader in ("tensorstore", "zarr", "cat") else "dask.array")
+    if reader in ("lazyfuel", "lazyfuel-to-zarr", "dask"):  # dask imports distributed on first compute
+        import importlib.util
 
-def measure(kind: str, store: Path, idx_path: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Run `kind` in a child process; its result, wall time and peak RSS (MB)."""
-    out = Path(args.dir) / f"out-{kind}.zarr"
-    cmd = [sys.executable, __file__, "--child", kind, "--store", str(store), "--idx", str(idx_path),
-           "--out", str(out), "--threads", str(args.threads)]
-    env = dict(os.environ, LAZYFUEL_BACKEND=args.backend)
+        if importlib.util.find_spec("distributed"):
+            import distributed  # noqa: F401
+    startup = time.perf_counter() - start
+    before = io_counters()
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
-    text = proc.stdout.read() if proc.stdout else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    out = read_rows(reader, store, idx)
+    wall = time.perf_counter() - start
+    after = io_counters()
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    if reader == "lazyfuel-to-zarr":
+        out = np.asarray(out[...])
+        shutil.rmtree(f"{store}.out")
+    return {"wall_s": wall, "startup_s": startup, "peak_rss_mb": int(status["VmHWM"].split()[0]) / 1024,
+            "disk_bytes": after["read_bytes"] - before["read_bytes"],
+            "read_call_bytes": after["rchar"] - before["rchar"], "out_bytes": out.nbytes,
+            "sha256": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()}
+
+
+def available(reader: str) -> str | None:
+    """None when `reader` can run here, else why not."""
+    module = MODULES.get(reader, reader)
+    try:
+        __import__(module)
+    except ImportError as err:
+        return f"{module} is not installed ({err}); pip install -e .[bench]"
+    return None
+
+
+def drop_caches() -> bool:
+    """Drop the page cache (clean pages only); whether that worked."""
+    try:
+        os.sync()
+        DROP.write_text("1\n")
+        return True
+    except OSError:
+        return False
+
+
+def measure(reader: str, store: Path, idx_path: Path, drop: bool, timeout: float) -> dict[str, Any]:
+    """Run `reader` in a child process (killed after `timeout` seconds); its report."""
+    if drop:
+        drop_caches()
+    cmd = [sys.executable, __file__, "--child", reader, "--store", str(store), "--idx", str(idx_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        text, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"error": f"still running after {timeout:.0f} s: killed"}
     if proc.returncode:
-        raise SystemExit(f"{kind} failed (exit {proc.returncode})")
-    info = json.loads(text.strip().splitlines()[-1])
-    info["process_s"] = time.perf_counter() - start
-    info["peak_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
-    info["cpu_s"] = (usage.ru_utime, usage.ru_stime)
-    shutil.rmtree(out, ignore_errors=True)
-    return info
+        return {"error": f"exit {proc.returncode}"}
+    return json.loads(text.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default="/tmp/lazyfuel-out-of-core")
-    parser.add_argument("--gb", type=float, default=8.5)
+    parser.add_argument("--gb", type=float, default=2, help="size of the raw store")
     parser.add_argument("--cols", type=int, default=256)
-    parser.add_argument("--chunk-mb", type=int, default=64)
-    parser.add_argument("--rows-out", type=int, default=262144)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--backend", default="auto", help="LAZYFUEL_BACKEND for lazyfuel")
-    parser.add_argument("--skip", default="", help="comma-separated: sum, lazyfuel, dask")
-    parser.add_argument("--rounds", type=int, default=2, help="run the three this many times (the "
-                        "first round may read from disk, later ones from the page cache)")
-    parser.add_argument("--clean", action="store_true", help="delete the store afterwards")
+    parser.add_argument("--chunk-mb", type=float, default=64)
+    parser.add_argument("--inner-mb", type=float, default=1, help="inner chunks of the sharded store")
+    parser.add_argument("--rows", default="1000,262144", help="comma-separated index counts")
+    parser.add_argument("--orders", default=",".join(ORDERS))
+    parser.add_argument("--codecs", default=",".join(CODECS), help=f"comma-separated of {', '.join(CODECS)}")
+    parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--warm", action="store_true", help="keep the page cache (do not drop it)")
+    parser.add_argument("--keep", action="store_true", help="keep the stores in --dir afterwards")
+    parser.add_argument("--json", help="also write every result to this file")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds one reader may take")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--idx", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.store, args.idx, args.out, args.threads)))
+        print(json.dumps(child(args.child, args.store, args.idx)))
         return
-    Path(args.dir).mkdir(parents=True, exist_ok=True)
-    store, idx_path = generate(args)
-    size = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
-    print(f"# store {size / 1e9:.2f} GB on disk, {args.rows_out} random rows, {args.threads} threads, "
-          f"LAZYFUEL_BACKEND={args.backend}; load average {os.getloadavg()[0]:.1f}")
-    results: dict[str, dict[str, Any]] = {}
-    for round_ in range(1, args.rounds + 1):
-        print(f"round {round_}:")
-        for kind in ("sum", "lazyfuel", "dask"):
-            if kind in args.skip.split(","):
-                continue
-            results[kind] = info = measure(kind, store, idx_path, args)
-            extra = f", correct: {info['correct']}" if "correct" in info else ""
-            print(f"  {kind:9s} wall {info['wall_s']:7.2f} s  (process {info['process_s']:.2f} s, user "
-                  f"{info['cpu_s'][0]:.1f} s, sys {info['cpu_s'][1]:.1f} s)  peak RSS "
-                  f"{info['peak_rss_mb']:5.0f} MB{extra}", flush=True)
-            if "startup_s" in info:
-                print(f"            import + opening backends {info['backends']}: "
-                      f"{info['startup_s']:.2f} s (not in wall)")
-            for line in info.get("plan", []):
-                print(f"            {line}")
-    if "sum" in results and "lazyfuel" in results:  # the last round: the store as cached as it gets
-        ratio = results["lazyfuel"]["wall_s"] / results["sum"]["wall_s"]
-        print(f"last round: lazyfuel / sum wall time {ratio:.2f} (target <= 1.3); lazyfuel peak RSS "
-              f"{results['lazyfuel']['peak_rss_mb']:.0f} MB (target <= 1024)")
-    if args.clean:
-        shutil.rmtree(store, ignore_errors=True)
-        idx_path.unlink(missing_ok=True)
+    folder = Path(args.dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    cols, row_bytes = args.cols, 4 * args.cols
+    chunk_rows = max(1, int(args.chunk_mb * 2**20) // row_bytes)
+    rows = max(chunk_rows, int(args.gb * 1e9) // row_bytes // chunk_rows * chunk_rows)
+    inner_rows = max(1, int(args.inner_mb * 2**20) // row_bytes)
+    readers, skipped = [], []
+    for r in args.readers.split(","):
+        why = available(r)
+        (skipped.append(f"{r}: skipped, {why}") if why else readers.append(r))
+    drop = not args.warm and drop_caches()
+    cache = ("dropped before every reader" if drop else "kept (warm)" if args.warm
+             else "NOT dropped (not root)")
+    print(f"# {rows} x {cols} float32 ({rows * row_bytes / 1e9:.2f} GB raw) in chunks of {chunk_rows} rows "
+          f"({chunk_rows * row_bytes / 2**20:.0f} MiB); {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}; page cache "
+          f"{cache}")
+    for line in skipped:
+        print(f"# {line}")
+    results: list[dict[str, Any]] = []
+    try:
+        codecs = args.codecs.split(",")
+        stores = {c: generate(folder, c, rows, cols, chunk_rows, inner_rows)
+                  for c in dict.fromkeys(["raw", *codecs])}
+        print(f"{'codec':8s} {'rows':>7s} {'order':6s} {'reader':11s} {'time s':>7s} {'useful MB/s':>11s} "
+              f"{'disk MB/s':>9s} {'disk MB':>8s} {'read MB':>8s} {'peak RSS MB':>11s}  equal")
+        for count in (int(n) for n in args.rows.split(",")):
+            random = np.random.default_rng(count).integers(0, rows, count)
+            for order in args.orders.split(","):
+                idx = np.sort(random) if order == "sorted" else random
+                idx_path = folder / f"idx-{count}-{order}.npy"
+                np.save(idx_path, idx)
+                want = reference(stores["raw"], idx, (rows, cols), chunk_rows)
+                for codec in codecs:
+                    base = {"codec": codec, "rows": count, "order": order}
+                    for reader in readers:
+                        got = measure(reader, stores[codec], idx_path, drop, args.timeout)
+                        info = {**base, "reader": reader, **got}
+                        results.append(info)
+                        print(line_of(info, want), flush=True)
+                    ratios(results, base)
+    finally:
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def line_of(info: dict[str, Any], want: str) -> str:
+    """One row of the table."""
+    head = f"{info['codec']:8s} {info['rows']:7d} {info['order']:6s} {info['reader']:11s}"
+    if "error" in info:
+        return f"{head} failed: {info['error']}"
+    t, mb = info["wall_s"], 1e6
+    info["equal"] = "n/a" if info["reader"] == "cat" else info["sha256"] == want
+    return (f"{head} {t:7.2f} {info['out_bytes'] / mb / t:11.1f} {info['disk_bytes'] / mb / t:9.1f} "
+            f"{info['disk_bytes'] / mb:8.0f} {info['read_call_bytes'] / mb:8.0f} {info['peak_rss_mb']:11.0f}"
+            f"  {info['equal']}")
+
+
+def ratios(results: list[dict[str, Any]], case: dict[str, Any]) -> None:
+    """lazyfuel's time over dask's and TensorStore's for one case (targets 0.7 and 1.0)."""
+    got = {r["reader"]: r for r in results if all(r[k] == v for k, v in case.items()) and "wall_s" in r}
+    if "lazyfuel" not in got:
+        return
+    parts = [f"{other} {got['lazyfuel']['wall_s'] / got[other]['wall_s']:.2f}x (target <= {target})"
+             for other, target in (("dask", 0.7), ("tensorstore", 1.0)) if other in got]
+    if parts:
+        print(f"{'':24s} lazyfuel / " + ", ".join(parts))
 
 
 if __name__ == "__main__":

@@ -416,7 +416,10 @@ def from_zarr(store_or_path: Any, component: str | None = None) -> Array:
     names a chunk that is missing, truncated, corrupted or swapped, or metadata that disagrees."""
     if isinstance(store_or_path, Path):
         store_or_path = str(store_or_path)
-    return Array(ops.source(zarr_io.read(store_or_path, component)))
+    z, reader = zarr_io.open_checked(store_or_path, component)
+    if reader is z:  # no checksums of lazyfuel's to check: selects read rows where they lie (graph.stored)
+        return Array(ops.zarr_source(z))
+    return Array(ops.source(zarr_io.verified(store_or_path, component, z, reader)))
 
 
 def asarray(obj: Any) -> Array:

@@ -197,7 +197,11 @@ def open_checked(url: Any, component: str | None = None) -> tuple[Any, Any]:
 
 def read(url: Any, component: str | None = None) -> da.Array:
     """A dask array over the zarr array at `url`, checked as `open_checked` says."""
-    z, reader = open_checked(url, component)
+    return verified(url, component, *open_checked(url, component))
+
+
+def verified(url: Any, component: str | None, z: Any, reader: Any) -> da.Array:
+    """A dask array over `z` read through `reader` (what `open_checked` returned for `url`)."""
     if reader is z:
         return da.from_zarr(z)
     name = "from-zarr-" + tokenize(str(url), component, np.asarray(reader.crcs, np.uint32), z.shape,

@@ -44,6 +44,7 @@ from lazyfuel.graph.ir import (
 )
 from lazyfuel.graph.pieces import PiecePlan, base_leaf, plan_pieces, wants_pieces
 from lazyfuel.graph.span import gap_allows, span_is_cheap
+from lazyfuel.graph.stored import StoredReader, chunk_of
 from lazyfuel.graph.task import ArgMeta, Assembled, BlockRecipe, Const, Gathered, LazyIndex, Part, Reader
 from lazyfuel.planner.chain import Chain, OpNode
 
@@ -317,12 +318,20 @@ def pieces_key(select: Node, data_block: tuple[int, ...]) -> Key:
     return (("pieces", select.name), *data_block)
 
 
-def read_tasks(partition: Partition, plan: PiecePlan) -> list[tuple[Block, Reader, tuple[Key, ...]]]:
+def read_tasks(partition: Partition, plan: PiecePlan
+               ) -> list[tuple[Block, Reader | StoredReader, tuple[Key, ...]]]:
     """Every read task of a select read per source chunk: its source block, recipe and the one
-    chunk key it reads."""
+    chunk key it reads; a select of rows straight from a zarr source reads its store itself
+    (`graph.stored`: no chunk key)."""
     node = plan.select
     found = []
     for data_block, (positions, bounds) in plan.reads.items():
+        if isinstance(node.data, Source) and node.data.zarr is not None and not plan.flat:
+            arr, chunks = node.data.zarr, node.data.chunks
+            region = ch.block_slices(chunks, data_block)
+            chunk = chunk_of(arr, chunks, data_block)
+            found.append((data_block, StoredReader(arr, region, chunk, positions, bounds, node.dim), ()))
+            continue
         builder = _Builder(partition)
         part = builder.part(node.data, data_block)
         found.append((data_block, Reader(part, positions, bounds, node.dim, plan.flat), tuple(builder.keys)))

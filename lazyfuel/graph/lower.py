@@ -33,6 +33,7 @@ from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe, topological
 from lazyfuel.graph.ir import Node, Rechunk, Source
+from lazyfuel.graph.stored import StoredReader, direct_reads, read_stored
 from lazyfuel.graph.task import BlockRecipe, Runtime, read_pieces, run_block, spanned, store_block, store_made
 
 
@@ -134,7 +135,8 @@ class _Lowering:
         name = f"lazyfuel-read-{tokenize(select, self.runtime)}"
         if name not in reads:
             found = read_tasks(self.partition, self.partition.pieces[select])
-            reads[name] = {(name, *block): (read_pieces, replace(reader, block=number), self.runtime,
+            reads[name] = {(name, *block): (read_stored if isinstance(reader, StoredReader) else read_pieces,
+                                            replace(reader, block=number), self.runtime,
                                             *map(chunk, chunk_keys))
                            for number, (block, reader, chunk_keys) in enumerate(found)}
         return name
@@ -157,6 +159,9 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, li
     of Python calls per compute."""
     if isinstance(root, (Source, Rechunk)):
         return None
+    direct = direct_reads(root, into)  # rows of a zarr store straight into place
+    if direct is not None:
+        return direct
     prefer = Families(runtime.planner)
     lowering = _Lowering(Partition.of(root, prefer), runtime, prefer, local=True)
     _, layer, deps, reads = lowering.group(root, into)

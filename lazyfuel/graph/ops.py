@@ -11,6 +11,7 @@ ops see it as shape (1,) and the result is viewed back to 0-d.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from itertools import product
 from typing import Any
@@ -41,6 +42,7 @@ from lazyfuel.graph.ir import (
     resolved,
 )
 from lazyfuel.graph.lower import from_layer
+from lazyfuel.graph.stored import regular_chunks
 from lazyfuel.layout import Layout, normalize_dim
 from lazyfuel.layout import broadcast_to as broadcast_layout
 
@@ -78,6 +80,17 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     if any(math.isnan(n) for c in arr.chunks for n in c):
         raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
     return Source(arr, one_buffer=one_buffer, stored=None if stored.isnative else stored)
+
+
+def zarr_source(store_or_path: Any, component: str | None = None) -> Source:
+    """A source over a zarr array (a path, URL or store; `component` inside a group), cut into its
+    chunks (a sharded array: its shards), that a select reads row by row (`graph.stored`)."""
+    import zarr
+
+    arr = store_or_path if isinstance(store_or_path, zarr.Array) else zarr.open_array(
+        store_or_path, path=component, mode="r")
+    node = source(da.from_zarr(arr, chunks=regular_chunks(arr)))
+    return dataclasses.replace(node, zarr=arr)
 
 
 def native_chunks(arr: da.Array) -> da.Array:

@@ -1,0 +1,451 @@
+"""Reading a select's rows straight from a zarr store: only what the indices touch.
+
+A select read per source chunk (`graph.pieces`) over a `from_zarr` source does not load whole
+chunks through dask: each read task (`StoredReader`, one per touched source block) asks the store
+for the rows its block gives, once each however many output blocks (or repeated indices) want
+them, in ascending order:
+
+- a chunk stored as its raw bytes (zarr v2 without compressor or filters in C order, v3 with the
+  `bytes` codec alone), selected along its first axis: only the byte ranges of the touched rows,
+  neighbouring ranges merged when the gap between them is under `GAP_BYTES` (one read beats many
+  small ones), all ranges of the task requested at once through zarr's async store API;
+- anything else (compressed chunks, sharded stores, other axes): zarr's orthogonal selection of
+  the rows in the block's region, which decodes each touched chunk once (a sharded store: only
+  the touched inner chunks, zarr's partial decode) and keeps only the rows.
+
+Read tasks run on dask's worker threads, so chunks decode in parallel (numcodecs' zstd and blosc
+release the GIL). `BUDGET` bounds the chunk bytes the read tasks of one process hold at once
+(`OOC_BYTES_IN_FLIGHT`): a task waits for its share before reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from lazyfuel.graph import chunks as ch
+
+OOC_BYTES_IN_FLIGHT = 512 * 2**20
+"""Chunk bytes the read tasks of one process may hold at once (later a `lazyfuel.config` knob)."""
+
+GAP_BYTES = 256 * 2**10
+"""Two touched byte ranges of a raw chunk closer than this are read as one."""
+
+RANGE_BYTES = 4 * 2**20
+"""The longest single read of a raw chunk (merged ranges are cut there)."""
+
+SPANS_IN_FLIGHT = 4
+"""Reads of one raw chunk requested at once (so one read task holds at most 16 MiB of them)."""
+
+
+class ByteBudget:
+    """A count of bytes that threads take before holding chunk data and give back after."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = int(limit), 0
+        self._changed = threading.Condition()
+
+    def take(self, nbytes: int) -> int:
+        """Wait until `nbytes` (at most the whole budget) fit, take them; what was taken."""
+        nbytes = max(0, min(int(nbytes), self.limit))
+        with self._changed:
+            self._changed.wait_for(lambda: self.held + nbytes <= self.limit)
+            self.held += nbytes
+        return nbytes
+
+    def give(self, nbytes: int) -> None:
+        """Give back bytes `take` returned."""
+        with self._changed:
+            self.held -= nbytes
+            self._changed.notify_all()
+
+
+BUDGET = ByteBudget(OOC_BYTES_IN_FLIGHT)
+
+
+def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
+    """`dtype` in the byte order of `codecs` when they are the `bytes` codec alone, else None."""
+    from zarr.codecs import BytesCodec
+
+    if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
+        return None
+    endian = getattr(codecs[0].endian, "value", codecs[0].endian)
+    return dtype if endian is None else dtype.newbyteorder("<" if endian == "little" else ">")
+
+
+def raw_dtype(arr: Any) -> np.dtype | None:
+    """The dtype of a zarr array's chunk bytes (byte order included) when each chunk is stored as
+    its raw C-order bytes; None otherwise (compressed, filtered, sharded, F order)."""
+    meta = arr.metadata
+    dtype = np.dtype(arr.dtype)
+    if meta.zarr_format == 2:
+        raw = meta.compressor is None and not meta.filters and meta.order == "C"
+        return dtype if raw else None
+    return _bytes_dtype(tuple(meta.codecs), dtype)
+
+
+def _raw_shards(arr: Any) -> tuple[Any, np.dtype] | None:
+    """(the sharding codec, the dtype of its inner chunks' bytes) when `arr` is sharded into inner
+    chunks stored raw that span the whole shard on every axis but the first; else None."""
+    from zarr.codecs import ShardingCodec
+
+    meta = arr.metadata
+    if meta.zarr_format != 3 or len(meta.codecs) != 1 or not isinstance(meta.codecs[0], ShardingCodec):
+        return None
+    codec = meta.codecs[0]
+    dtype = _bytes_dtype(tuple(codec.codecs), np.dtype(arr.dtype))
+    if dtype is None or tuple(codec.chunk_shape[1:]) != tuple(arr.shards[1:]):
+        return None
+    return codec, dtype
+
+
+def regular_chunks(arr: Any) -> tuple[int, ...]:
+    """The chunk shape a source over `arr` is cut into: the shards of a sharded array (its inner
+    chunks are read through zarr's partial decode), else its chunks."""
+    return tuple(getattr(arr, "shards", None) or arr.chunks)
+
+
+@dataclass(frozen=True, eq=False)
+class StoredReader:
+    """One read task of a select over a zarr source (the counterpart of `task.Reader`).
+
+    `region` is the source block in the array (slices); `positions` (U32) the rows along `axis`,
+    local to the block, that every output block needs from it, piece j being
+    `positions[bounds[j]:bounds[j + 1]]`. `chunk` is the zarr chunk the block is (its coordinates)
+    when the block is exactly one chunk, else None. `block` numbers the task (unused: no device).
+    """
+
+    zarr: Any  # the zarr.Array
+    region: tuple[slice, ...]
+    chunk: tuple[int, ...] | None
+    positions: np.ndarray
+    bounds: tuple[int, ...]
+    axis: int
+    block: int = 0
+
+
+def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, ...]:
+    """The read task: the block's touched rows, each read once, cut into the pieces."""
+    if len(reader.bounds) < 2:
+        return ()
+    positions = reader.positions
+    lead = (slice(None),) * reader.axis
+    if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):  # pieces are views
+        data = _native(read_rows(reader, positions.astype(np.int64)))
+        return tuple(data[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
+    rows, inverse = np.unique(positions, return_inverse=True)
+    data = _native(read_rows(reader, rows.astype(np.int64)))
+    return tuple(np.take(data, inverse[lo:hi], axis=reader.axis) for lo, hi in pairwise(reader.bounds))
+
+
+def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
+    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region."""
+    arr, region, axis = reader.zarr, reader.region, reader.axis
+    shape = [s.stop - s.start for s in region]
+    shape[axis] = rows.size
+    if axis == 0 and reader.chunk is not None:
+        found = _row_offsets(arr, reader.chunk, rows)
+        if found is not None:
+            return _ranged_rows(arr, *found, tuple(shape))
+    decoder = _one_compressor(arr) if reader.chunk is not None else None
+    if decoder is not None:
+        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder)
+    nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
+    taken = BUDGET.take(nbytes)  # zarr decodes whole (inner) chunks
+    try:
+        selection = list(region)
+        selection[axis] = rows + region[axis].start
+        return np.asarray(arr.get_orthogonal_selection(tuple(selection)))
+    finally:
+        BUDGET.give(taken)
+
+
+def _one_compressor(arr: Any) -> tuple[Any, np.dtype] | None:
+    """(a numcodecs codec that decodes a chunk's bytes, the dtype of the decoded bytes) when each
+    chunk is one compressor's output of its C-order bytes (v2: a compressor, no filters; v3: the
+    `bytes` codec and one of zstd, blosc, gzip); else None."""
+    import numcodecs
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
+    meta = arr.metadata
+    if meta.zarr_format == 2:
+        ok = meta.compressor is not None and not meta.filters and meta.order == "C"
+        return (meta.compressor, np.dtype(arr.dtype)) if ok else None
+    codecs = tuple(meta.codecs)
+    kinds = {ZstdCodec: numcodecs.Zstd, BloscCodec: numcodecs.Blosc, GzipCodec: numcodecs.GZip}
+    if len(codecs) != 2 or type(codecs[1]) not in kinds:
+        return None
+    dtype = _bytes_dtype(codecs[:1], np.dtype(arr.dtype))
+    return None if dtype is None else (kinds[type(codecs[1])](), dtype)
+
+
+class _Scratch:
+    """Read and decode buffers kept for the next chunk: a fresh 64 MiB buffer per chunk costs its
+    page faults again (about as long as decoding it here). At most `keep` are kept, process-wide."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep, self.free = keep, []
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        with self._lock:
+            for i, buf in enumerate(self.free):
+                if buf.nbytes == nbytes:
+                    return self.free.pop(i)
+        return np.empty(nbytes, np.uint8)
+
+    def give(self, buf: np.ndarray) -> None:
+        with self._lock:
+            self.free = [*self.free, buf][-self.keep:]
+
+
+SCRATCH = _Scratch(keep=4)
+
+
+def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
+                  codec: Any, dtype: np.dtype) -> np.ndarray:
+    """Rows `rows` along `axis` of compressed chunk `chunk`: read whole, decoded once into a kept
+    buffer, the rows copied out (cut to `shape`); a chunk never written reads as the fill value."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
+    full = tuple(arr.chunks)
+    nbytes = math.prod(full) * dtype.itemsize
+    taken = BUDGET.take(nbytes)
+    try:
+        got = sync(store_path.get(default_buffer_prototype()))
+        if got is None:
+            return np.full(shape, arr.fill_value, dtype)
+        scratch = SCRATCH.take(nbytes)
+        try:
+            codec.decode(got.as_numpy_array(), out=scratch)
+            del got
+            stored = scratch.view(dtype).reshape(full)
+            pick = tuple(rows if a == axis else slice(0, n) for a, n in enumerate(shape))
+            return stored[pick]
+        finally:
+            SCRATCH.give(scratch)
+    finally:
+        BUDGET.give(taken)
+
+
+MISSING = np.int64(-1)
+
+
+def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
+                 ) -> tuple[Any, np.ndarray, np.dtype, tuple[int, ...]] | None:
+    """Where each row of chunk `chunk` (a shard of a sharded array) lies in the store: the store
+    path, each row's byte offset (`MISSING` for rows of chunks never written), the stored dtype
+    and the stored shape of one row; None when the rows are not stored as raw bytes."""
+    from zarr.core.sync import sync
+
+    store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
+    dtype = raw_dtype(arr)
+    if dtype is not None:
+        full = tuple(arr.chunks[1:])  # stored chunks are whole (edge chunks padded)
+        return store_path, rows * (math.prod(full) * dtype.itemsize), dtype, full
+    sharded = _raw_shards(arr)
+    if sharded is None:
+        return None
+    codec, dtype = sharded
+    full = tuple(arr.shards[1:])
+    inner_rows = codec.chunk_shape[0]
+    per_shard = tuple(s // c for s, c in zip(arr.shards, codec.chunk_shape))
+    index = sync(codec._load_shard_index_maybe(store_path, per_shard))  # zarr's own reader of it
+    if index is None:
+        return store_path, np.full(rows.shape, MISSING), dtype, full
+    starts = index.offsets_and_lengths.reshape(per_shard[0], -1, 2)[:, 0, 0]
+    unwritten = starts == np.iinfo(np.uint64).max
+    starts = np.where(unwritten, 0, starts).astype(np.int64)
+    inner = rows // inner_rows
+    offsets = starts[inner] + (rows - inner * inner_rows) * (math.prod(full) * dtype.itemsize)
+    return store_path, np.where(unwritten[inner], MISSING, offsets), dtype, full
+
+
+def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
+                 shape: tuple[int, ...]) -> np.ndarray:
+    """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
+    merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
+    stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
+    `os.preadv` into one kept buffer (`_read_file_spans`); any other store through zarr's async
+    API, `SPANS_IN_FLIGHT` requested at a time."""
+    from zarr.core.sync import sync
+
+    row_bytes = math.prod(full) * dtype.itemsize
+    out = np.empty(shape, dtype)
+    trim = (slice(None), *(slice(0, n) for n in shape[1:]))
+    missing = offsets == MISSING
+    if missing.any():
+        out[missing] = arr.fill_value
+    order = np.flatnonzero(~missing)
+    order = order[np.argsort(offsets[order], kind="stable")]
+    spans = coalesced(offsets[order], row_bytes)
+
+    whole = shape[1:] == full and bool(np.all(order == np.arange(order.size)))  # rows in place
+
+    def place(lo: int, part: slice, buf: np.ndarray) -> None:
+        stored = buf.view(dtype).reshape(-1, *full)
+        at = order[part]
+        if whole:  # one copy, straight into the rows part covers
+            np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[part])
+        else:
+            out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
+
+    taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES))
+    try:
+        file = _local_file(store_path)
+        if file is not None:
+            absent = _read_file_spans(file, spans, place)
+        else:
+            absent = sync(_read_spans(store_path, spans, place))
+    finally:
+        BUDGET.give(taken)
+    if absent == len(spans) and absent and not missing.any():  # a chunk never written
+        out[...] = arr.fill_value
+    elif absent:
+        raise OSError(f"zarr chunk {store_path} vanished while it was read")
+    return out
+
+
+def _local_file(store_path: Any) -> str | None:
+    """The file of `store_path` when its store is a local directory (zarr's `LocalStore`)."""
+    from zarr.storage import LocalStore
+
+    store = store_path.store
+    return os.path.join(str(store.root), store_path.path) if type(store) is LocalStore else None
+
+
+def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
+                     place: Callable[[int, slice, np.ndarray], None]) -> int:
+    """Read each span of `file` into one kept buffer and `place` it; how many spans are absent
+    (all of them when the file is: a chunk never written)."""
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except FileNotFoundError:
+        return len(spans)
+    scratch = SCRATCH.take(RANGE_BYTES)
+    try:
+        for lo, hi, part in spans:
+            view = scratch[:hi - lo]
+            if os.preadv(fd, [view], lo) != hi - lo:
+                raise OSError(f"zarr chunk {file} is shorter than its rows ({hi} bytes)")
+            place(lo, part, view)
+    finally:
+        os.close(fd)
+        SCRATCH.give(scratch)
+    return 0
+
+
+def coalesced(offsets: np.ndarray, row_bytes: int) -> list[tuple[int, int, slice]]:
+    """Ascending byte `offsets` of rows of `row_bytes` as spans `(first byte, end byte, the
+    offsets in it)` to read whole: rows closer than `GAP_BYTES` share a span when they lie a whole
+    number of rows apart, and no span is longer than `RANGE_BYTES`."""
+    if offsets.size == 0:
+        return []
+    step = np.diff(offsets)
+    breaks = np.flatnonzero((step - row_bytes > GAP_BYTES) | (step % row_bytes != 0)) + 1
+    spans = []
+    for a, b in pairwise([0, *breaks.tolist(), offsets.size]):
+        while a < b:  # cut long spans at RANGE_BYTES
+            end = a + max(1, int(np.searchsorted(offsets[a:b], offsets[a] + RANGE_BYTES - row_bytes,
+                                                 side="right")))
+            spans.append((int(offsets[a]), int(offsets[end - 1]) + row_bytes, slice(a, end)))
+            a = end
+    return spans
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """`a` in native byte order (the source's chunks are, `ops.native_chunks`)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+async def _read_spans(store_path: Any, spans: Sequence[tuple[int, int, slice]],
+                      place: Callable[[int, slice, Any], None]) -> int:
+    """Read each span of one stored chunk (at most `SPANS_IN_FLIGHT` at a time) and `place` it as
+    it arrives; how many spans the store did not hold."""
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+
+    prototype, room = default_buffer_prototype(), asyncio.Semaphore(SPANS_IN_FLIGHT)
+
+    async def one(lo: int, hi: int, part: slice) -> bool:
+        async with room:
+            buf = await store_path.get(prototype, RangeByteRequest(lo, hi))
+            if buf is not None:
+                place(lo, part, buf.as_numpy_array())
+            return buf is None
+
+    return sum(await asyncio.gather(*(one(*span) for span in spans)))
+
+
+def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The zarr chunk (a sharded array: shard) coordinates of dask block `block` when the source is
+    cut exactly into the array's chunks (shards; then block and chunk coincide), else None."""
+    for axis_chunks, size in zip(source_chunks, regular_chunks(arr)):
+        if any(c != size for c in axis_chunks[:-1]) or axis_chunks[-1] > size:
+            return None
+    return block
+
+
+def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
+    """A task graph and its keys computing `select` into `into` (an array of its shape and dtype)
+    straight from a zarr store: one task per touched source block reads the block's touched rows
+    once each and puts every one in its places in `into` (`scatter_rows`). No program runs and no
+    output block is assembled: one host copy from the store's bytes to the result. None unless
+    `select` is an index_select with concrete indices straight over a `from_zarr` source (a
+    select fused with further ops goes through the pieces and their programs)."""
+    from dask.base import tokenize
+
+    from lazyfuel.graph.ir import IndexSelect, Source
+
+    source = getattr(select, "data", None)
+    if not (isinstance(select, IndexSelect) and isinstance(source, Source) and source.zarr is not None
+            and not select.indices.lazy):
+        return None
+    d, values = select.dim, np.asarray(select.indices.values).reshape(-1)
+    begin = np.asarray(ch.starts(source.chunks[d]), dtype=np.int64)
+    chunk_ids = ch.chunk_ids(values, source.chunks[d])
+    order = np.argsort(chunk_ids, kind="stable")  # output positions grouped by source chunk
+    hit, first = np.unique(chunk_ids[order], return_index=True)
+    name = f"lazyfuel-zarr-rows-{tokenize(select.name, id(into))}"
+    others = [range(len(c)) for a, c in enumerate(source.chunks) if a != d]
+    graph: dict = {}
+    for c, lo, hi in zip(hit.tolist(), first.tolist(), [*first[1:].tolist(), values.size]):
+        places = order[lo:hi]
+        rows, once, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_index=True,
+                                        return_inverse=True)
+        inverse = inverse.reshape(-1)
+        repeats = np.flatnonzero(once[inverse] != np.arange(places.size))  # places of a row seen before
+        moves = (places[once], places[repeats], places[once[inverse[repeats]]])
+        for o in np.ndindex(*(len(r) for r in others)):
+            block = (*o[:d], c, *o[d:])
+            region = ch.block_slices(source.chunks, block)
+            reader = StoredReader(source.zarr, region, chunk_of(source.zarr, source.chunks, block),
+                                  rows.astype(np.uint32), (0, rows.size), d)
+            graph[(name, *block)] = (scatter_rows, reader, into, region, moves)
+    return graph, list(graph)
+
+
+def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ...],
+                 moves: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """The task of `direct_reads`: read the block's rows (once each) into their first places in
+    `into` along the select's axis (`moves[0]`, one per row), then copy each repeated row there
+    from its first place (`moves[2]` to `moves[1]`); `region` along the other axes."""
+    axis = reader.axis
+
+    def at(places: np.ndarray) -> tuple:
+        return tuple(places if a == axis else region[a] for a in range(len(region)))
+
+    first, repeats, sources = moves
+    into[at(first)] = _native(read_rows(reader, reader.positions.astype(np.int64)))
+    if repeats.size:
+        into[at(repeats)] = into[at(sources)]

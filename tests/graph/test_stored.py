@@ -1,0 +1,198 @@
+"""Selects over zarr sources read only what their indices touch (`graph.stored`): bit-equal to
+numpy for v2 and v3 stores, raw, compressed and sharded; raw chunks read as byte ranges, every
+touched chunk read once however often it is wanted; chunk bytes in flight bounded."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+import zarr
+from zarr.storage import LocalStore, WrapperStore
+
+import lazyfuel as lf
+from lazyfuel.graph import stored
+
+SHAPE, CHUNKS = (1000, 24), (128, 24)
+
+
+class CountingStore(WrapperStore):
+    """A real local store that counts, per key, the calls and the bytes it returns."""
+
+    def __init__(self, store: LocalStore) -> None:
+        super().__init__(store)
+        self.calls: Counter[str] = Counter()
+        self.bytes: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    async def get(self, key, prototype, byte_range=None):  # type: ignore[no-untyped-def]
+        got = await self._store.get(key, prototype, byte_range)
+        if not key.endswith(("zarr.json", ".zarray", ".zattrs", ".zgroup")):
+            with self._lock:
+                self.calls[key] += 1
+                self.bytes[key] += 0 if got is None else len(got)
+        return got
+
+    def _with_store(self, store):  # type: ignore[no-untyped-def]
+        return type(self)(store)
+
+
+def table(seed: int, dtype: str = "float32") -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPE).astype(dtype)
+
+
+def make_store(path, data: np.ndarray, fmt: int, codec: str, chunks=CHUNKS, fill_value=None):  # type: ignore[no-untyped-def]
+    """A zarr store of `data` (not written when `fill_value` is given) with the given format and
+    codec (raw, zstd, blosc, sharded)."""
+    kw: dict = {"chunks": chunks, "fill_value": fill_value}
+    if codec == "raw":
+        kw["compressors"] = None
+    elif codec == "zstd":
+        kw["compressors"] = zarr.codecs.ZstdCodec() if fmt == 3 else {"id": "zstd"}
+    elif codec == "blosc":
+        kw["compressors"] = zarr.codecs.BloscCodec() if fmt == 3 else {"id": "blosc"}
+    elif codec == "sharded":
+        kw.update(shards=(chunks[0] * 2, chunks[1]), chunks=(chunks[0] // 8, chunks[1]), compressors=None)
+    arr = zarr.create_array(store=str(path), shape=data.shape, dtype=data.dtype, zarr_format=fmt, **kw)
+    if fill_value is None:
+        arr[...] = data
+    return arr
+
+
+CASES = [(2, "raw"), (2, "zstd"), (2, "blosc"), (3, "raw"), (3, "zstd"), (3, "blosc"), (3, "sharded")]
+
+
+@pytest.mark.parametrize(("fmt", "codec"), CASES)
+@pytest.mark.parametrize("order", ["random", "sorted"])
+def test_index_select_from_zarr_is_bit_equal_to_numpy(tmp_path, bits_equal, fmt, codec, order):
+    data = table(fmt * 10 + len(codec))
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    idx = np.random.default_rng(3).integers(0, SHAPE[0], 700)  # repeats, several output blocks
+    idx = np.sort(idx) if order == "sorted" else idx
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    bits_equal(y.compute(), data[idx])
+    bits_equal(y.to_dask().compute(), data[idx])  # the path to_zarr takes
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "raw"), (3, "zstd"), (3, "sharded")])
+def test_index_select_along_a_chunked_second_axis_and_edge_chunks(tmp_path, bits_equal, fmt, codec):
+    data = table(5)
+    make_store(tmp_path / "t.zarr", data, fmt, codec, chunks=(96, 16))  # edge chunks on both axes
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    rows = np.random.default_rng(4).integers(0, SHAPE[0], 300)
+    cols = np.random.default_rng(5).integers(0, SHAPE[1], 40)
+    bits_equal(lf.index_select(x, 0, rows).compute(), data[rows])
+    bits_equal(lf.index_select(x, 1, cols).compute(), data[:, cols])
+    bits_equal(lf.index_select(x, 0, [SHAPE[0] - 1]).compute(), data[[SHAPE[0] - 1]])
+
+
+def test_big_endian_and_integer_stores_come_out_native(tmp_path, bits_equal):
+    data = np.random.default_rng(6).integers(-2**31, 2**31, SHAPE).astype(">i4")
+    zarr.create_array(store=str(tmp_path / "be.zarr"), shape=SHAPE, dtype=">i4", chunks=CHUNKS,
+                      zarr_format=2, compressors=None)[...] = data
+    idx = np.random.default_rng(7).integers(0, SHAPE[0], 200)
+    got = lf.index_select(lf.from_zarr(tmp_path / "be.zarr"), 0, idx).compute()
+    assert got.dtype == np.dtype("<i4")
+    bits_equal(got, data[idx].astype("<i4"))
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "raw"), (2, "zstd"), (3, "blosc")])
+def test_chunks_never_written_read_as_the_fill_value(tmp_path, bits_equal, fmt, codec):
+    arr = make_store(tmp_path / "f.zarr", np.zeros(SHAPE, np.float32), fmt, codec, fill_value=2.5)
+    arr[:128] = 1.0  # chunk 0 written, the others not stored at all
+    idx = np.array([0, 300, 5, 999, 300])
+    bits_equal(lf.index_select(lf.from_zarr(tmp_path / "f.zarr"), 0, idx).compute(), arr[...][idx])
+
+
+def counted_select(path, idx: np.ndarray, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """`index_select(from_zarr(path), 0, idx).compute()` through a `CountingStore`, no gaps merged:
+    the store (its counts) and the result."""
+    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    store = CountingStore(LocalStore(str(path), read_only=True))
+    return store, lf.index_select(lf.from_zarr(store), 0, idx).compute()
+
+
+def test_raw_chunks_are_read_as_the_byte_ranges_of_the_touched_rows(tmp_path, bits_equal, monkeypatch):
+    data = table(8)
+    make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(500, 24))  # 48 kB chunks, rows of 96 B
+    idx = np.array([3, 499, 700, 3])  # no gap merged: three ranges
+    store, got = counted_select(tmp_path / "t.zarr", idx, monkeypatch)
+    bits_equal(got, data[idx])
+    row = SHAPE[1] * 4
+    assert sum(store.bytes.values()) == 3 * row  # three distinct rows, each read once
+    assert store.calls == Counter({"c/0/0": 2, "c/1/0": 1})
+
+
+@pytest.mark.parametrize("codec", ["zstd", "sharded"])
+def test_each_touched_chunk_is_read_once_however_often_it_is_wanted(tmp_path, bits_equal, codec):
+    data = table(9)
+    make_store(tmp_path / "t.zarr", data, 3, codec)
+    store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
+    idx = np.tile(np.array([5, 130, 131, 900, 5]), 200)  # 1000 ids over several output blocks
+    got = lf.index_select(lf.from_zarr(store), 0, idx).compute()
+    bits_equal(got, data[idx])
+    if codec == "zstd":
+        assert store.calls == Counter({"c/0/0": 1, "c/1/0": 1, "c/7/0": 1})  # untouched chunks: never
+    else:  # shards of 256 rows: the index and the touched rows of shards 0 and 3 only
+        assert sorted(store.calls) == ["c/0/0", "c/3/0"]
+        assert sum(store.bytes.values()) < data.nbytes / 4
+
+
+def test_raw_sharded_stores_read_the_touched_rows_through_the_shard_index(tmp_path, bits_equal,
+                                                                          monkeypatch):
+    data = table(11)
+    make_store(tmp_path / "t.zarr", data, 3, "sharded")  # shards of 256 rows, raw inner chunks of 16
+    idx = np.array([300, 17, 1, 300])
+    store, got = counted_select(tmp_path / "t.zarr", idx, monkeypatch)
+    bits_equal(got, data[idx])
+    index = 16 * 16 + 4  # 16 inner chunks of (offset, length) uint64, and a crc32c
+    assert store.bytes == Counter({"c/0/0": index + 2 * SHAPE[1] * 4, "c/1/0": index + SHAPE[1] * 4})
+
+
+def test_the_dask_graph_grows_with_blocks_and_touched_chunks_not_indices(tmp_path):
+    make_store(tmp_path / "t.zarr", table(10), 3, "zstd")
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    idx = np.random.default_rng(1).integers(0, SHAPE[0], 50_000)
+    graph = lf.index_select(x, 0, idx).to_dask().__dask_graph__()
+    blocks, chunks = -(-idx.size // CHUNKS[0]), -(-SHAPE[0] // CHUNKS[0])
+    assert len(graph) <= blocks + 2 * chunks + 2  # output blocks, read tasks, the source's keys
+
+
+def test_a_take_waits_for_room_and_an_oversized_take_takes_the_whole_budget():
+    budget = stored.ByteBudget(100)
+    first = budget.take(70)
+    taken: list[int] = []
+    waiter = threading.Thread(target=lambda: taken.append(budget.take(500)))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and not taken  # 70 + 100 does not fit: it waits
+    budget.give(first)
+    waiter.join(5)
+    assert taken == [100] and budget.held == 100
+    budget.give(100)
+    assert budget.held == 0
+
+
+def test_coalesced_spans_merge_close_rows_and_cut_long_ones():
+    kib = 1024
+    offsets = np.array([0, 1, 2, 10, 5000, 5001, 5002.5]) * kib  # rows of 1 KiB; gap 256 rows
+    spans = stored.coalesced(offsets.astype(np.int64), row_bytes=kib)
+    assert [(lo // kib, hi / kib) for lo, hi, _ in spans] == [(0, 11), (5000, 5002), (5002, 5003.5)]
+    assert [(s.start, s.stop) for _, _, s in spans] == [(0, 4), (4, 6), (6, 7)]  # not a whole row apart
+    rows = np.arange(0, 40_000, 2, dtype=np.int64)
+    long = stored.coalesced(rows * kib, row_bytes=kib)  # cut at RANGE_BYTES (4 Ki rows)
+    assert all(hi - lo <= stored.RANGE_BYTES for lo, hi, _ in long)
+    assert sum(s.stop - s.start for _, _, s in long) == rows.size
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "blosc"), (3, "sharded")])
+def test_to_zarr_of_a_select_over_a_zarr_store_is_bit_equal(tmp_path, bits_equal, fmt, codec):
+    data = table(12)
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    idx = np.random.default_rng(13).integers(0, SHAPE[0], 500)
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    y.to_zarr(tmp_path / "out.zarr")
+    bits_equal(zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[...], data[idx])
+    bits_equal(lf.index_select(y, 0, np.arange(499, -1, -1)).compute(), data[idx[::-1]])  # not direct

@@ -330,7 +330,7 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
         program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs])
         device = device_for(block, program.backend)
-        if handover and program.backend is Backend.Vulkan:
+        if handover and crossing.exports(program.backend):
             return crossing.hand_over(program, inputs, device)
         execute = executor(program.backend, device).run
         shape, dtype = program.value_meta(program.outputs[0])

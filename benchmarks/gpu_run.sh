@@ -16,22 +16,22 @@
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
 # choices (not in the default list): `python3 -m lazyfuel judge --quick` on the device, then
-#   benchmarks/choices.py: the judge's fitted device-side GB/s (GPU timestamps) of both Contiguize
+#   benchmarks/probes/choices.py: the judge's fitted device-side GB/s (GPU timestamps) of both Contiguize
 #   bindings (vkCmdCopyBuffer of a dense view, the copy shader) and both index_select bindings, the
 #   transfer term (submit, host<->device per array and GB/s), both Contiguize bindings timed on a
 #   dense offset view of 64M f32, and `lf.explain` of x[1:].contiguous() and of index_select on a
 #   transposed source with the costs compared (CHOICES_ARGS). About a minute on the H200.
-# zerocopy (not in the default list): benchmarks/zero_copy.py, one program per chunk on page-locked
+# zerocopy (not in the default list): benchmarks/probes/zero_copy.py, one program per chunk on page-locked
 #   arrays per op (select, fill, select+fill, a copy) in zero-copy and staged modes (ZEROCOPY_ARGS).
 # graph (not in the default list): the graph layer's tests (tests/graph: lowering, fusion, pieces,
 #   crossing), each on every backend usable there, the H200's Vulkan device among them.
-# transfer (not in the default list): benchmarks/transfer.py, host<->device bandwidth per transfer
+# transfer (not in the default list): benchmarks/probes/transfer.py, host<->device bandwidth per transfer
 #   mode and the 4 GiB chunked pipeline vs torch (TRANSFER_ARGS; output transfer$TRANSFER_TAG.txt).
 # data_path (not in the default list): benchmarks/data_path.py, issue 18's W1 through the public API
 #   at chunks of 8 MiB-1 GiB, pageable and page-locked, beside torch at its best (pinned, 3 streams),
 #   torch as first written and numpy, and lazyfuel pageable by thread count (DATA_PATH_ARGS; output
 #   data_path.txt and data_path.json). About 3-4 minutes on the H200.
-# link (not in the default list): benchmarks/link.py, the link with no host copies: threads copying
+# link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
 # fftcuda (not in the default list): the vkfft provider's Cuda backend. Builds pyvkfft's CUDA back
@@ -43,7 +43,7 @@
 # crossing (not in the default list; run right after fftcuda in the same call, which builds pyvkfft's
 #   CUDA back end and sets its env: `bash benchmarks/gpu_run.sh fftcuda crossing`): the Vulkan ->
 #   Cuda crossing through exported memory: tests/graph/test_crossing.py and
-#   tests/backends/vulkan/test_vulkan_export.py, then benchmarks/crossing.py (gather -> masked_fill
+#   tests/backends/vulkan/test_vulkan_export.py, then benchmarks/probes/crossing.py (gather -> masked_fill
 #   -> rfft, crossing auto vs host; CROSSING_ARGS). About 1-2 minutes (tests 40 s, benchmark 80 s).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -80,7 +80,7 @@ crossing() {  # see the header
     | tee "$OUT/crossing_env.txt"
   timeout 60 python3 -m pytest -q -r sfE -p no:cacheprovider tests/graph/test_crossing.py \
     tests/backends/vulkan/test_vulkan_export.py >"$OUT/crossing_tests.txt" 2>&1; tail -n 25 "$OUT/crossing_tests.txt"
-  timeout 120 python3 benchmarks/crossing.py ${CROSSING_ARGS:-} 2>&1 | tee "$OUT/crossing_bench.txt"
+  timeout 120 python3 benchmarks/probes/crossing.py ${CROSSING_ARGS:-} 2>&1 | tee "$OUT/crossing_bench.txt"
 }
 stages=${*:-check tests audit kernels pipeline}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
@@ -92,17 +92,17 @@ for stage in $stages; do
     graph)    python3 -m pytest -q -x -p no:cacheprovider tests/graph 2>&1 | tail -n 25 | tee "$OUT/graph.txt" ;;
     audit)    LAZYFUEL_BACKEND=vulkan python3 -m lazyfuel audit --backend vulkan 2>&1 | tail -n 5 | tee "$OUT/audit.txt" ;;
     kernels)  python3 benchmarks/kernels.py ${KERNELS_ARGS:-} 2>&1 | tee "$OUT/kernels.txt" ;;
-    kernels_gpu) python3 benchmarks/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
+    kernels_gpu) python3 benchmarks/probes/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
     choices)  python3 -m lazyfuel judge --quick >"$OUT/judge.txt" 2>&1
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"
-              python3 benchmarks/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
-    transfer) python3 benchmarks/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
+              python3 benchmarks/probes/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
+    transfer) python3 benchmarks/probes/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     data_path) python3 benchmarks/data_path.py --json "$OUT/data_path.json" ${DATA_PATH_ARGS:-} 2>&1 \
                 | tee "$OUT/data_path.txt" ;;
-    link)     python3 benchmarks/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
-    zerocopy) python3 benchmarks/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
+    link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
+    zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;
     crossing) crossing ;;
     *)        echo "unknown stage $stage" ;;

@@ -1,5 +1,5 @@
-"""Work on several threads released together, timed: the harness of benchmarks/link.py and
-benchmarks/multi_gpu.py."""
+"""Work on several threads released together, timed: the harness of benchmarks/multi_gpu.py and
+benchmarks/probes/link.py."""
 
 from __future__ import annotations
 

@@ -101,15 +101,17 @@ def load_contracts(path_or_text: Any, registry: Registry | None = None) -> list:
 
 
 def devices() -> list:
-    """The Vulkan devices this process sees (plain `DeviceInfo` records); empty if none."""
-    from lazyfuel.backends.vulkan import list_devices
+    """The Vulkan devices this process sees (plain `DeviceInfo` records); empty if none (the devices
+    of the best backend whose package lists them: `backends.catalog`)."""
+    from lazyfuel.backends.catalog import listed_devices
 
-    return list_devices()
+    return listed_devices()
 
 
 def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
     """A numpy array of `shape` and `dtype` in page-locked host memory of the default Vulkan
-    device (contents undefined), as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` give.
+    device (the best backend whose package provides such memory: `backends.catalog`; contents
+    undefined), as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` give.
 
     Inputs read from such arrays (or views of them) and results computed into them
     (`x.compute(out=...)`) need no CPU copy into staging and no pinning per run: kernels write
@@ -122,7 +124,7 @@ def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
 
     import numpy as np
 
-    from lazyfuel.backends.vulkan import get_pool
+    from lazyfuel.backends.catalog import pinned_host
     from lazyfuel.checks import int_sequence
     from lazyfuel.dtypes import DType
 
@@ -131,7 +133,7 @@ def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
     if any(d < 0 for d in dims):
         raise ValueError(f"empty_pinned: shape must hold non-negative ints, got {shape!r}")
     nbytes = math.prod(dims) * dt.itemsize
-    return get_pool().pinned.empty(nbytes).view(dt).reshape(dims)
+    return pinned_host(nbytes).view(dt).reshape(dims)
 
 
 def __getattr__(name: str) -> Any:

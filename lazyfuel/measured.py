@@ -1,11 +1,11 @@
 """The judge wired to this process's backends: device fingerprints, judging, measured costs.
 
 The judge layer cannot import backends, so this top-layer module injects what it needs: each
-backend's executor and the fingerprint of the device it runs on (`FINGERPRINTS`, a table by
-backend). `judge_registry()` measures the default registry (what `lazyfuel judge` runs) and
-`measured_costs()` loads the cached measurements (and each device's transfer term, for the
-backends whose executors time transfers: `transfer_modes()`) into the `MeasuredCosts` that a
-planner takes:
+backend's executor and the fingerprint of the device it runs on (the `fingerprint` its package
+registers, `backends.catalog`). `judge_registry()` measures the default registry (what
+`lazyfuel judge` runs) and `measured_costs()` loads the cached measurements (and each device's
+transfer term, for the backends whose executors time transfers: `transfer_modes()`) into the
+`MeasuredCosts` that a planner takes:
 
     planner = Planner(registry, backends, costs=measured_costs(registry, backends))
 
@@ -15,59 +15,17 @@ Importing it also makes Vulkan pools start from the judge's cached kernel shapes
 
 from __future__ import annotations
 
-import os
-import platform
 from collections.abc import Callable, Sequence
-from functools import cache, partial
 from typing import Any
 
-import numpy as np
-
+from lazyfuel.backends import catalog
 from lazyfuel.backends.base import executor
+from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
 from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, use_picks
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict, cached_picks
 from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
-from lazyfuel.settings import environment
-
-
-@cache
-def host_cpu() -> str:
-    """The host CPU: model name, logical CPU count and machine (what a CPU kernel's speed depends on)."""
-    model = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model or 'unknown cpu'}; {os.cpu_count()} cpus; {platform.machine()}"
-
-
-def cpu_fingerprint() -> str:
-    """The Cpu backend's device: the host CPU and the numpy build that runs the kernels."""
-    return f"Cpu | {host_cpu()} | numpy {np.__version__}"
-
-
-def vulkan_fingerprint(info: Any = None) -> str:
-    """The Vulkan pool's device (or the device `info`, a `DeviceInfo`): name, kind, driver and its
-    version, API, pipeline-cache UUID (and vendor / device ids and device UUID where the backend
-    reports them). A CPU device (lavapipe) also names the host CPU and `LP_NUM_THREADS`, which set
-    its speed."""
-    if info is None:
-        from lazyfuel.backends.vulkan import get_pool
-
-        info = get_pool().info
-    parts = [f"Vulkan | {info.name} ({info.kind})", f"driver {info.driver} {info.driver_info}",
-             f"api {info.api_version}", f"pipeline cache {info.pipeline_cache_uuid}"]
-    parts += [f"{name} {getattr(info, name)}" for name in ("vendor_id", "device_id", "device_uuid")
-              if getattr(info, name, None) is not None]
-    if info.kind == "cpu":
-        parts.append(f"host {host_cpu()}; LP_NUM_THREADS={environment().get('LP_NUM_THREADS', '')}")
-    return " | ".join(parts)
 
 
 def vulkan_revisions() -> dict[str, str]:
@@ -90,40 +48,25 @@ def install_picks() -> None:
     use_picks(vulkan_picks)
 
 
-def vkfft_fingerprint(backend: Backend) -> str:
-    """The vkfft provider's device on `backend` (OpenCL or Cuda): its `fingerprint` (name, driver
-    and versions, compute units); a CPU device (PoCL) also names the host CPU."""
-    from lazyfuel.backends.vkfft.executor import VkFFTExecutor
-
-    register_builtin_providers()
-    runner = executor(backend)
-    if not isinstance(runner, VkFFTExecutor):
-        raise LookupError(f"the {backend} executor is a {type(runner).__name__}, not the vkfft provider's")
-    device = runner.device
-    host = f" | host {host_cpu()}" if getattr(device, "kind", None) == "CPU" else ""
-    return f"{backend.name} | {device.fingerprint}{host}"
-
-
-FINGERPRINTS: dict[Backend, Callable[[], str]] = {
-    Backend.Cpu: cpu_fingerprint,
-    Backend.Vulkan: vulkan_fingerprint,
-    Backend.OpenCL: partial(vkfft_fingerprint, Backend.OpenCL),
-    Backend.Cuda: partial(vkfft_fingerprint, Backend.Cuda),
-}
-
-
 def device_fingerprint(backend: Backend) -> str:
-    """The fingerprint of the device `backend` runs on here; LookupError if the backend has none."""
-    found = FINGERPRINTS.get(backend)
-    if found is None:
-        known = " ".join(b.name for b in FINGERPRINTS)
+    """The fingerprint of the device `backend` runs on here (the `fingerprint` its package
+    registers); LookupError if the backend has none."""
+    prints = _fingerprints()
+    if backend not in prints:
+        known = " ".join(b.name for b in prints)
         raise LookupError(f"no device fingerprint for backend {backend}; known: {known}")
-    return found()
+    return prints[backend]()
+
+
+def _fingerprints() -> dict[Backend, Callable[[], str]]:
+    """Each registered backend that fingerprints its device, best first, and how it does."""
+    return {found.backend: found.fingerprint for found in catalog.registered()
+            if found.fingerprint is not None}
 
 
 def _backends(backends: Sequence[Backend] | None) -> list[Backend]:
     chosen = list(backends) if backends is not None else available_backends()
-    return [b for b in chosen if b in FINGERPRINTS]
+    return [b for b in chosen if b in _fingerprints()]
 
 
 def judge_registry(registry: Registry | None = None, backends: Sequence[Backend] | None = None, *,

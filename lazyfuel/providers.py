@@ -1,7 +1,8 @@
 """The built-in providers: their contract documents, their registration, and which backends are usable.
 
-A provider plugs in by data: a row in `BUILTIN` names the module whose `register()` registers its
-link registries and executor, and the contract documents it ships under `lazyfuel/contracts/`.
+A provider plugs in by data: each package under `lazyfuel/backends/` registers a `BackendInfo`
+(`backends.catalog`) naming its rank where costs tie, the contract documents it ships under
+`lazyfuel/contracts/` and its `plug_in()`, which registers its link registries and executor.
 `default_registry()` loads them all once per process; `available_backends()` says which backends
 can run here (a Vulkan device exists, …), honouring `lazyfuel.config.backend` (`LAZYFUEL_BACKEND`,
 one of `BACKEND_CHOICES`).
@@ -11,11 +12,10 @@ for is planned (`Planner(left_out=...)`), and forcing one raises.
 
 from __future__ import annotations
 
-import importlib
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
+from lazyfuel.backends import catalog
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.registry import Registry
@@ -25,28 +25,14 @@ from lazyfuel.settings import check, config
 CONTRACTS_DIR = Path(__file__).parent / "contracts"
 
 
-@dataclass(frozen=True)
-class BuiltinProvider:
-    """A backend module with a `register()` function and the documents it ships."""
-
-    module: str
-    backend: Backend
-    documents: tuple[str, ...]
+def backend_priority() -> tuple[Backend, ...]:
+    """Preference order when costs tie: the registered backends by rank (a device first, the numpy
+    reference last; of the two FFT backends, Cuda before OpenCL: docs/decisions.md)."""
+    return tuple(provider.backend for provider in catalog.registered())
 
 
-BUILTIN = (
-    BuiltinProvider("lazyfuel.backends.cpu", Backend.Cpu, ("cpu.md",)),
-    BuiltinProvider("lazyfuel.backends.vulkan", Backend.Vulkan,
-                    ("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md")),
-    BuiltinProvider("lazyfuel.backends.vkfft", Backend.OpenCL, ("vkfft.md",)),
-    BuiltinProvider("lazyfuel.backends.vkfft", Backend.Cuda, ("vkfft_cuda.md",)),
-)
-
-# Preference order when costs tie: a device first, the numpy reference last; of the two FFT
-# backends, Cuda before OpenCL (docs/decisions.md).
-BACKEND_PRIORITY = (Backend.Vulkan, Backend.Cuda, Backend.OpenCL, Backend.Cpu)
 # What `LAZYFUEL_BACKEND` and every `--backend` accept: auto (plan over every usable one) or one name.
-BACKEND_CHOICES = ("auto", *(b.name.lower() for b in BACKEND_PRIORITY))
+BACKEND_CHOICES = ("auto", *(b.name.lower() for b in backend_priority()))
 
 _lock = threading.Lock()
 _default: Registry | None = None
@@ -54,9 +40,9 @@ _unusable: dict[Backend, str | None] = {}  # backend -> why it cannot run here (
 
 
 def register_builtin_providers() -> None:
-    """Import every built-in backend and call its `register()` (idempotent)."""
-    for provider in BUILTIN:
-        importlib.import_module(provider.module).register()
+    """Plug in every registered backend: its executor and link registries (idempotent)."""
+    for provider in catalog.registered():
+        provider.plug_in()
 
 
 def default_registry() -> Registry:
@@ -66,7 +52,7 @@ def default_registry() -> Registry:
         if _default is None:
             register_builtin_providers()
             registry = Registry()
-            for provider in BUILTIN:
+            for provider in catalog.registered():
                 for name in provider.documents:
                     path = CONTRACTS_DIR / name
                     if path.is_file():
@@ -102,7 +88,7 @@ def left_out(choice: str | None = None) -> dict[Backend, str]:
     chosen = available_backends(choice)
     return {b: f"left out by LAZYFUEL_BACKEND={choice}" if choice != "auto"
             else f"not usable here: {unusable_reason(b)}"
-            for b in BACKEND_PRIORITY if _has_provider(b) and b not in chosen}
+            for b in backend_priority() if _has_provider(b) and b not in chosen}
 
 
 def _choice(choice: str | None) -> str:
@@ -118,7 +104,7 @@ def available_backends(choice: str | None = None) -> list[Backend]:
     choice = _choice(choice)
     register_builtin_providers()
     if choice == "auto":
-        return [b for b in BACKEND_PRIORITY if _has_provider(b) and backend_usable(b)]
+        return [b for b in backend_priority() if _has_provider(b) and backend_usable(b)]
     backend = {b.name.lower(): b for b in Backend}[choice]
     if not _has_provider(backend):
         raise RuntimeError(f"backend {backend} was forced (LAZYFUEL_BACKEND={choice}) but no provider "
@@ -131,4 +117,4 @@ def available_backends(choice: str | None = None) -> list[Backend]:
 
 
 def _has_provider(backend: Backend) -> bool:
-    return any(p.backend is backend for p in BUILTIN)
+    return backend in backend_priority()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.backends.base import executor
+from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
 from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, choose_tuning, default_tuning
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
@@ -23,7 +24,7 @@ from lazyfuel.judge import Judge, JudgeCache, TuningPick, TuningTarget, neighbou
 from lazyfuel.judge.measure import run_workload
 from lazyfuel.judge.tuning import Shape
 from lazyfuel.judge.workloads import ladder_workloads, supported
-from lazyfuel.measured import vulkan_fingerprint, vulkan_revisions
+from lazyfuel.measured import vulkan_revisions
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Registry
 from lazyfuel.registry.model import Binding

@@ -9,7 +9,8 @@ and hands over a `DeviceChunk`; the Cuda executor maps that memory through CUDA 
 crossing but knows neither API: it asks `backends.base` for the source backend's `MemoryExporter`
 (Vulkan: `backends/vulkan/export.py`) and the target's `MemoryImporter` (Cuda:
 `backends/vkfft/external.py`), each naming its GPU by UUID or saying why it cannot (decision 42);
-`DEVICE_PAIRS` says which pairs may share memory at all.
+`device_pairs()` says which pairs may share memory at all (each backend's package registers the
+backends that may read its results in device memory: `BackendInfo.shares_memory_with`).
 
 A `DeviceChunk` is safe anywhere a numpy chunk is: `np.asarray` downloads it (`__array__`), and
 pickling it (dask.distributed moving it to another worker, spilling) sends numpy, since an fd does
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from lazyfuel.backends import base
+from lazyfuel.backends import base, catalog
 from lazyfuel.backends.base import ExportedResult, ImportedMemory, MemoryImporter
 from lazyfuel.contracts.model import Backend
 from lazyfuel.planner.program import Program
@@ -41,7 +42,11 @@ from lazyfuel.settings import CROSSING_MODES, config
 
 ENV = "LAZYFUEL_CROSSING"
 MODES = CROSSING_MODES
-DEVICE_PAIRS = {(Backend.Vulkan, Backend.Cuda)}  # source -> target pairs that can share memory
+
+
+def device_pairs() -> set[tuple[Backend, Backend]]:
+    """The source -> target pairs that can share memory, as the backends registered them."""
+    return catalog.device_pairs()
 
 
 def mode() -> str:
@@ -75,9 +80,10 @@ def decide(source: Backend, target: Backend, exporter: bytes | str, importer: by
         return Crossing(source, target, False, why)
     if how == "host":
         return host(f"{ENV}=host")
-    if (source, target) not in DEVICE_PAIRS:
-        return host(f"only {' and '.join(f'{s.name} -> {t.name}' for s, t in sorted(DEVICE_PAIRS))} "
-                    "results can stay on the device")
+    pairs = device_pairs()
+    if (source, target) not in pairs:
+        named = sorted(f"{s.name} -> {t.name}" for s, t in pairs)
+        return host(f"only {' and '.join(named)} results can stay on the device")
     if isinstance(exporter, str):
         return host(exporter)
     if isinstance(importer, str):
@@ -117,9 +123,9 @@ def between(source: Backend, target: Backend,
             device: int | None = None) -> tuple[Crossing, MemoryImporter | None]:
     """The crossing from `source`'s executor for `device` (as `backends.base.executor`) to
     `target`'s here, and `target`'s importer when it is device to device (else None). Builds the
-    two executors only for a pair in `DEVICE_PAIRS` when the mode is not `host`."""
+    two executors only for a pair in `device_pairs()` when the mode is not `host`."""
     how = mode()
-    if how == "host" or (source, target) not in DEVICE_PAIRS:
+    if how == "host" or (source, target) not in device_pairs():
         return decide(source, target, "", "", how), None
     exporter = base.exporter(source, device)
     exported_on = exporter if isinstance(exporter, str) else exporter.export_gpu()
@@ -140,16 +146,24 @@ def may_hand_over(source: Backend | None, target: Backend | None) -> bool:
     """Whether lowering marks a `source` group read by a `target` group to hand over device memory
     (the task checks the devices when it runs)."""
     how = mode()
-    if how == "host" or source is not Backend.Vulkan:
+    if how == "host" or not exports(source):
         return False
-    return how == "exported" or (source, target) in DEVICE_PAIRS
+    return how == "exported" or (source, target) in device_pairs()
+
+
+def exports(source: Backend | None) -> bool:
+    """Whether results of `source` may stay in device memory for some other backend."""
+    return any(s is source for s, _ in device_pairs())
 
 
 def hand_over(program: Program, inputs: list[Any], device: int | None = None,
-              target: Backend = Backend.Cuda) -> Any:
+              target: Backend | None = None) -> Any:
     """Run `program` on its backend's executor for `device`: a `DeviceChunk` where the crossing to
-    `target` is device to device (or `LAZYFUEL_CROSSING=exported` and the executor can export),
-    else its numpy result as `run` gives it."""
+    `target` (default: the first backend the program's backend shares memory with) is device to
+    device (or `LAZYFUEL_CROSSING=exported` and the executor can export), else its numpy result as
+    `run` gives it."""
+    if target is None:
+        target = catalog.info(program.backend).shares_memory_with[0]
     crossing, importer = between(program.backend, target, device)
     exporter = base.exporter(program.backend, device)
     if isinstance(exporter, str) or not (crossing.device or mode() == "exported"):

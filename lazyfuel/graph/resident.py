@@ -22,23 +22,26 @@ import dask.array as da
 import numpy as np
 from dask.core import flatten
 
-from lazyfuel.backends import base
-from lazyfuel.contracts.model import Backend
+from lazyfuel.backends import base, catalog
 from lazyfuel.graph.task import Runtime, device_for
 
 
 def hold_block(chunk: Any, runtime: Runtime, numblocks: tuple[int, ...],
                block_id: tuple[int, ...] = ()) -> Any:
-    """`chunk` as a block in the device memory of its block number's Vulkan device (as it is
-    where it is there already). RuntimeError naming why where no Vulkan device can hold it."""
+    """`chunk` as a block in the device memory of its block number's device, on the first backend
+    (by rank) whose executor keeps blocks (as it is where it is there already). RuntimeError
+    naming why where no backend can hold it."""
     number = int(np.ravel_multi_index(block_id, numblocks)) if numblocks else 0
     runtime.planner()  # the process's backends registered (as a block task's planning does)
     with runtime.applied():
-        holder = base.holder(Backend.Vulkan, device_for(number, Backend.Vulkan))
-        if isinstance(holder, str):
-            raise RuntimeError(f"persist(device=True) keeps blocks on a Vulkan device, and none can "
-                               f"here: {holder}; persist() keeps them in host memory")
-        return holder.hold(chunk)
+        why = []
+        for found in catalog.registered():
+            holder = base.holder(found.backend, device_for(number, found.backend))
+            if not isinstance(holder, str):
+                return holder.hold(chunk)
+            why.append(holder)
+        raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
+                           f"here: {'; '.join(why)}; persist() keeps them in host memory")
 
 
 def on_device(arr: da.Array, runtime: Runtime) -> da.Array:

@@ -366,7 +366,7 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
             holder = base.holder(program.backend, device)
             if not isinstance(holder, str):
                 return holder.run_resident(program, inputs)
-        if handover and program.backend is Backend.Vulkan:
+        if handover and crossing.exports(program.backend):
             return crossing.hand_over(program, inputs, device)
         execute = executor(program.backend, device).run
         shape, dtype = program.value_meta(program.outputs[0])

@@ -8,8 +8,9 @@ measurements or the shared priors), which one won and why:
 
 - `cheaper`: it costs less than every other candidate, by more than the measured noise;
 - `priority tie`: another candidate is as cheap within the measured noise (or cheaper by less than
-  it), and this one was declared first (backends: `providers.BACKEND_PRIORITY`; bindings: the order
-  of the provider's documents and of the blocks in them), so plans stay stable run to run;
+  it), and this one was declared first (backends: their registered ranks,
+  `providers.backend_priority()`; bindings: the order of the provider's documents and of the
+  blocks in them), so plans stay stable run to run;
 - `only candidate`: nothing else can run it (a backend forced by `LAZYFUEL_BACKEND` shows here).
 """
 

@@ -91,14 +91,14 @@ def test_a_pair_whose_executor_lacks_the_capability_crosses_through_host(monkeyp
     """Were a pair allowed whose source cannot export or whose target cannot map exported memory
     (`backends.base.exporter` / `importer`), the crossing goes through host and says which."""
     _needs("vulkan", "opencl")
-    monkeypatch.setattr(crossing, "DEVICE_PAIRS", {pair})
+    monkeypatch.setattr(crossing, "device_pairs", lambda: {pair})
     found, importer = crossing.between(*pair)
     assert not found.device and importer is None
     assert found.why == why
 
 
 def test_host_mode_and_other_pairs_ask_no_executor(monkeypatch):
-    """`host`, and a pair not in DEVICE_PAIRS, are decided without building any executor."""
+    """`host`, and a pair not in `device_pairs()`, are decided without building any executor."""
     monkeypatch.setattr(crossing, "_importers", {})
     monkeypatch.setenv(crossing.ENV, "host")
     assert crossing.between(V, C) == (decide(V, C, GPU, GPU, "host"), None)

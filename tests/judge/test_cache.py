@@ -79,7 +79,7 @@ _SCRIPT = textwrap.dedent("""
     from lazyfuel.backends.base import executor
     from lazyfuel.contracts.model import Backend
     from lazyfuel.judge import Budget, Judge, JudgeCache
-    from lazyfuel.measured import cpu_fingerprint
+    from lazyfuel.backends.cpu import fingerprint as cpu_fingerprint
     from lazyfuel.providers import default_registry
     b = next(b for b in default_registry().bindings() if b.backend is Backend.Cpu
              and b.op_kind.name == "Gather" and b.dtypes[0].name == "F32")

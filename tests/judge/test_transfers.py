@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lazyfuel.backends.base import executor
+from lazyfuel.backends.cpu import fingerprint as cpu_fingerprint
 from lazyfuel.backends.cpu.executor import CpuExecutor
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
@@ -27,7 +28,7 @@ from lazyfuel.judge import (
 )
 from lazyfuel.judge.costs import reset_warning
 from lazyfuel.layout import Layout
-from lazyfuel.measured import cpu_fingerprint, device_fingerprint, measured_costs
+from lazyfuel.measured import device_fingerprint, measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import encode_key
 from lazyfuel.planner.explain import describe_choices, describe_program

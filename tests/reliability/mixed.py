@@ -13,7 +13,7 @@ dtype, shapes, views, fill value) and `Template.draw(rng)` gives fresh data of o
 soak of many tasks over few signatures reaches a steady state once every plan is cached, so what
 grows after that is a leak.
 
-benchmarks/soak.py runs the same workload (it imports this module).
+benchmarks/probes/soak.py runs the same workload (it imports this module).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ grow with the threads' peak and is reported, not compared).
 `poisoned_pool()` is the process's pool with every allocation poisoned while a test runs (the
 reliability tests' `pool` fixture); `transfer.in_mode(pool, mode, import_min=0)` runs the soak
 in the other transfer modes (staged, import, zero-copy, with every array imported).
-tests/reliability/test_soak.py asserts on the report; benchmarks/soak.py prints and records it.
+tests/reliability/test_soak.py asserts on the report; benchmarks/probes/soak.py prints and records it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ objects (blocks and bytes reserved, bytes in use, live host imports, recording c
 pipelines) must come back to exactly where they were. The pool's default transfer path soaks
 for `LAZYFUEL_SOAK_TASKS` tasks (default 10,000); each other transfer mode the device has
 (staging buffers, imported host pages, zero-copy with every array imported) for a tenth of that.
-benchmarks/soak.py runs the same soak outside pytest and records its figures.
+benchmarks/probes/soak.py runs the same soak outside pytest and records its figures.
 """
 
 from __future__ import annotations

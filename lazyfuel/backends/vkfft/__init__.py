@@ -6,10 +6,16 @@ CuPy arrays on an NVIDIA GPU). `register()` registers both link registries and b
 factories (`OpenCLExecutor`, `CudaExecutor`); an executor opens its device when first asked for,
 so a machine without pyopencl / CuPy, pyvkfft's back end or a device reports that backend unusable
 and plans use another provider (the CPU provider's numpy.fft bindings at the end). Importing this
-package registers nothing; `register()` is idempotent.
+package registers the two backends' `BackendInfo` only (`backends.catalog`); `register()` is idempotent.
 """
 
 from __future__ import annotations
+
+from functools import partial
+
+from lazyfuel.backends.catalog import BackendInfo
+from lazyfuel.backends.catalog import register as register_backend
+from lazyfuel.contracts.model import Backend
 
 
 def register() -> None:
@@ -24,3 +30,26 @@ def register() -> None:
         register_link_registry(name, LINK_FACTORIES[backend])
     register_executor(OpenCLExecutor.backend, OpenCLExecutor)
     register_executor(CudaExecutor.backend, CudaExecutor)
+
+
+def fingerprint(backend: Backend) -> str:
+    """The vkfft provider's device on `backend` (OpenCL or Cuda): its `fingerprint` (name, driver
+    and versions, compute units); a CPU device (PoCL) also names the host CPU."""
+    from lazyfuel.backends.base import executor
+    from lazyfuel.backends.host import host_cpu
+    from lazyfuel.backends.vkfft.executor import VkFFTExecutor
+
+    register()
+    runner = executor(backend)
+    if not isinstance(runner, VkFFTExecutor):
+        raise LookupError(f"the {backend} executor is a {type(runner).__name__}, not the vkfft provider's")
+    device = runner.device
+    host = f" | host {host_cpu()}" if getattr(device, "kind", None) == "CPU" else ""
+    return f"{backend.name} | {device.fingerprint}{host}"
+
+
+# of the two FFT backends, Cuda before OpenCL where costs tie (docs/decisions.md)
+register_backend(BackendInfo(Backend.Cuda, rank=20, documents=("vkfft_cuda.md",), plug_in=register,
+                             fingerprint=partial(fingerprint, Backend.Cuda)))
+register_backend(BackendInfo(Backend.OpenCL, rank=30, documents=("vkfft.md",), plug_in=register,
+                             fingerprint=partial(fingerprint, Backend.OpenCL)))

@@ -7,12 +7,18 @@ Public entry points (no Vulkan handles or cffi types leave this package):
 - `list_devices()` / `describe_devices()`: what `lazyfuel devices` shows;
 - `register()`: registers the executor (with its spread devices) and the link registries
   (`fuel_vulkan_backend::fkc::ENTRY_POINTS`, `lazyfuel::vulkan::ENTRY_POINTS`).
-Importing this package touches no device; the pool opens on first use.
+Importing this package registers its `BackendInfo` (`backends.catalog`: first where costs tie,
+its results may stay in device memory for Cuda, page-locked host memory for `lf.empty_pinned`, the
+devices `lf.devices` lists) and touches no device; the pool opens on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from lazyfuel.backends.catalog import BackendInfo
+from lazyfuel.backends.catalog import register as register_backend
+from lazyfuel.contracts.model import Backend
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.executor import VulkanExecutor
@@ -68,7 +74,6 @@ def register() -> None:
     from lazyfuel.backends.base import register_executor
     from lazyfuel.backends.vulkan.executor import VulkanExecutor
     from lazyfuel.backends.vulkan.links import LINK_REGISTRIES
-    from lazyfuel.contracts.model import Backend
 
     register_executor(Backend.Vulkan, VulkanExecutor, devices=spread_labels)
     try:
@@ -79,3 +84,22 @@ def register() -> None:
         for name, factory in LINK_REGISTRIES.items():
             register_link_registry(name, factory)
     _registered = True
+
+
+def pinned_host(nbytes: int) -> Any:
+    """`nbytes` of page-locked host memory of the default pool's device (a uint8 numpy array)."""
+    return get_pool().pinned.empty(nbytes)
+
+
+def fingerprint() -> str:
+    """The default pool's device fingerprint (`fingerprint.vulkan_fingerprint`)."""
+    from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
+
+    return vulkan_fingerprint()
+
+
+register_backend(BackendInfo(
+    Backend.Vulkan, rank=10,
+    documents=("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md"),
+    plug_in=register, fingerprint=fingerprint, shares_memory_with=(Backend.Cuda,),
+    pinned=pinned_host, devices=list_devices))

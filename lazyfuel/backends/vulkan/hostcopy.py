@@ -1,7 +1,7 @@
 """Host memory copies into and out of staging, spread over a few threads when they are large.
 
 One thread copies ~8-10 GB/s on the H200's host (pageable numpy memory into page-locked staging),
-while 16 threads together copy 35-49 GB/s (benchmarks/link.py). With as many tasks in flight as
+while 16 threads together copy 35-49 GB/s (benchmarks/probes/link.py). With as many tasks in flight as
 cores the tasks' own threads already fill the memory system, but with few tasks (a 4 GiB array
 in 1 GiB chunks is 4 tasks; a compute on 4 dask threads) one thread a copy capped the pipeline
 at ~8-10 GB/s. `copy(dst, src)` cuts a copy of at least `SPLIT_MIN` bytes into pieces of at

@@ -24,10 +24,10 @@ from lazyfuel.settings import config
 
 WIDTHS = (1, 2, 4, 8, 16)
 # Each family's workgroup size and elements (or words) per invocation come from the pool
-# (`pool.groups`, chosen per device kind in tuning.py); benchmarks/select_tuning.py and
-# benchmarks/kernels_gpu.py measure the choices. Gather's quads need elements a multiple of 4.
+# (`pool.groups`, chosen per device kind in tuning.py); benchmarks/probes/select_tuning.py and
+# benchmarks/probes/kernels_gpu.py measure the choices. Gather's quads need elements a multiple of 4.
 # gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5) unless
-# `lazyfuel.config._gather_quads` is off (benchmarks/kernels_gpu.py times both).
+# `lazyfuel.config._gather_quads` is off (benchmarks/probes/kernels_gpu.py times both).
 MAX_RANK = 8
 U32_LIMIT = 1 << 32  # positions from here on need the shaders' 64-bit (WIDE) arithmetic
 I31_LIMIT = 1 << 31  # the same for signed offsets (contiguize)

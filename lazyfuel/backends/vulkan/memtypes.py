@@ -31,7 +31,7 @@ names one, else `choose_mode` picks per device):
 
 Defaults: `zero-copy` where device memory is host memory and import is available (else `direct`),
 `staged` on discrete GPUs (`import` and `zero-copy` are measured against it by
-benchmarks/transfer.py before they become a default there).
+benchmarks/probes/transfer.py before they become a default there).
 """
 
 from __future__ import annotations

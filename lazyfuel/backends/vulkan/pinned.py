@@ -6,7 +6,7 @@ are either copied by the CPU into the driver's page-locked staging memory and ou
 (`staged`), or have their pages pinned and unpinned by the driver on every run (`import`). On
 the H200 that caps a host -> GPU -> host pipeline at what 16 threads can memcpy (~40 GB/s, twice
 per byte) or at the driver's pinning rate (~15 GB/s), while the link's DMA engines move ~50 GB/s
-each way from page-locked memory (benchmarks/link.py). `PinnedHost.empty(nbytes)` hands out such
+each way from page-locked memory (benchmarks/probes/link.py). `PinnedHost.empty(nbytes)` hands out such
 memory as a numpy array, as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` do:
 
 - on a discrete GPU, a block of the host-cached type the allocator downloads into

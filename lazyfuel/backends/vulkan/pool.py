@@ -220,7 +220,7 @@ class DevicePool:
 def _compute_family(physical: Any) -> int:
     """The queue family the pool uses: a compute family without graphics where the device has one
     with timestamps (NVIDIA's async compute family: on the H200 its copies move 51 GB/s each way
-    against 41-45 on the graphics family's queues, benchmarks/link.py), else the first compute
+    against 41-45 on the graphics family's queues, benchmarks/probes/link.py), else the first compute
     family."""
     families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)
     compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]

@@ -5,12 +5,12 @@ words, per invocation) taken from its pool's `groups`, and constant 4 (the mappi
 invocations) from its pool's `coalesced`. They differ by device kind, as measured:
 
 - GPUs (the H200): 64 x 4, coalesced (neighbouring invocations on neighbouring memory): the
-  vectorised quads of `benchmarks/kernels_gpu.py`.
+  vectorised quads of `benchmarks/probes/kernels_gpu.py`.
 - CPU devices (lavapipe): 256 x 8, sequential (each invocation walks consecutive positions);
   strided_select keeps 64 x 4 (its walk is sized for that and was not re-measured).
   llvmpipe runs 8 invocations as SIMD lanes but moves memory lane by lane, 32-bit component by
   component; more positions per invocation amortise the per-invocation divisions and index loads
-  (`benchmarks/select_tuning.py`: index_select and gather +10-16 %, the others +2-7 %, on the
+  (`benchmarks/probes/select_tuning.py`: index_select and gather +10-16 %, the others +2-7 %, on the
   2-CPU VM; BENCHMARKS.md, "tuning").
 
 The judge may replace a family's shape for one device (`lazyfuel judge`: `judge.tuning` times

@@ -12,12 +12,13 @@ from test_vulkan_select import gather, index_select, masked_fill
 from vulkan_helpers import random_array, raw, same_bits
 
 from lazyfuel.backends.vulkan.executor import VulkanExecutor
+from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
 from lazyfuel.backends.vulkan.kernels import family_revision
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, TuningTarget
-from lazyfuel.measured import vulkan_fingerprint, vulkan_picks
+from lazyfuel.measured import vulkan_picks
 from lazyfuel.tuned import tune_vulkan
 
 PICK = (128, 16)  # not a default of any device kind

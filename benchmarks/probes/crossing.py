@@ -7,8 +7,8 @@ it again. Each setting is timed `--repeats` times (after a warm-up run that buil
 VkFFT apps), interleaved; the result is checked against numpy.fft (max row error, float64
 reference) and `lf.explain` is printed for each setting, so the crossing line shows what ran.
 
-    python benchmarks/crossing.py                        # (8192, 8192) float32, chunks of 1024 rows
-    python benchmarks/crossing.py --shape 2048x4096 --rows 512 --repeats 2
+    python benchmarks/probes/crossing.py                        # (8192, 8192) float32, chunks of 1024 rows
+    python benchmarks/probes/crossing.py --shape 2048x4096 --rows 512 --repeats 2
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ into staging memory and out again (`staged`) or has its pages pinned by the driv
 - `torch pinned`: the link as CUDA sees it (cudaMemcpy from page-locked memory), up, down, and
   both at once on two streams.
 
-    python benchmarks/link.py --threads 1,4,16 --mib 64 --batches 8
-    python benchmarks/link.py --family 1      # the pool on another queue family (copies only)
+    python benchmarks/probes/link.py --threads 1,4,16 --mib 64 --batches 8
+    python benchmarks/probes/link.py --family 1      # the pool on another queue family (copies only)
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: threads.py
 
-from threads import threaded  # this folder's harness
+from threads import threaded  # the benchmarks' harness
 
 from lazyfuel.backends.vulkan import get_pool
 

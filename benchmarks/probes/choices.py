@@ -21,8 +21,8 @@ both). Prints, for F32 on the Vulkan device:
 Plans are made with LAZYFUEL_BACKEND=vulkan (set here unless given) so the Vulkan decisions show.
 Needs neither dask.distributed nor zarr nor glslc.
 
-    python benchmarks/choices.py                    # 64M f32, a 4096 x 4096 transposed source
-    python benchmarks/choices.py --n 16777216 --side 2048
+    python benchmarks/probes/choices.py                    # 64M f32, a 4096 x 4096 transposed source
+    python benchmarks/probes/choices.py --n 16777216 --side 2048
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: kernels.py
 
 from kernels import Device, gbs
 

@@ -16,8 +16,8 @@ buffer, per dispatch: host recording time, GPU time (timestamps around them) and
 of record + submit + wait, for: kernel.record with a barrier after each (the old path), without
 barriers, prepared items replayed (`Batch.replay`), and the same command buffer submitted again.
 
-    python benchmarks/kernels_gpu.py --out DIR          # the H200 run (bash benchmarks/gpu_run.sh)
-    python benchmarks/kernels_gpu.py --mib 16 --warmup 0.2 --seconds 0.05 --groups 64x4,128x8
+    python benchmarks/probes/kernels_gpu.py --out DIR          # the H200 run (bash benchmarks/gpu_run.sh)
+    python benchmarks/probes/kernels_gpu.py --mib 16 --warmup 0.2 --seconds 0.05 --groups 64x4,128x8
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 import lazyfuel as lf
-from benchmarks.gpu_clocks import Clocks, vulkan_uuid
 from benchmarks.kernels import BenchStep, Device, optional
+from benchmarks.probes.gpu_clocks import Clocks, vulkan_uuid
 from lazyfuel.backends.vulkan.kernels import (
     GatherKernel,
     IndexSelectKernel,

@@ -10,9 +10,9 @@ round, interleaved with the others, and the figure is the median over rounds (th
 compare within a run). GB/s counts bytes read + written + index or mask bytes, as
 benchmarks/kernels.py does. Outputs are checked against numpy once.
 
-    python benchmarks/select_tuning.py --rounds 5                       # the default grid
-    python benchmarks/select_tuning.py --configs L64/E4/s,table --elements 16777216
-    python benchmarks/select_tuning.py --before main --configs before,table   # vs main's shaders
+    python benchmarks/probes/select_tuning.py --rounds 5                       # the default grid
+    python benchmarks/probes/select_tuning.py --configs L64/E4/s,table --elements 16777216
+    python benchmarks/probes/select_tuning.py --before main --configs before,table   # vs main's shaders
 
 `--before REV` takes the committed SPIR-V of git revision REV: the config `before` then runs
 those modules with 64 x 4 groups, the sequential mapping and no aligned-row path (what main
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: kernels.py
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 from kernels import BenchStep, Device, copy_shader
 

@@ -14,8 +14,8 @@ counted as the output bytes read + written (2 x output bytes). The last column i
 picks for the chunk with the judge's cached measurements (`lazyfuel judge --quick` measures them)
 and with the shared priors.
 
-    python benchmarks/strided.py                 # N = 4096, every case
-    python benchmarks/strided.py --n 2048 --repeats 5
+    python benchmarks/probes/strided.py                 # N = 4096, every case
+    python benchmarks/probes/strided.py --n 2048 --repeats 5
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from datetime import date
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 from lazyfuel.backends.vulkan.executor import VulkanExecutor
 from lazyfuel.contracts.model import Backend, OpKind

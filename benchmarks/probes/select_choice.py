@@ -14,8 +14,8 @@ ops use (cached, so a second run measures nothing). Each configuration runs once
 the backend the plans used. "auto vs best" is the better single-backend median over auto's (and
 the same for the best runs); above 1 means auto was faster.
 
-    python benchmarks/select_choice.py            # 64M f32, full judge ladder
-    python benchmarks/select_choice.py --quick    # 4M f32, quick judge
+    python benchmarks/probes/select_choice.py            # 64M f32, full judge ladder
+    python benchmarks/probes/select_choice.py --quick    # 4M f32, quick judge
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from datetime import date
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 import lazyfuel.api as lf
 from lazyfuel.contracts.model import Backend

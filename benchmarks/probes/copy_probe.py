@@ -1,6 +1,6 @@
 """Why a copy shader is slower than vkCmdCopyBuffer on lavapipe: copy-shader variants side by side.
 
-Builds `probe/copy_probe.comp` with glslc for each word type (u32, u32x2, u32x4, u64, u64x2) and
+Builds `copy_probe.comp` (beside it) with glslc for each word type (u32, u32x2, u32x4, u64, u64x2) and
 memory mode (storage buffers, device addresses), then times each variant given on the command
 line (or the default one-factor-at-a-time grid) copying one dense buffer, next to
 vkCmdCopyBuffer and numpy's copy. Variants run interleaved, one measurement each per round; the
@@ -11,8 +11,8 @@ A variant is `word/mode/L<local>/E<elems>/<n|w>/<s|c>/<h|->`: word type, ssbo|ad
 size, words per invocation, 32-bit (n) or 64-bit (w) positions, sequential (s) or coalesced (c)
 mapping, bounds check hoisted out of the loop (h) or per step (-).
 
-    python benchmarks/copy_probe.py --mib 64 --rounds 7
-    python benchmarks/copy_probe.py u32x4/ssbo/L64/E4/n/s/- u64x2/ssbo/L64/E16/n/s/h
+    python benchmarks/probes/copy_probe.py --mib 64 --rounds 7
+    python benchmarks/probes/copy_probe.py u32x4/ssbo/L64/E4/n/s/- u64x2/ssbo/L64/E16/n/s/h
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 import lazyfuel.backends.vulkan.pipelines as pipelines_mod
 from lazyfuel.backends.vulkan import get_pool
@@ -59,7 +59,7 @@ def build(out: Path) -> None:
         for mode, flags in (("ssbo", ["-DSSBO"]), ("addr", [])):
             flags = [*flags, *(["-DPAIR"] if word == "pair" else [])]
             subprocess.run(["glslc", "--target-env=vulkan1.2", "-O", f"-DWORD={glsl}", f"-DWBYTES={nbytes}",
-                            *flags, str(HERE / "probe" / "copy_probe.comp"), "-o",
+                            *flags, str(HERE / "copy_probe.comp"), "-o",
                             str(out / f"probe_{word}_{mode}.spv")], check=True)
 
 

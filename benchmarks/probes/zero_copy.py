@@ -9,8 +9,8 @@ decision 46), `reverse-copy` (`contiguous(x[:, ::-1])`). Every result is checked
 on three chunks. Launch shapes and queues come from the environment (`LAZYFUEL_VULKAN_GROUPS`,
 `LAZYFUEL_VULKAN_QUEUES`), as a pool reads them.
 
-    python benchmarks/zero_copy.py --gib 4 --chunk-mib 64
-    python benchmarks/zero_copy.py --ops select+fill --modes zero-copy --tag "8 queues"
+    python benchmarks/probes/zero_copy.py --gib 4 --chunk-mib 64
+    python benchmarks/probes/zero_copy.py --ops select+fill --modes zero-copy --tag "8 queues"
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
 

@@ -7,7 +7,7 @@ driver pins the pages) and `free` (it unpins them) of `--mib` chunks of one big,
 as threads grow, the driver serialises pinning, and a pipeline that imports every chunk on every
 run is bound by it (then: register each host array once and reuse the import).
 
-    python benchmarks/import_cost.py --mib 64 --chunks 64
+    python benchmarks/probes/import_cost.py --mib 64 --chunks 64
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 from lazyfuel.backends.vulkan import get_pool, register
 

@@ -13,8 +13,8 @@ new random signature instead (most tasks then plan anew and the planner's cache 
 fills; with `--warmup 6000` it is full before the soak starts). Exit status 1 when a resource
 did not come back or RSS grew by 5 % or more.
 
-    python benchmarks/soak.py                         # 10,000 tasks, default transfer mode
-    python benchmarks/soak.py --tasks 50000 --modes default,staged,import,zero-copy
+    python benchmarks/probes/soak.py                         # 10,000 tasks, default transfer mode
+    python benchmarks/probes/soak.py --tasks 50000 --modes default,staged,import,zero-copy
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import platform
 import sys
 from datetime import UTC, datetime
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
 from lazyfuel.backends.vulkan import get_pool, register
 from lazyfuel.backends.vulkan.memtypes import Mode

@@ -30,8 +30,8 @@ torch). Results are checked bit for bit against numpy on three chunks.
 
 Rounds alternate the configurations after one warm-up run of each; cells are the median (best).
 
-    python benchmarks/transfer.py                               # 256 MiB transfers, 4 GiB pipeline
-    python benchmarks/transfer.py --mib 64 --gib 0.5 --rounds 2 # a quick look
+    python benchmarks/probes/transfer.py                               # 256 MiB transfers, 4 GiB pipeline
+    python benchmarks/probes/transfer.py --mib 64 --gib 0.5 --rounds 2 # a quick look
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
 
 import lazyfuel as lf

@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # this checkout's lazyfuel
+
 BACKENDS = ("auto", "cpu", "vulkan")
 
 
@@ -102,7 +104,7 @@ def main() -> None:
     parser.add_argument("--w2-mib", type=int, default=512)
     parser.add_argument("--w2-chunks", type=int, default=8)
     parser.add_argument("--w2-ids", type=int, default=131072)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="W1 64 MiB / 8 MiB, W2 128 MiB, 32k ids")
     parser.add_argument("--child", choices=("w1", "w2"), help=argparse.SUPPRESS)
     args = parser.parse_args()

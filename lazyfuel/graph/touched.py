@@ -24,13 +24,16 @@ than the span has rows (its positions may hit few of them: they are counted firs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
 from lazyfuel.backends.vulkan.hostcopy import gather_rows
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.indices import kernel_dtype, narrowed
 from lazyfuel.layout import Layout
-from lazyfuel.planner import Chain, OpNode, Planner
+from lazyfuel.planner import Chain, OpNode, Planner, Program
 
 SELECTS = ("IndexSelect", "Gather")
 
@@ -68,31 +71,63 @@ def _dim(node: OpNode) -> int | None:
     return dim if isinstance(dim, int) and dim >= 0 else None
 
 
+@dataclass(frozen=True)
+class Staging:
+    """The planner's two ways to run a block whose input `source` may be staged: `as_is` (the
+    source as given) and `staged` (on `rows` touched rows), plus the host copy that stages them."""
+
+    as_is: Program
+    staged: Program
+    copy_s: float
+    rows: int
+
+    @property
+    def pays(self) -> bool:
+        """Whether staging costs less in all."""
+        return self.staged.cost + self.copy_s < self.as_is.cost
+
+
+def priced(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
+           source: int, rows: int) -> Staging:
+    """Both plans of a block (signature `dtypes`, `layouts`) whose input `source` is a select's
+    source along the select's axis, of which `rows` would be staged."""
+    as_is = planner.plan(chain, dtypes, layouts)
+    axis = _dim(_reader(chain, source))
+    shape = list(layouts[source].shape)
+    shape[axis] = rows
+    dtypes, layouts = list(dtypes), list(layouts)
+    layouts[source] = Layout.contiguous(tuple(shape))
+    dtypes[source + 1] = DType.from_numpy(kernel_dtype(rows))
+    staged = planner.plan(chain, dtypes, layouts)
+    return Staging(as_is, staged, planner.host_copy_cost(dtypes[source], shape), rows)
+
+
+def row_bound(chain: Chain, source: int, axis: int, shape: Sequence[int], n_positions: int) -> int:
+    """How many rows staging input `source` (of `shape`) may take before the index values are
+    looked at: at most the positions, at most the axis; 0 where it cannot be staged at all."""
+    if not shape or not stageable(chain, source, axis):
+        return 0
+    return min(n_positions, shape[axis])
+
+
 def staged_where_cheaper(planner: Planner, chain: Chain, inputs: list, source: int,
                          axis: int) -> list:
     """`inputs` with input `source` staged as the rows its indices (input `source + 1`) touch and
     the indices remapped, where that costs less in all (see the module docstring); else as given."""
     data, positions = inputs[source], inputs[source + 1]
-    if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray) or data.ndim == 0:
+    if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
         return inputs
-    extent = data.shape[axis]
-    if not stageable(chain, source, axis):
+    bound = row_bound(chain, source, axis, data.shape, positions.size)
+    if not bound:
         return inputs
-    found = None
-    bound = min(positions.size, extent)  # the touched rows, before looking at the values
+    extent, found = data.shape[axis], None
     if bound >= extent and _reader(chain, source).op == "Gather":
         found = touched_rows(positions, extent)  # a gather's many positions may hit few rows
         bound = found[0].size
     if bound >= extent:
         return inputs
     dtypes = [DType.from_numpy(a.dtype) for a in inputs]
-    layouts = [Layout.of(a) for a in inputs]
-    as_is = planner.plan(chain, dtypes, layouts).cost
-    shape = (*data.shape[:axis], bound, *data.shape[axis + 1:])
-    layouts[source] = Layout.contiguous(shape)
-    dtypes[source + 1] = DType.from_numpy(kernel_dtype(bound))
-    staged = planner.plan(chain, dtypes, layouts).cost + planner.host_copy_cost(dtypes[source], shape)
-    if not staged < as_is:
+    if not priced(planner, chain, dtypes, [Layout.of(a) for a in inputs], source, bound).pays:
         return inputs
     rows, remapped = found if found is not None else touched_rows(positions, extent)
     out = list(inputs)

@@ -100,3 +100,11 @@ def test_a_source_past_the_largest_allocation_works_on_the_device(vulkan, bits_e
         got = y.compute()
     bits_equal(got, big[ids])
     assert p.bytes_uploaded < 2 * len(ids) * ROW, p
+
+
+def test_explain_says_whether_a_source_is_staged_and_the_bytes_that_cross(vulkan) -> None:
+    rows = 65536
+    ids = np.random.default_rng(7).integers(0, rows, 4096)
+    text = lf.explain(lf.from_array(_table(rows, 8), chunks=(rows // 8, 256)).index_select(0, ids))
+    assert "in0: staged, up to 4096 touched row(s) taken on the host" in text, text
+    assert "2 input(s) 4.0 MiB in, 1 result(s) 4.0 MiB out" in text, text  # not the 64 MiB table

@@ -108,3 +108,17 @@ def test_explain_says_whether_a_source_is_staged_and_the_bytes_that_cross(vulkan
     text = lf.explain(lf.from_array(_table(rows, 8), chunks=(rows // 8, 256)).index_select(0, ids))
     assert "in0: staged, up to 4096 touched row(s) taken on the host" in text, text
     assert "2 input(s) 4.0 MiB in, 1 result(s) 4.0 MiB out" in text, text  # not the 64 MiB table
+
+
+def test_a_read_per_source_chunk_uploads_the_rows_it_cuts(vulkan, bits_equal) -> None:
+    import dask.array as da
+
+    rows, k = 32768, 1024  # four 8 MiB chunks of separate buffers: read once each, in pieces
+    parts = [_table(rows // 4, 10 + i) for i in range(4)]
+    source = da.concatenate([da.from_array(p, chunks=p.shape) for p in parts])
+    ids = np.random.default_rng(9).integers(0, rows, k)
+    y = lf.from_array(source).index_select(0, ids)
+    with lf.profile() as p:
+        got = y.compute()
+    bits_equal(got, np.concatenate(parts)[ids])
+    assert p.bytes_uploaded <= 2 * k * ROW + 8 * k + 4096, p  # the pieces twice at most, not 32 MiB

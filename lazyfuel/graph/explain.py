@@ -185,8 +185,9 @@ def _staging(task: Task, dtypes: list, layouts: list, planner: Planner, program:
         if not isinstance(spec, Gathered):
             continue
         shape = layouts[here].shape
-        bound = row_bound(task.recipe.chain, here, spec.axis, shape, math.prod(layouts[here + 1].shape))
-        if not bound or bound >= shape[spec.axis]:
+        bound = row_bound(task.recipe.chain, here, spec.axis, layouts[here],
+                          math.prod(layouts[here + 1].shape))
+        if not bound:
             continue
         try:
             st = priced(planner, task.recipe.chain, dtypes, layouts, here, bound)

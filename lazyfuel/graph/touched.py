@@ -19,11 +19,14 @@ staged source is no bigger than the touched rows, so a source larger than a devi
 allocation (`maxMemoryAllocationSize`) runs there when its touched rows fit. The choice is
 priced before the index values are looked at (the touched rows are at most the indices, at most
 the span); the rows are found only for a block that stages, or for a gather with more positions
-than the span has rows (its positions may hit few of them: they are counted first).
+than the span has rows (its positions may hit few of them: they are counted first). A source
+whose memory span is no larger than its touched rows would be (a broadcast: one base row) is
+never staged.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,12 +105,22 @@ def priced(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Seq
     return Staging(as_is, staged, planner.host_copy_cost(dtypes[source], shape), rows)
 
 
-def row_bound(chain: Chain, source: int, axis: int, shape: Sequence[int], n_positions: int) -> int:
-    """How many rows staging input `source` (of `shape`) may take before the index values are
-    looked at: at most the positions, at most the axis; 0 where it cannot be staged at all."""
-    if not shape or not stageable(chain, source, axis):
+def shrinks(layout: Layout, axis: int, rows: int) -> bool:
+    """Whether `rows` slabs along `axis` of a source of `layout`, made contiguous, are fewer than
+    its rows and take fewer elements than its memory span (a broadcast or strided view may span
+    less than its touched rows would fill: then it is sent as it is)."""
+    extent = layout.shape[axis]
+    return 0 < extent and rows < extent and rows * (math.prod(layout.shape) // extent) < layout.span
+
+
+def row_bound(chain: Chain, source: int, axis: int, layout: Layout, n_positions: int) -> int:
+    """How many rows staging input `source` (of `layout`) may take before the index values are
+    looked at (at most the positions, at most the axis), or 0 where it cannot be staged or that
+    many rows would not shrink it."""
+    if not layout.shape or not stageable(chain, source, axis):
         return 0
-    return min(n_positions, shape[axis])
+    bound = min(n_positions, layout.shape[axis])
+    return bound if shrinks(layout, axis, bound) else 0
 
 
 def staged_where_cheaper(planner: Planner, chain: Chain, inputs: list, source: int,
@@ -117,17 +130,19 @@ def staged_where_cheaper(planner: Planner, chain: Chain, inputs: list, source: i
     data, positions = inputs[source], inputs[source + 1]
     if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
         return inputs
-    bound = row_bound(chain, source, axis, data.shape, positions.size)
-    if not bound:
+    layout = Layout.of(data)
+    if not layout.shape or not stageable(chain, source, axis):
         return inputs
     extent, found = data.shape[axis], None
-    if bound >= extent and _reader(chain, source).op == "Gather":
+    bound = min(positions.size, extent)
+    if not shrinks(layout, axis, bound) and _reader(chain, source).op == "Gather":
         found = touched_rows(positions, extent)  # a gather's many positions may hit few rows
         bound = found[0].size
-    if bound >= extent:
+    if not shrinks(layout, axis, bound):
         return inputs
     dtypes = [DType.from_numpy(a.dtype) for a in inputs]
-    if not priced(planner, chain, dtypes, [Layout.of(a) for a in inputs], source, bound).pays:
+    layouts = [layout if i == source else Layout.of(a) for i, a in enumerate(inputs)]
+    if not priced(planner, chain, dtypes, layouts, source, bound).pays:
         return inputs
     rows, remapped = found if found is not None else touched_rows(positions, extent)
     out = list(inputs)

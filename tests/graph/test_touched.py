@@ -122,3 +122,13 @@ def test_a_read_per_source_chunk_uploads_the_rows_it_cuts(vulkan, bits_equal) ->
         got = y.compute()
     bits_equal(got, np.concatenate(parts)[ids])
     assert p.bytes_uploaded <= 2 * k * ROW + 8 * k + 4096, p  # the pieces twice at most, not 32 MiB
+
+
+def test_a_view_spanning_less_than_its_touched_rows_is_sent_as_it_is() -> None:
+    row = np.random.default_rng(11).standard_normal(256).astype(np.float32)
+    wide = np.broadcast_to(row, (65536, 256))  # spans one row: staging 4096 rows would grow it
+    ids = np.random.default_rng(12).integers(0, 65536, 4096).astype(np.uint32)
+    priors = {b: device_prior(b, "discrete") for b in (Backend.Cpu, Backend.Vulkan)}
+    planner = Planner(default_registry(), [Backend.Vulkan], costs=MeasuredCosts(priors=priors))
+    inputs = [wide, ids]
+    assert staged_where_cheaper(planner, SELECT, inputs, 0, 0) is inputs

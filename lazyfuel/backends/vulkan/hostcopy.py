@@ -64,10 +64,13 @@ def copy(dst: np.ndarray, src: np.ndarray) -> None:
 
 
 def gather_rows(src: np.ndarray, rows: np.ndarray, axis: int = 0) -> np.ndarray:
-    """`np.take(src, rows, axis)` into a fresh C-contiguous array: along axis 0, a result of at
+    """`np.take(src, rows, axis)` into a fresh C-contiguous array (a view that is not C-contiguous
+    is indexed along `axis` itself, reading only the rows taken); along axis 0, a result of at
     least `SPLIT_MIN` bytes is cut into runs of rows taken on the copy pool's threads (numpy's take
     releases the GIL), the caller's thread taking the first run."""
     shape = (*src.shape[:axis], len(rows), *src.shape[axis + 1:])
+    if not src.flags.c_contiguous:  # np.take would copy such a view whole (a broadcast: terabytes)
+        return np.ascontiguousarray(src[(slice(None),) * axis + (rows,)])
     out = np.empty(shape, src.dtype)
     row_bytes = out.nbytes // max(len(rows), 1)
     n_workers = workers() if axis == 0 and out.nbytes >= SPLIT_MIN else 1

@@ -24,6 +24,7 @@ from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
 from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, use_picks
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict, cached_picks
+from lazyfuel.judge.priors import device_prior
 from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
 
@@ -101,12 +102,23 @@ def transfer_modes(backends: Sequence[Backend] | None = None) -> dict[Backend, s
 def measured_costs(registry: Registry | None = None, backends: Sequence[Backend] | None = None,
                    cache: JudgeCache | None = None) -> MeasuredCosts:
     """The cached measurements of `registry`'s bindings on this process's devices, and their
-    transfer terms (measures nothing; bindings never judged fall back to the shared cost priors,
-    with one warning per process)."""
+    transfer terms (measures nothing; bindings and transfers never judged are priced by the
+    priors of their device's kind, `judge.priors`, with one warning per process)."""
     registry = registry if registry is not None else default_registry()
     chosen = _backends(backends)
     prints = {b: device_fingerprint(b) for b in chosen}
-    return MeasuredCosts.load(registry.bindings(), prints, cache, transfer_modes(chosen))
+    priors = {b: device_prior(b, device_kind(b)) for b in chosen}
+    return MeasuredCosts.load(registry.bindings(), prints, cache, transfer_modes(chosen), priors)
+
+
+def device_kind(backend: Backend) -> str | None:
+    """The kind of device `backend` runs on here, where it reports one (Vulkan: `DeviceInfo.kind`,
+    e.g. `cpu` for lavapipe, `discrete`); None for the others. What its cost priors depend on."""
+    if backend is not Backend.Vulkan:
+        return None
+    from lazyfuel.backends.vulkan import get_pool
+
+    return get_pool().info.kind
 
 
 install_picks()

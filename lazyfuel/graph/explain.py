@@ -28,7 +28,9 @@ from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
-from lazyfuel.planner import Planner, describe_choices, describe_program
+from lazyfuel.graph.touched import priced, row_bound
+from lazyfuel.planner import Planner, Program, describe_choices, describe_program
+from lazyfuel.planner.explain import seconds
 from lazyfuel.planner.plan import left_out_notice
 from lazyfuel.registry import NoBindingError
 from lazyfuel.settings import config
@@ -159,6 +161,7 @@ def _group(number: int, node: Node, partition: Partition,
     except NoBindingError as err:
         lines.append(f"  no plan: {err}")
         return lines, None, ops
+    program = _staging(task, dtypes, layouts, planner, program, lines)
     lines.append(describe_program(program, indent="  "))
     lines.append(describe_choices(program, indent="  ", forced=_forced(planner)))
     lines.append(_devices(program.backend, len(blocks)))
@@ -169,6 +172,37 @@ def _group(number: int, node: Node, partition: Partition,
     if task.recipe.post:
         lines.append(f"  then numpy views of the result: {', '.join(op for op, _ in task.recipe.post)}")
     return lines, program.backend, ops
+
+
+def _staging(task: Task, dtypes: list, layouts: list, planner: Planner, program: Program,
+             lines: list[str]) -> Program:
+    """The program a block runs once each select source that may be staged as the rows its indices
+    touch (`graph.touched`) is staged or not, as the planner prices them; a line for each such
+    source says which and why."""
+    position = 0
+    for spec in task.recipe.inputs:
+        here, position = position, position + len(spec.signature(task.metas))
+        if not isinstance(spec, Gathered):
+            continue
+        shape = layouts[here].shape
+        bound = row_bound(task.recipe.chain, here, spec.axis, layouts[here],
+                          math.prod(layouts[here + 1].shape))
+        if not bound:
+            continue
+        try:
+            st = priced(planner, task.recipe.chain, dtypes, layouts, here, bound)
+        except NoBindingError:
+            continue
+        staged = (f"staged, up to {bound} touched row(s) taken on the host (~{seconds(st.copy_s)}) "
+                  f"then on {st.staged.backend} ~{seconds(st.staged.cost)}")
+        as_is = f"as it is ({shape[spec.axis]} rows) on {st.as_is.backend} ~{seconds(st.as_is.cost)}"
+        lines.append(f"  in{here}: {staged}, over {as_is}" if st.pays else
+                     f"  in{here} read {as_is}, over {staged}")
+        if st.pays:
+            dtypes[here + 1] = st.staged.input_dtypes[here + 1]
+            layouts[here] = st.staged.input_layouts[here]
+            program = st.staged
+    return program
 
 
 def _forced(planner: Planner) -> str:

@@ -49,6 +49,7 @@ from lazyfuel.graph.indices import checked_block, kernel_dtype, narrowed, shifte
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
+from lazyfuel.graph.touched import staged_where_cheaper
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import decode_key
@@ -300,7 +301,9 @@ def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarra
     positions = reader.positions
     if reader.flat:
         data, positions = raveled(np.asarray(data), positions)  # a resident block: a host copy
-    out = run_splitting(_runner(runtime, reader.block), reader.chain(), [data, positions])
+    chain, axis = reader.chain(), 0 if reader.flat else reader.axis
+    inputs = _touched(runtime, chain, [data, positions], [(0, axis)])
+    out = run_splitting(_runner(runtime, reader.block), chain, inputs)
     lead = (slice(None),) * (0 if reader.flat else reader.axis)
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
 
@@ -393,6 +396,19 @@ def _input_dtypes(inputs: Sequence[np.ndarray]) -> list[DType]:
     return [DType.from_numpy(a.dtype) for a in inputs]
 
 
+def _touched(runtime: Runtime, chain: Chain, inputs: list[Any], sources: Sequence[tuple[int, int]]
+             ) -> list[Any]:
+    """`inputs` with each select source in `sources` staged as the rows its indices touch where
+    the planner prices that cheaper than reading it as it is (`graph.touched`)."""
+    if not sources:
+        return inputs
+    with runtime.applied():
+        planner = runtime.planner()
+        for source, axis in sources:
+            inputs = staged_where_cheaper(planner, chain, inputs, source, axis)
+    return inputs
+
+
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     """The task: build the program inputs from `args`, plan, run once, view the result."""
     return _computed(recipe, runtime, args, None)
@@ -423,10 +439,16 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
     """The block (written into `into` when given: then `into` is returned)."""
     if math.prod(recipe.shape) == 0:
         return np.empty(recipe.shape, recipe.dtype)
-    inputs = [a for spec in recipe.inputs for a in spec.arrays(args)]
+    inputs: list[Any] = []
+    sources = []  # (program input, axis) of each select's source read from chunks in hand
+    for spec in recipe.inputs:
+        if isinstance(spec, Gathered):
+            sources.append((len(inputs), spec.axis))
+        inputs.extend(spec.arrays(args))
     if recipe.chain is None:
         out = inputs[0]
     else:
+        inputs = _touched(runtime, recipe.chain, inputs, sources)
         handover = recipe.export and not recipe.post
         with runtime.applied():
             resident = config._resident and not recipe.post  # views of a kept block: downloaded

@@ -9,9 +9,11 @@ For a measured binding a step costs `dispatch_s + bytes_moved * seconds_per_byte
 one: the copy shader) and the first
 step of a program adds `latency_s - dispatch_s` (the submit and wait paid once per program), so a
 one-step program costs exactly the fitted line `latency + bytes / bandwidth` (`cost_fn(binding)`).
-A binding with no measurement keeps its shared cost function (`binding.cost_fn`, the priors of
-`lazyfuel.registry.cost`), and the first such lookup in the process warns once, naming the binding
-and how to measure it. Ties are as wide as the measured spread (at least `NOISE_FLOOR`).
+A binding with no measurement is priced by the prior of its backend's device kind
+(`judge.priors`: a rate per byte of its `bytes_moved`; without one, its shared cost function
+`binding.cost_fn`, the priors of `lazyfuel.registry.cost`), and the first such lookup in the
+process warns once, naming the binding and how to measure it. Ties are as wide as the measured
+spread (at least `NOISE_FLOOR`).
 
 A backend whose bindings were timed on the device's clock (`Judgement.clock == "kernel"`: Vulkan)
 also has a transfer term (`judge.transfers`): `transfer_cost(backend, up, down)` prices one
@@ -19,7 +21,8 @@ submit and the upload / download of a program's host inputs and results, which t
 to the program's steps. So the choice of backend counts the transfers, while choices among one
 backend's bindings (same inputs, same results) compare kernel costs alone. Wall-clocked backends
 (Cpu, the FFT providers) have no such term: their steps' times include whatever they move. A
-kernel-clocked backend whose transfers were not measured pays none, with one warning.
+backend whose transfers were not measured pays its device prior's link (`LinkPrior`: one submit,
+the bytes in and out at the kind's rates), with one warning; with no prior, none.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from lazyfuel import notices
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import NOISE_FLOOR, Judgement, judgement_key
+from lazyfuel.judge.priors import DevicePrior
 from lazyfuel.judge.transfers import TransferJudgement, transfer_key
 from lazyfuel.layout import Layout
-from lazyfuel.registry.cost import CostFn
+from lazyfuel.registry.cost import CostFn, expression_cost
 from lazyfuel.registry.model import Binding
 
 
@@ -73,18 +77,22 @@ class MeasuredCosts:
     """Judgements by binding (key, symbol and revision); see the module docstring."""
 
     def __init__(self, judgements: Mapping[Binding, Judgement] | None = None,
-                 transfers: Mapping[Backend, TransferJudgement] | None = None) -> None:
+                 transfers: Mapping[Backend, TransferJudgement] | None = None,
+                 priors: Mapping[Backend, DevicePrior] | None = None) -> None:
         self._by_binding: dict[tuple[Any, ...], Judgement] = {
             _ident(b): j for b, j in (judgements or {}).items()}
         self.transfers: dict[Backend, TransferJudgement] = dict(transfers or {})
+        self.priors: dict[Backend, DevicePrior] = dict(priors or {})
         self._kernel_clocked = {b.backend for b, j in (judgements or {}).items() if j.clock == "kernel"}
 
     @classmethod
     def load(cls, bindings: Iterable[Binding], fingerprints: Mapping[Backend, str],
              cache: JudgeCache | None = None,
-             transfer_modes: Mapping[Backend, str] | None = None) -> MeasuredCosts:
+             transfer_modes: Mapping[Backend, str] | None = None,
+             priors: Mapping[Backend, DevicePrior] | None = None) -> MeasuredCosts:
         """The cached judgements of `bindings` on the devices `fingerprints` (one per backend), and
-        the transfer term of each backend in `transfer_modes` (its device's transfer mode).
+        the transfer term of each backend in `transfer_modes` (its device's transfer mode);
+        `priors` price what is not measured (`judge.priors.device_prior` of each backend).
 
         Bindings of a backend with no fingerprint, or with no judgement of their current revision
         on that device, stay unmeasured.
@@ -104,7 +112,7 @@ class MeasuredCosts:
             hit = moved.get(transfer_key(backend, fp, mode)) if fp is not None else None
             if hit is not None:
                 transfers[backend] = hit
-        return cls(found, transfers)
+        return cls(found, transfers, priors)
 
     def __len__(self) -> int:
         return len(self._by_binding)
@@ -117,8 +125,8 @@ class MeasuredCosts:
         """Seconds one more step of `binding` adds to a program (see the module docstring)."""
         j = self.judgement(binding)
         if j is None:
-            _warn_once(str(binding), f"the shared cost priors of {binding.backend}")
-            return binding.cost_fn(dict(env)) if binding.cost_fn is not None else 0.0
+            _warn_once(str(binding), f"the cost priors of {self._prior_name(binding.backend)}")
+            return self._prior_fn(binding)(dict(env))
         per_byte = j.seconds_per_byte
         if j.dense_seconds_per_byte is not None and _dense_view(env):
             per_byte = j.dense_seconds_per_byte
@@ -135,9 +143,26 @@ class MeasuredCosts:
         transfers = self.transfers.get(backend)
         if transfers is not None:
             return transfers.seconds(up, down)
+        prior = self.priors.get(backend)
+        if prior is not None and prior.link is not None:
+            _warn_once(f"the transfers of {backend}", f"the link priors of {self._prior_name(backend)}")
+            return prior.link.seconds(up, down)
         if backend in self._kernel_clocked:
             _warn_once(f"the transfers of {backend}", "its kernels' costs alone")
         return 0.0
+
+    def _prior_name(self, backend: Backend) -> str:
+        """The priors an unmeasured cost of `backend` comes from, in words."""
+        prior = self.priors.get(backend)
+        return f"{backend} on a {prior.kind} device" if prior is not None else f"{backend} (shared)"
+
+    def _prior_fn(self, binding: Binding) -> CostFn:
+        """The cost function of an unmeasured `binding`: its device prior's rates over its
+        contract's cost expressions, else its shared `cost_fn` (0 without one)."""
+        prior = self.priors.get(binding.backend)
+        if prior is not None:
+            return expression_cost(binding.contract, prior.kernels)
+        return binding.cost_fn or (lambda env: 0.0)
 
     def noise(self, binding: Binding) -> float:
         """Relative width of a tie: the measured spread, at least NOISE_FLOOR (0 when unmeasured)."""
@@ -150,9 +175,9 @@ class MeasuredCosts:
 
     def cost_fn(self, binding: Binding) -> CostFn:
         """The measured model of a one-step program, `latency + bytes_moved / bandwidth`, as a cost
-        function (the binding's shared `cost_fn` when it is unmeasured)."""
+        function (its device prior's when it is unmeasured)."""
         j = self.judgement(binding)
         if j is None:
-            return binding.cost_fn or (lambda env: 0.0)
+            return self._prior_fn(binding)
         expr = binding.contract.cost.bytes_moved
         return lambda env: j.seconds(expr.evaluate(env))

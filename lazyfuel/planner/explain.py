@@ -17,17 +17,17 @@ def describe_program(program: Program, indent: str = "  ") -> str:
         return f"in{v}" if v < program.n_inputs else f"s{v - program.n_inputs}"
 
     lines = [f"{indent}program on {program.backend}: {len(program.steps)} step(s), "
-             f"estimated {_seconds(program.cost)}"]
+             f"estimated {seconds(program.cost)}"]
     if program.transfer_cost:
         up, down = program.transfer_bytes()
-        lines.append(f"{indent}  transfers ~{_seconds(program.transfer_cost)}: one submit, {len(up)} "
+        lines.append(f"{indent}  transfers ~{seconds(program.transfer_cost)}: one submit, {len(up)} "
                      f"input(s) {_bytes(sum(up))} in, {len(down)} result(s) {_bytes(sum(down))} out; "
-                     f"steps ~{_seconds(program.steps_cost)}")
+                     f"steps ~{seconds(program.steps_cost)}")
     for i, step in enumerate(program.steps):
         args = ", ".join(name(a) for a in step.args)
         line = (f"{indent}  s{i} = {step.binding.op_kind}({args}) via {step.binding.key} "
                 f"[{step.binding.symbol}] -> {step.out_dtype}{list(step.out_shape)} "
-                f"~{_seconds(step.cost)} from {step.binding.origin or 'an unnamed document'}")
+                f"~{seconds(step.cost)} from {step.binding.origin or 'an unnamed document'}")
         if step.reason:
             line += f"  (inserted: {step.reason})"
         lines.append(line)
@@ -52,8 +52,8 @@ def _choice(choice: Choice, indent: str, forced: str) -> list[str]:
     lines = [f"{indent}{choice.what}: {why}"]
     for i, c in enumerate(choice.candidates):
         mark = "*" if i == choice.chosen else "-"
-        cost = f"~{_seconds(c.cost)} ({c.source})" if not math.isnan(c.cost) else f"cannot run: {c.note}"
-        split = (f" [steps ~{_seconds(c.cost - c.transfer)} + transfers ~{_seconds(c.transfer)}]"
+        cost = f"~{seconds(c.cost)} ({c.source})" if not math.isnan(c.cost) else f"cannot run: {c.note}"
+        split = (f" [steps ~{seconds(c.cost - c.transfer)} + transfers ~{seconds(c.transfer)}]"
                  if c.transfer and not math.isnan(c.cost) else "")
         lines.append(f"{indent}  {mark} {cost}  {c.plan}{split}")
     return lines
@@ -66,7 +66,8 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _seconds(s: float) -> str:
+def seconds(s: float) -> str:
+    """`s` seconds in µs, ms or s, for a reader."""
     if s < 1e-3:
         return f"{s * 1e6:.1f} µs"
     if s < 1:

@@ -155,6 +155,17 @@ class Planner:
                 self._cache.popitem(last=False)
         return best
 
+    def host_copy_cost(self, dtype: DType, shape: Sequence[int]) -> float:
+        """Seconds the host takes to copy an array of `dtype` and `shape` (what staging the rows a
+        select touches costs): the Cpu Contiguize binding's cost, measured or prior (numpy's copy),
+        whether or not the Cpu backend is among this planner's."""
+        bindings = [b for b in self.registry.candidates(OpKind.Contiguize, (dtype, dtype))
+                    if b.backend is Backend.Cpu]
+        if not bindings:
+            return 0.0
+        params = _contiguize_params(Layout.contiguous(tuple(shape)))
+        return _cost(bindings[0], params, tuple(shape), self.costs)
+
     def left_out_for(self, ops: Iterable[str]) -> dict[Backend, str]:
         """The left-out backends (and why) that ship a binding for one of `ops` (op kind names)."""
         wanted = set(ops)

@@ -1,0 +1,150 @@
+"""Move only what is touched: a select's source staged as just the rows its indices hit.
+
+An index_select or gather over a host source reads its source as one array: a chunk, or a
+spanning view over the chunks the block's indices hit (`task.Gathered`). A backend that copies
+its inputs to a device then moves that whole span for every output block: a random gather of
+128k rows out of a 512 MiB table ships the table once per block. The planner weighs two ways to
+run such a block (`staged_where_cheaper`):
+
+- the source as it is: free on the Cpu backend (numpy reads the rows in place), the whole span
+  over the link on a device;
+- the touched rows staged: the slabs along the select's axis that the indices hit, taken on the
+  host into one contiguous array (`hostcopy.gather_rows`: threaded when large) at the cost of a
+  host copy of those bytes (`Planner.host_copy_cost`), with the indices remapped into it; then
+  only those rows cross the link.
+
+Each way is planned over every allowed backend and the cheaper total wins, so the Cpu keeps
+reading in place, and a device that is worth it (or is forced) gets the touched rows alone. The
+staged source is no bigger than the touched rows, so a source larger than a device's largest
+allocation (`maxMemoryAllocationSize`) runs there when its touched rows fit. The choice is
+priced before the index values are looked at (the touched rows are at most the indices, at most
+the span); the rows are found only for a block that stages, or for a gather with more positions
+than the span has rows (its positions may hit few of them: they are counted first). A source
+whose memory span is no larger than its touched rows would be (a broadcast: one base row) is
+never staged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lazyfuel.backends.vulkan.hostcopy import gather_rows
+from lazyfuel.dtypes import DType
+from lazyfuel.graph.indices import kernel_dtype, narrowed
+from lazyfuel.layout import Layout
+from lazyfuel.planner import Chain, OpNode, Planner, Program
+
+SELECTS = ("IndexSelect", "Gather")
+
+
+def touched_rows(positions: np.ndarray, extent: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct positions (0 <= p < `extent`) in `positions`, in increasing order, and each
+    position's place among them (the shape of `positions`, in the kernels' index dtype)."""
+    flat = positions.reshape(-1)
+    if flat.size * 16 < extent:  # few positions into a long axis: sort them
+        rows, inverse = np.unique(flat, return_inverse=True)
+    else:  # one pass over the axis
+        hit = np.zeros(extent, dtype=bool)
+        hit[flat] = True
+        rows = np.flatnonzero(hit)
+        inverse = (np.cumsum(hit, dtype=np.int64) - 1)[flat]
+    return rows, narrowed(inverse.reshape(positions.shape), max(rows.size, 1), copy=False)
+
+
+def stageable(chain: Chain, source: int, axis: int) -> bool:
+    """Whether chain input `source` (and `source + 1`, its indices) is read by one select along
+    `axis` and by nothing else: then it may be replaced by the rows the indices touch."""
+    users = [n for n in chain.nodes if source in n.args or source + 1 in n.args]
+    if len(users) != 1 or users[0].op not in SELECTS or users[0].args[:2] != (source, source + 1):
+        return False
+    return chain.n_inputs > source + 1 and source not in chain.outputs and _dim(users[0]) == axis
+
+
+def _reader(chain: Chain, source: int) -> OpNode:
+    """The one node of `chain` that reads input `source` (`stageable` holds)."""
+    return next(n for n in chain.nodes if source in n.args)
+
+
+def _dim(node: OpNode) -> int | None:
+    dim = dict(node.attr).get("dim")
+    return dim if isinstance(dim, int) and dim >= 0 else None
+
+
+@dataclass(frozen=True)
+class Staging:
+    """The planner's two ways to run a block whose input `source` may be staged: `as_is` (the
+    source as given) and `staged` (on `rows` touched rows), plus the host copy that stages them."""
+
+    as_is: Program
+    staged: Program
+    copy_s: float
+    rows: int
+
+    @property
+    def pays(self) -> bool:
+        """Whether staging costs less in all."""
+        return self.staged.cost + self.copy_s < self.as_is.cost
+
+
+def priced(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
+           source: int, rows: int) -> Staging:
+    """Both plans of a block (signature `dtypes`, `layouts`) whose input `source` is a select's
+    source along the select's axis, of which `rows` would be staged."""
+    as_is = planner.plan(chain, dtypes, layouts)
+    axis = _dim(_reader(chain, source))
+    shape = list(layouts[source].shape)
+    shape[axis] = rows
+    dtypes, layouts = list(dtypes), list(layouts)
+    layouts[source] = Layout.contiguous(tuple(shape))
+    dtypes[source + 1] = DType.from_numpy(kernel_dtype(rows))
+    staged = planner.plan(chain, dtypes, layouts)
+    return Staging(as_is, staged, planner.host_copy_cost(dtypes[source], shape), rows)
+
+
+def shrinks(layout: Layout, axis: int, rows: int) -> bool:
+    """Whether `rows` slabs along `axis` of a source of `layout`, made contiguous, are fewer than
+    its rows and take fewer elements than its memory span (a broadcast or strided view may span
+    less than its touched rows would fill: then it is sent as it is)."""
+    extent = layout.shape[axis]
+    return 0 < extent and rows < extent and rows * (math.prod(layout.shape) // extent) < layout.span
+
+
+def row_bound(chain: Chain, source: int, axis: int, layout: Layout, n_positions: int) -> int:
+    """How many rows staging input `source` (of `layout`) may take before the index values are
+    looked at (at most the positions, at most the axis), or 0 where it cannot be staged or that
+    many rows would not shrink it."""
+    if not layout.shape or not stageable(chain, source, axis):
+        return 0
+    bound = min(n_positions, layout.shape[axis])
+    return bound if shrinks(layout, axis, bound) else 0
+
+
+def staged_where_cheaper(planner: Planner, chain: Chain, inputs: list, source: int,
+                         axis: int) -> list:
+    """`inputs` with input `source` staged as the rows its indices (input `source + 1`) touch and
+    the indices remapped, where that costs less in all (see the module docstring); else as given."""
+    data, positions = inputs[source], inputs[source + 1]
+    if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
+        return inputs
+    layout = Layout.of(data)
+    if not layout.shape or not stageable(chain, source, axis):
+        return inputs
+    extent, found = data.shape[axis], None
+    bound = min(positions.size, extent)
+    if not shrinks(layout, axis, bound) and _reader(chain, source).op == "Gather":
+        found = touched_rows(positions, extent)  # a gather's many positions may hit few rows
+        bound = found[0].size
+    if not shrinks(layout, axis, bound):
+        return inputs
+    dtypes = [DType.from_numpy(a.dtype) for a in inputs]
+    layouts = [layout if i == source else Layout.of(a) for i, a in enumerate(inputs)]
+    if not priced(planner, chain, dtypes, layouts, source, bound).pays:
+        return inputs
+    rows, remapped = found if found is not None else touched_rows(positions, extent)
+    out = list(inputs)
+    out[source], out[source + 1] = gather_rows(data, rows, axis), remapped
+    return out

@@ -1,0 +1,134 @@
+"""Move only what is touched (issue 18 item 4): a gather or index_select over a host source sends
+a device the rows its indices hit, not the table; the Cpu reads the table in place; a source
+larger than the device's largest allocation works. Bit-equal with numpy on fresh random data."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+from lazyfuel.contracts.model import Backend
+from lazyfuel.graph.touched import stageable, staged_where_cheaper, touched_rows
+from lazyfuel.judge import MeasuredCosts
+from lazyfuel.judge.priors import device_prior
+from lazyfuel.planner import Chain, OpNode, Planner
+from lazyfuel.providers import default_registry
+
+SELECT = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),), (2,))
+ROW = 256 * 4  # bytes of one (., 256) f32 row
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the unmeasured-cost notice: no judge run here
+        yield
+
+
+def _table(rows: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, 256), dtype=np.float32)
+
+
+@pytest.mark.parametrize("count", [1, 7, 5000, 40000])
+def test_touched_rows_are_the_distinct_positions_and_their_places(count) -> None:
+    rng = np.random.default_rng(count)
+    positions = rng.integers(0, 65536, count).astype(np.uint32)  # both ways: sorted, or one pass
+    rows, places = touched_rows(positions, 65536)
+    assert np.array_equal(rows, np.unique(positions))
+    assert places.dtype == np.uint32 and np.array_equal(rows[places], positions)
+    grid = positions.reshape(-1, 1) if count % 2 else positions
+    assert np.array_equal(rows[touched_rows(grid, 65536)[1]], grid)
+
+
+def test_a_device_gets_the_touched_rows_and_the_cpu_reads_in_place() -> None:
+    table, ids = _table(65536, 1), np.random.default_rng(2).integers(0, 65536, 4096).astype(np.uint32)
+    inputs = [table, ids]
+
+    def planner(backend: Backend) -> Planner:
+        priors = {b: device_prior(b, "discrete") for b in (Backend.Cpu, Backend.Vulkan)}
+        return Planner(default_registry(), [backend], costs=MeasuredCosts(priors=priors))
+
+    assert staged_where_cheaper(planner(Backend.Cpu), SELECT, inputs, 0, 0) is inputs  # no copy
+    staged, local = staged_where_cheaper(planner(Backend.Vulkan), SELECT, inputs, 0, 0)
+    assert staged.shape == (len(np.unique(ids)), 256) and staged.flags.c_contiguous
+    assert np.array_equal(staged[local], table[ids])
+
+
+def test_only_a_source_read_by_one_select_alone_is_staged() -> None:
+    assert stageable(SELECT, 0, 0)
+    assert not stageable(SELECT, 0, 1)  # the select is along another axis
+    both = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),
+                     OpNode("MaskedFill", (0, 1), (("value", 0.0),))), (2, 3))
+    assert not stageable(both, 0, 0)  # another step reads the source whole
+    assert not stageable(Chain(2, (OpNode("transpose", (0,), ()),), (2,)), 0, 0)
+
+
+@pytest.mark.parametrize("op", ["index_select", "gather"])
+def test_a_gather_of_k_rows_uploads_about_k_rows(vulkan, bits_equal, op) -> None:
+    rows, k = 65536, 2048  # a 64 MiB table in 8 chunks; 2 MiB of rows picked
+    table = _table(rows, 3)
+    ids = np.random.default_rng(4).integers(0, rows, k)
+    ids[:2] = 0, rows - 1  # every block's indices span the whole table
+    x = lf.from_array(table, chunks=(rows // 8, 256))
+    if op == "index_select":
+        y, want = x.index_select(0, ids), table[ids]
+    else:
+        grid = np.stack([ids] * 256, axis=1)
+        y, want = lf.gather(x, 0, grid), np.take_along_axis(table, grid, axis=0)
+    with lf.profile() as p:
+        got = y.compute()
+    bits_equal(got, want)
+    index_bytes = ids.size * (4 if op == "index_select" else 4 * 256)
+    assert p.bytes_uploaded <= k * ROW + index_bytes + 4096, p  # not the 64 MiB table
+    assert p.where and all(backend == "Vulkan" for backend, _ in p.where)
+
+
+def test_a_source_past_the_largest_allocation_works_on_the_device(vulkan, bits_equal) -> None:
+    from lazyfuel.backends.vulkan import get_pool
+
+    limit = get_pool().info.max_memory_allocation_size
+    rows = limit // ROW + 1024  # just over the limit (lavapipe: 2 GiB); pages never touched cost nothing
+    big = np.empty((rows, 256), np.float32)
+    ids = np.random.default_rng(5).integers(0, rows, 512)
+    ids[:2] = 0, rows - 1
+    big[ids] = _table(len(ids), 6)  # only the touched rows hold data (and touch memory)
+    y = lf.from_array(big, chunks=(rows // 8 + 1, 256)).index_select(0, ids)
+    with lf.profile() as p:
+        got = y.compute()
+    bits_equal(got, big[ids])
+    assert p.bytes_uploaded < 2 * len(ids) * ROW, p
+
+
+def test_explain_says_whether_a_source_is_staged_and_the_bytes_that_cross(vulkan) -> None:
+    rows = 65536
+    ids = np.random.default_rng(7).integers(0, rows, 4096)
+    text = lf.explain(lf.from_array(_table(rows, 8), chunks=(rows // 8, 256)).index_select(0, ids))
+    assert "in0: staged, up to 4096 touched row(s) taken on the host" in text, text
+    assert "2 input(s) 4.0 MiB in, 1 result(s) 4.0 MiB out" in text, text  # not the 64 MiB table
+
+
+def test_a_read_per_source_chunk_uploads_the_rows_it_cuts(vulkan, bits_equal) -> None:
+    import dask.array as da
+
+    rows, k = 32768, 1024  # four 8 MiB chunks of separate buffers: read once each, in pieces
+    parts = [_table(rows // 4, 10 + i) for i in range(4)]
+    source = da.concatenate([da.from_array(p, chunks=p.shape) for p in parts])
+    ids = np.random.default_rng(9).integers(0, rows, k)
+    y = lf.from_array(source).index_select(0, ids)
+    with lf.profile() as p:
+        got = y.compute()
+    bits_equal(got, np.concatenate(parts)[ids])
+    assert p.bytes_uploaded <= 2 * k * ROW + 8 * k + 4096, p  # the pieces twice at most, not 32 MiB
+
+
+def test_a_view_spanning_less_than_its_touched_rows_is_sent_as_it_is() -> None:
+    row = np.random.default_rng(11).standard_normal(256).astype(np.float32)
+    wide = np.broadcast_to(row, (65536, 256))  # spans one row: staging 4096 rows would grow it
+    ids = np.random.default_rng(12).integers(0, 65536, 4096).astype(np.uint32)
+    priors = {b: device_prior(b, "discrete") for b in (Backend.Cpu, Backend.Vulkan)}
+    planner = Planner(default_registry(), [Backend.Vulkan], costs=MeasuredCosts(priors=priors))
+    inputs = [wide, ids]
+    assert staged_where_cheaper(planner, SELECT, inputs, 0, 0) is inputs

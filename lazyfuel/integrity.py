@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import google_crc32c
 import numpy as np
 
 
@@ -26,6 +25,8 @@ class DamagedStoreError(ValueError):
 
 def values_crc(a: np.ndarray) -> int:
     """crc32c of `a`'s values in C order (the same for any layout of the same values)."""
+    import google_crc32c  # zarr's own dependency; imported here so lazyfuel imports without zarr
+
     return int(google_crc32c.value(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
 
 

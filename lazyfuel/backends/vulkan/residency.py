@@ -117,6 +117,13 @@ class ResidentStore:
         with self._lock:
             slot.pins -= 1
 
+    def settle(self, slot: _Slot) -> None:
+        """Unpin a newly written slot, then spill what running work had pushed over the budget
+        (blocks reserved while others were pinned), so the store ends under it."""
+        with self._lock:
+            slot.pins -= 1
+            self._spill_until(self.budget)
+
     def read(self, slot: _Slot, out: np.ndarray) -> None:
         """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes)."""
         flat = out.reshape(-1).view(np.uint8)
@@ -277,8 +284,8 @@ class ResidentBlock(CArrayMeta):
         return self._slot.spills
 
     def done(self) -> None:
-        """Unpin a reserved block once its bytes are written."""
-        self._store.release(self._slot)
+        """Unpin a reserved block once its bytes are written (the store back under its budget)."""
+        self._store.settle(self._slot)
 
     def bind(self, batch: Batch) -> Allocation | None:
         """The block's device memory for the kernels of `batch`, pinned (and brought back if

@@ -84,6 +84,11 @@ def native(dtype: np.dtype | type | str) -> np.dtype:
     return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
+def as_native(a: np.ndarray) -> np.ndarray:
+    """`a` with its values in this machine's byte order (one pass; `a` itself when it is already)."""
+    return a if a.dtype.isnative else a.astype(native(a.dtype))
+
+
 def names() -> str:
     """The dtype names, space-separated, for error messages."""
     return " ".join(d.name for d in DType)

@@ -22,7 +22,7 @@ from dask.array.core import normalize_chunks, slices_from_chunks
 from dask.base import tokenize
 
 from lazyfuel import checks
-from lazyfuel.dtypes import DType, native
+from lazyfuel.dtypes import DType, as_native, native
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.fft import Transform
 from lazyfuel.graph.fft import transform as fft_transform
@@ -98,12 +98,8 @@ def native_chunks(arr: da.Array) -> da.Array:
     byte-swapping pass per chunk, in a task of its own that every reader of the chunk shares, so
     kernels only ever see native data."""
     want = native(arr.dtype)
-    return arr.map_blocks(_to_native, dtype=want, meta=np.empty((0,) * arr.ndim, want),
+    return arr.map_blocks(as_native, dtype=want, meta=np.empty((0,) * arr.ndim, want),
                           name="native-" + tokenize(arr.name, want.str))
-
-
-def _to_native(block: np.ndarray) -> np.ndarray:
-    return block if block.dtype.isnative else block.astype(native(block.dtype))
 
 
 def numpy_source(a: np.ndarray, chunks: Any = "auto") -> da.Array:

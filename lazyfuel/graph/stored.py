@@ -31,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.touched import touched_rows
 
 OOC_BYTES_IN_FLIGHT = 512 * 2**20
 """Chunk bytes the read tasks of one process may hold at once (later a `lazyfuel.config` knob)."""
@@ -139,10 +141,10 @@ def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, 
     positions = reader.positions
     lead = (slice(None),) * reader.axis
     if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):  # pieces are views
-        data = _native(read_rows(reader, positions.astype(np.int64)))
+        data = as_native(read_rows(reader, positions.astype(np.int64)))
         return tuple(data[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
-    rows, inverse = np.unique(positions, return_inverse=True)
-    data = _native(read_rows(reader, rows.astype(np.int64)))
+    rows, inverse = touched_rows(positions, int(positions.max()) + 1)
+    data = as_native(read_rows(reader, rows.astype(np.int64)))
     return tuple(np.take(data, inverse[lo:hi], axis=reader.axis) for lo, hi in pairwise(reader.bounds))
 
 
@@ -363,11 +365,6 @@ def coalesced(offsets: np.ndarray, row_bytes: int) -> list[tuple[int, int, slice
     return spans
 
 
-def _native(a: np.ndarray) -> np.ndarray:
-    """`a` in native byte order (the source's chunks are, `ops.native_chunks`)."""
-    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
-
-
 async def _read_spans(store_path: Any, spans: Sequence[tuple[int, int, slice]],
                       place: Callable[[int, slice, Any], None]) -> int:
     """Read each span of one stored chunk (at most `SPANS_IN_FLIGHT` at a time) and `place` it as
@@ -446,6 +443,6 @@ def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ..
         return tuple(places if a == axis else region[a] for a in range(len(region)))
 
     first, repeats, sources = moves
-    into[at(first)] = _native(read_rows(reader, reader.positions.astype(np.int64)))
+    into[at(first)] = as_native(read_rows(reader, reader.positions.astype(np.int64)))
     if repeats.size:
         into[at(repeats)] = into[at(sources)]

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lazyfuel.backends.vulkan.hostcopy import gather_rows
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.indices import kernel_dtype, narrowed
+from lazyfuel.hostcopy import gather_rows
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, Program
 

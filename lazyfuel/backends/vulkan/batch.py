@@ -36,9 +36,9 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import check
 from lazyfuel.backends.vulkan.dispatch import Prepared, Recorder
-from lazyfuel.backends.vulkan.hostcopy import copy
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.timestamps import Timestamps
+from lazyfuel.hostcopy import copy
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool

@@ -21,7 +21,7 @@ program reads once in long rows (`executor.streamed_inputs`) is read by the kern
 its upload staging, and a result no later step reads is written by its kernel straight into its
 download staging: no device memory and no device copy for either, half the staging-sized
 buffers a task holds, and the link's both directions used at once by one kernel (decision 46).
-Host copies of 32 MiB and more run on several threads (`hostcopy.py`).
+Host copies of 32 MiB and more run on several threads (`lazyfuel/hostcopy.py`).
 
 `time_round_trip(pool, upload, download)` times one batch that moves host bytes in and out this
 way and nothing else (the judge's transfer term).

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from lazyfuel.backends.vulkan import hostcopy
+from lazyfuel import hostcopy
 
 
 @pytest.mark.parametrize("nbytes", [1 << 20, hostcopy.SPLIT_MIN + 12345], ids=["small", "split"])

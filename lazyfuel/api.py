@@ -37,7 +37,7 @@ from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
-from lazyfuel.graph.resident import held_blocks, on_device
+from lazyfuel.graph.resident import assembled, on_device
 from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
@@ -223,10 +223,7 @@ class Array:
 
     def _on_device(self, dask_kwargs: dict[str, Any]) -> Any:
         """The result as one DeviceArray (see `compute`)."""
-        from lazyfuel.backends.vulkan.device_array import assemble
-
-        held = self._persisted_on_device(dask_kwargs)
-        return assemble(held_blocks(held), held.chunks, held.dtype)
+        return assembled(self._persisted_on_device(dask_kwargs))
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""

@@ -133,6 +133,12 @@ class BlockHolder(Protocol):
         """`array` copied into the device's memory: a device block."""
         ...
 
+    def assemble(self, blocks: Sequence[object], chunks: tuple[tuple[int, ...], ...],
+                 dtype: np.dtype) -> object:
+        """One array in device memory of the whole result whose blocks (row-major over `chunks`)
+        are `blocks`: what `compute(device=True)` returns."""
+        ...
+
 
 def is_device_block(value: object) -> bool:
     """Whether `value` is a block that lives in device memory (a resident block, a chunk left in

@@ -26,22 +26,33 @@ from lazyfuel.backends import base, catalog
 from lazyfuel.graph.task import Runtime, device_for
 
 
+def _holder(number: int) -> base.BlockHolder:
+    """The executor that keeps block `number` in device memory: the first backend (by rank) whose
+    executor keeps blocks. RuntimeError naming why where none can here."""
+    why = []
+    for found in catalog.registered():
+        holder = base.holder(found.backend, device_for(number, found.backend))
+        if not isinstance(holder, str):
+            return holder
+        why.append(holder)
+    raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
+                       f"here: {'; '.join(why)}; persist() keeps them in host memory")
+
+
 def hold_block(chunk: Any, runtime: Runtime, numblocks: tuple[int, ...],
                block_id: tuple[int, ...] = ()) -> Any:
-    """`chunk` as a block in the device memory of its block number's device, on the first backend
-    (by rank) whose executor keeps blocks (as it is where it is there already). RuntimeError
-    naming why where no backend can hold it."""
+    """`chunk` as a block in the device memory of its block number's device (`_holder`; as it is
+    where it is there already)."""
     number = int(np.ravel_multi_index(block_id, numblocks)) if numblocks else 0
     runtime.planner()  # the process's backends registered (as a block task's planning does)
     with runtime.applied():
-        why = []
-        for found in catalog.registered():
-            holder = base.holder(found.backend, device_for(number, found.backend))
-            if not isinstance(holder, str):
-                return holder.hold(chunk)
-            why.append(holder)
-        raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
-                           f"here: {'; '.join(why)}; persist() keeps them in host memory")
+        return _holder(number).hold(chunk)
+
+
+def assembled(held: da.Array) -> Any:
+    """One array in device memory of `held` (persisted by `on_device`), on the device of its
+    first block."""
+    return _holder(0).assemble(held_blocks(held), held.chunks, held.dtype)
 
 
 def on_device(arr: da.Array, runtime: Runtime) -> da.Array:

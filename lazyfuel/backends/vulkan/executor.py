@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -181,6 +182,13 @@ class VulkanExecutor:
         if isinstance(array, ResidentBlock) and array.pool is self.pool:
             return array
         return ResidentBlock.upload(self.pool, np.asarray(array))
+
+    def assemble(self, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...],
+                 dtype: np.dtype) -> Any:
+        """One `DeviceArray` of the whole result (`device_array.assemble`)."""
+        from lazyfuel.backends.vulkan.device_array import assemble
+
+        return assemble(blocks, chunks, dtype)
 
     # -- checks ---------------------------------------------------------------------------------
     @classmethod

@@ -18,6 +18,7 @@ from lazyfuel.layout import Layout
 from lazyfuel.ops import bits
 from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_rows, elementwise, rows_of
 from lazyfuel.ops.data import random_array
+from lazyfuel.ops.push import PushLayout
 from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, Timed, register
 
 
@@ -70,8 +71,13 @@ def _ladder(contract: KernelContract, dtypes: tuple[DType, ...], n: int,
     return tuple(timed)
 
 
+# shaders/contiguize.comp: a view of up to 8 dims; the spare stride slot holds the offset
+PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t base", "uint64_t n", "uint shape[8]",
+                     "int64_t strides[8]")
+
+
 SPEC = register(OpSpec(
     kind=OpKind.Contiguize, name="contiguous", inputs=(("source", None),), dtype_rule=DtypeRule("source"),
     params_type=ContiguizeParams, plan=None, reference=lambda a, at: contiguize(a[0]),
     make_inputs=_inputs, ladder=_ladder, cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_rows, blockwise=True))
+    compare=elementwise, chunking=by_rows, blockwise=True, shader="contiguize", push=PUSH))

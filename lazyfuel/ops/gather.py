@@ -16,6 +16,7 @@ from lazyfuel.ops import bits
 from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_indices, elementwise, select_ladder
 from lazyfuel.ops.data import random_array
 from lazyfuel.ops.index_select import INDICES_U32
+from lazyfuel.ops.push import PushLayout
 from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, register
 
 
@@ -67,9 +68,14 @@ def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
     return [src, idx], {"dim": dim}
 
 
+# shaders/gather.comp: `inner` elements past dim, `M` output and `S` source extents along dim
+PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t status", "uint64_t base",
+                     "uint64_t n", "uint inner", "uint M", "uint S")
+
+
 SPEC = register(OpSpec(
     kind=OpKind.Gather, name="gather", inputs=(("source", None), ("indices", INDICES_U32)),
     dtype_rule=DtypeRule("source"), params_type=GatherParams, plan=plan,
     reference=lambda a, at: gather(a[0], at["dim"], a[1]), make_inputs=_inputs,
     ladder=select_ladder(_inputs, 1), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_indices))
+    compare=elementwise, chunking=by_indices, shader="gather", push=PUSH))

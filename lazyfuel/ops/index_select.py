@@ -21,6 +21,7 @@ from lazyfuel.ops import bits
 from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_indices, elementwise, select_ladder
 from lazyfuel.ops.contiguize import contiguize
 from lazyfuel.ops.data import random_array
+from lazyfuel.ops.push import PushLayout
 from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, register
 
 INDICES_U32 = frozenset({DType.U32})  # what the planner hands a select kernel's indices as
@@ -93,9 +94,14 @@ def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
     return [src, idx], {"dim": dim}
 
 
+# shaders/index_select.comp: rows of `R` words; `base` and `n` count output words
+PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t status", "uint64_t base",
+                     "uint64_t n", "uint R", "uint n_idx", "uint dim_size")
+
+
 SPEC = register(OpSpec(
     kind=OpKind.IndexSelect, name="index_select", inputs=(("source", None), ("indices", INDICES_U32)),
     dtype_rule=DtypeRule("source"), params_type=IndexSelectParams, plan=plan,
     reference=lambda a, at: index_select(a[0], at["dim"], a[1]), make_inputs=_inputs,
     ladder=select_ladder(_inputs, 0), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_indices))
+    compare=elementwise, chunking=by_indices, shader="index_select", push=PUSH))

@@ -18,6 +18,7 @@ from lazyfuel.dtypes import DType
 from lazyfuel.ops import bits
 from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_rows, elementwise, select_ladder
 from lazyfuel.ops.data import fill_value, random_array
+from lazyfuel.ops.push import PushLayout
 from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, register
 
 
@@ -63,9 +64,14 @@ def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
     return [data, mask], {"value": fill_value(data, rng)}
 
 
+# shaders/masked_fill.comp: 16-byte words; `fill` is the fill value repeated over 16 bytes
+PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t status", "uint64_t base",
+                     "uint64_t n", "uvec4 fill")
+
+
 SPEC = register(OpSpec(
     kind=OpKind.MaskedFill, name="masked_fill", inputs=(("data", None), ("mask", frozenset({DType.BOOL}))),
     dtype_rule=DtypeRule("data"), params_type=MaskedFillParams, plan=plan,
     reference=lambda a, at: masked_fill(a[0], a[1], at["value"]), make_inputs=_inputs,
     ladder=select_ladder(_inputs, 0), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_rows, blockwise=True))
+    compare=elementwise, chunking=by_rows, blockwise=True, shader="masked_fill", push=PUSH))

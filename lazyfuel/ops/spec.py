@@ -21,6 +21,7 @@ import numpy as np
 from lazyfuel.contracts.model import DtypeRule, KernelContract, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
+from lazyfuel.ops.push import PushLayout
 
 Shape = tuple[int, ...]
 Inputs = list[np.ndarray]
@@ -102,7 +103,9 @@ class OpSpec:
     `inputs` are the kernels' inputs in call order, each with the dtypes a kernel reads there (None:
     any); `blockwise`: output block b of the op reads block b of each input (fusion emits it as is;
     the selects map blocks through their indices instead). `cases` run for every binding,
-    `view_cases` where the binding's caps accept the view.
+    `view_cases` where the binding's caps accept the view. `shader` names the op's GLSL compute
+    shader (`shaders/<shader>.comp`) and `push` its push-constant block, which the Vulkan kernel
+    packs (None: no shader of its own).
     """
 
     kind: OpKind
@@ -119,6 +122,8 @@ class OpSpec:
     compare: Compare
     chunking: Chunking
     blockwise: bool = False
+    shader: str = ""
+    push: PushLayout | None = None
 
     def params(self, shapes: Sequence[Sequence[int]], dtype: DType,
                attrs: Mapping[str, Any]) -> tuple[KernelParams, Shape]:

@@ -80,4 +80,5 @@ SPEC = register(OpSpec(
     kind=OpKind.Contiguize, name="contiguous", inputs=(("source", None),), dtype_rule=DtypeRule("source"),
     params_type=ContiguizeParams, plan=None, reference=lambda a, at: contiguize(a[0]),
     make_inputs=_inputs, ladder=_ladder, cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_rows, blockwise=True, shader="contiguize", push=PUSH))
+    compare=elementwise, chunking=by_rows, blockwise=True,
+    cut=lambda attrs, axis, shapes: [axis], shape=lambda attrs, s: s[0], shader="contiguize", push=PUSH))

@@ -60,6 +60,12 @@ def plan(shapes: Sequence[Sequence[int]], dtype: DType,
     return GatherParams(tuple(shapes[0]), tuple(shapes[1]), attrs["dim"]), tuple(shapes[1])
 
 
+def cut(attrs: Mapping[str, Any], axis: int, shapes: list[Any]) -> list[int | None]:
+    """Halving the output (the indices' shape) along `axis`: the indices are cut there, and the
+    source too unless `axis` is `dim` (then it is needed whole)."""
+    return [None, axis] if axis == attrs["dim"] else [axis, axis]
+
+
 def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
             rng: np.random.Generator) -> tuple[Inputs, Attrs]:
     src = random_array(rng, dtypes[0], shape)
@@ -78,4 +84,5 @@ SPEC = register(OpSpec(
     dtype_rule=DtypeRule("source"), params_type=GatherParams, plan=plan,
     reference=lambda a, at: gather(a[0], at["dim"], a[1]), make_inputs=_inputs,
     ladder=select_ladder(_inputs, 1), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_indices, shader="gather", push=PUSH))
+    compare=elementwise, chunking=by_indices, cut=cut, shape=lambda attrs, s: s[1], shader="gather",
+    push=PUSH))

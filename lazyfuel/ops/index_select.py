@@ -86,6 +86,17 @@ def plan(shapes: Sequence[Sequence[int]], dtype: DType,
     return params, (*src[:dim], n, *src[dim + 1:])
 
 
+def cut(attrs: Mapping[str, Any], axis: int, shapes: list[Any]) -> list[int | None]:
+    """Halving the output along `axis`: along `dim` the indices are cut and the source is needed
+    whole; along another axis the source is cut there."""
+    return [None, 0] if axis == attrs["dim"] else [axis, None]
+
+
+def out_shape(attrs: Mapping[str, Any], shapes: list[Any]) -> Shape:
+    """The source's shape with as many rows along `dim` as there are indices."""
+    return tuple(math.prod(shapes[1]) if i == attrs["dim"] else n for i, n in enumerate(shapes[0]))
+
+
 def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
             rng: np.random.Generator) -> tuple[Inputs, Attrs]:
     src = random_array(rng, dtypes[0], shape)
@@ -104,4 +115,4 @@ SPEC = register(OpSpec(
     dtype_rule=DtypeRule("source"), params_type=IndexSelectParams, plan=plan,
     reference=lambda a, at: index_select(a[0], at["dim"], a[1]), make_inputs=_inputs,
     ladder=select_ladder(_inputs, 0), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_indices, shader="index_select", push=PUSH))
+    compare=elementwise, chunking=by_indices, cut=cut, shape=out_shape, shader="index_select", push=PUSH))

@@ -74,4 +74,6 @@ SPEC = register(OpSpec(
     dtype_rule=DtypeRule("data"), params_type=MaskedFillParams, plan=plan,
     reference=lambda a, at: masked_fill(a[0], a[1], at["value"]), make_inputs=_inputs,
     ladder=select_ladder(_inputs, 0), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_rows, blockwise=True, shader="masked_fill", push=PUSH))
+    compare=elementwise, chunking=by_rows, blockwise=True,
+    cut=lambda attrs, axis, shapes: [axis, axis], shape=lambda attrs, s: s[0], shader="masked_fill",
+    push=PUSH))

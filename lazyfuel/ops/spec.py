@@ -92,6 +92,11 @@ Ladder = Callable[[KernelContract, tuple[DType, ...], int, np.random.Generator],
 Compare = Callable[[np.ndarray, np.ndarray, DType, KernelContract, Attrs], Any]
 # (inputs, attrs, pieces) -> the pieces' (inputs, attrs) and the axis their results join along
 Chunking = Callable[[Inputs, Attrs, int], tuple[list[tuple[Inputs, Attrs]], int]]
+# (the chain node's attrs, the output axis cut, its inputs' shapes) -> the axis each input is cut
+# along (None: needed whole), or None when the op does not keep the rows it is cut along
+CutRule = Callable[[Mapping[str, Any], int, list[Any]], "list[int | None] | None"]
+# (the chain node's attrs, its inputs' shapes) -> the output shape (no dtype needed)
+ShapeRule = Callable[[Mapping[str, Any], list[Any]], Shape]
 # (input shapes, dtype of input 0, attrs) -> the step's params and its output shape
 ParamRule = Callable[[Sequence[Sequence[int]], DType, Mapping[str, Any]], tuple[KernelParams, Shape]]
 
@@ -102,7 +107,9 @@ class OpSpec:
 
     `inputs` are the kernels' inputs in call order, each with the dtypes a kernel reads there (None:
     any); `blockwise`: output block b of the op reads block b of each input (fusion emits it as is;
-    the selects map blocks through their indices instead). `cases` run for every binding,
+    the selects map blocks through their indices instead). `cut` and `shape` tell `graph.split`
+    how a block of the op is run in halves when the device is out of memory (None: it is not
+    split; each output element must come from its own input rows). `cases` run for every binding,
     `view_cases` where the binding's caps accept the view. `shader` names the op's GLSL compute
     shader (`shaders/<shader>.comp`) and `push` its push-constant block, which the Vulkan kernel
     packs (None: no shader of its own).
@@ -122,6 +129,8 @@ class OpSpec:
     compare: Compare
     chunking: Chunking
     blockwise: bool = False
+    cut: CutRule | None = None
+    shape: ShapeRule | None = None
     shader: str = ""
     push: PushLayout | None = None
 

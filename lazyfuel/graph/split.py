@@ -9,7 +9,7 @@ the halves give the whole block's bits exactly.
 `halves(chain, inputs)` finds which program inputs follow the output's leading axis: walking the
 chain back from its output, each value is either cut along one of its axes (the same rows as
 the output) or needed whole (a select's source along the selected axis). Rules per op, in each
-op's spec (`OpSpec.cut` and `OpSpec.shape`, `lazyfuel.ops`), and per view in `_VIEW_CUTS`:
+op's spec (`OpSpec.cut` and `OpSpec.shape`, `lazyfuel.ops`) and view's (`lazyfuel.ops.views`):
 MaskedFill cuts data and mask alike; IndexSelect / Gather along another axis cut the source (and
 a gather's indices) on that axis, along the cut axis they cut the indices and need the source
 whole; Contiguize and transpose pass the cut on (transpose to its source axis); getitem where
@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.ops import find
-from lazyfuel.ops.spec import CutRule, ShapeRule
-from lazyfuel.planner.chain import Chain, decode_key
+from lazyfuel.ops.spec import CutRule, OpSpec
+from lazyfuel.ops.views import VIEWS, ViewSpec
+from lazyfuel.planner.chain import Chain
 
 Run = Callable[[Chain, list[np.ndarray]], np.ndarray]
 Cut = int | None  # the axis a value is cut along (the output's leading rows), or None: whole
@@ -118,49 +119,15 @@ def _never(attr: Mapping[str, Any], axis: int, shapes: list[Any]) -> None:
     return None
 
 
+def _rules(op: str) -> OpSpec | ViewSpec | None:
+    """The halving rules (`cut`, `shape`) of the node `op`: its op spec's or view's (None: neither)."""
+    return find(op) or VIEWS.get(op)
+
+
 def _cut_rule(op: str) -> CutRule:
-    """How the node `op` (an op kind with a spec, or a view) is cut; `_never` if it is not."""
-    spec = find(op)
-    rule = spec.cut if spec is not None else _VIEW_CUTS.get(op)
-    return rule or _never
-
-
-def _getitem(attr: Mapping[str, Any], axis: int, shapes: list[Any]) -> list[Cut] | None:
-    """The source axis the output axis comes from, when that axis is taken whole."""
-    key = decode_key(attr["key"])
-    kept = [i for i in range(len(shapes[0])) if i >= len(key) or isinstance(key[i], slice)]
-    source = kept[axis]
-    if source < len(key):
-        n = shapes[0][source]
-        if key[source].indices(n) != (0, n, 1):
-            return None
-    return [source]
-
-
-def _broadcast(attr: Mapping[str, Any], axis: int, shapes: list[Any]) -> list[Cut]:
-    """The source's own axis (cut alike), or a broadcast one (the source whole)."""
-    source = axis - (len(attr["shape"]) - len(shapes[0]))
-    return [source] if source >= 0 and shapes[0][source] != 1 else [None]
-
-
-# the views' rules (an op's are its spec's: `OpSpec.cut`, `OpSpec.shape`)
-_VIEW_CUTS: dict[str, CutRule] = {
-    "transpose": lambda attr, axis, shapes: [attr["axes"][axis]],
-    "getitem": _getitem,
-    "broadcast_to": _broadcast,
-}
-
-
-def _view_shape(shape: tuple[int, ...], key: Any) -> tuple[int, ...]:
-    """The shape `a[key]` has for an `a` of `shape` (on a stride-0 stand-in: no memory)."""
-    return np.broadcast_to(np.empty((), np.uint8), shape)[decode_key(key)].shape
-
-
-_VIEW_SHAPES: dict[str, ShapeRule] = {
-    "transpose": lambda attr, s: tuple(s[0][a] for a in attr["axes"]),
-    "getitem": lambda attr, s: _view_shape(s[0], attr["key"]),
-    "broadcast_to": lambda attr, s: tuple(attr["shape"]),
-}
+    """How the node `op` is cut; `_never` if it is not."""
+    rules = _rules(op)
+    return (rules.cut if rules is not None else None) or _never
 
 
 def _shapes(chain: Chain, input_shapes: list[tuple[int, ...]]) -> list[Any]:
@@ -168,7 +135,7 @@ def _shapes(chain: Chain, input_shapes: list[tuple[int, ...]]) -> list[Any]:
     shapes: list[Any] = list(input_shapes)
     for node in chain.nodes:
         args = [shapes[a] for a in node.args]
-        spec = find(node.op)
-        rule = spec.shape if spec is not None else _VIEW_SHAPES.get(node.op)
+        rules = _rules(node.op)
+        rule = rules.shape if rules is not None else None
         shapes.append(None if rule is None or any(s is None for s in args) else rule(node.attr, args))
     return shapes

@@ -43,14 +43,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lazyfuel import layout as layouts
 from lazyfuel import notices
 from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.ops import spec_for
 from lazyfuel.ops.contiguize import ContiguizeParams
-from lazyfuel.planner.chain import Chain, OpNode, decode_key
+from lazyfuel.ops.views import VIEWS
+from lazyfuel.planner.chain import Chain, OpNode
 from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry import Binding, NoBindingError, Registry
@@ -216,10 +216,10 @@ class _Builder:
         return dataclasses.replace(program, transfer_cost=transfer)
 
     def _node(self, node: OpNode) -> _Value:
-        view = _VIEWS.get(node.op)
+        view = VIEWS.get(node.op)
         if view is not None:
             src = self.values[node.args[0]]
-            return _Value(src.dtype, view(src.layout, node.attr), src.storage)
+            return _Value(src.dtype, view.layout(src.layout, node.attr), src.storage)
         op_kind = OpKind.parse(node.op)
         if op_kind is OpKind.Contiguize:
             pid = self._contiguize(node.args[0], "explicit contiguous()", force=True)
@@ -397,10 +397,3 @@ def _cheaper(cost: float, than: float, costs: CostModel | None, bindings: Sequen
         return cost < than
     noise = max((costs.noise(b) for b in bindings), default=0.0)
     return cost < than * (1.0 - noise)
-
-
-_VIEWS = {
-    "transpose": lambda lay, a: layouts.transpose(lay, a.get("axes")),
-    "getitem": lambda lay, a: layouts.getitem(lay, decode_key(a["key"])),
-    "broadcast_to": lambda lay, a: layouts.broadcast_to(lay, a["shape"]),
-}

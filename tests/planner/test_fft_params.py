@@ -8,8 +8,8 @@ import pytest
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
-from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.ops import spec_for
+from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.providers import default_registry
 
 NUMPY = {OpKind.Fft: np.fft.fft, OpKind.Ifft: np.fft.ifft, OpKind.Rfft: np.fft.rfft,

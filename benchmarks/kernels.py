@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import lazyfuel.backends.vulkan.kernels as kmod
 from lazyfuel.backends.vulkan import get_pool
+from lazyfuel.backends.vulkan.copy_kernels import ContiguizeKernel
 from lazyfuel.backends.vulkan.kernels import (
-    ContiguizeKernel,
     DeviceValue,
     GatherKernel,
     IndexSelectKernel,

@@ -9,7 +9,7 @@ params, same status word and the same errors as the contiguous kernels; output c
 Before dispatching, the host merges the source's dims on each side of the selected one
 (`merge_around`: extent-1 dims dropped, dims merged where their strides allow) and, for
 index_select, moves several elements as one wider word when the innermost dim is dense
-(`kernels.widen`). The shader takes at most `MAX_STRIDED_RANK` dims; a view that still has more
+(`copy_kernels.widen`). The shader takes at most `MAX_STRIDED_RANK` dims; a view that still has more
 after merging is contiguized on the device first, in the same command buffer.
 """
 
@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.copy_kernels import ContiguizeKernel, widen
 from lazyfuel.backends.vulkan.kernels import (
     I31_LIMIT,
-    ContiguizeKernel,
     DeviceValue,
     GatherKernel,
     IndexSelectKernel,
@@ -33,7 +33,6 @@ from lazyfuel.backends.vulkan.kernels import (
     require,
     spec_constants,
     storage_buffers,
-    widen,
 )
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.layout import Layout

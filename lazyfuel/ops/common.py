@@ -4,13 +4,14 @@ comparisons and the ways it splits a case into pieces for the bitwise-determinis
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 
 from lazyfuel.contracts.model import KernelContract
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import normalize_dim
-from lazyfuel.ops.spec import Attrs, Case, InputMaker, Inputs, Ladder, Timed
+from lazyfuel.ops.spec import Attrs, Case, InputMaker, Inputs, Ladder, OpSpec, Timed
 from lazyfuel.precision import Mismatch, first_mismatch, worst_row_mismatch
 
 # The select family's audit cases (ranks 1-3, odd extents, every dim), and the views run where a
@@ -45,6 +46,15 @@ def select_ladder(make_inputs: InputMaker, dim: int) -> Ladder:
         return (Timed(inputs, attrs),)
 
     return ladder
+
+
+def data_mover(make_inputs: InputMaker, ladder_dim: int | None = None, **fields: Any) -> OpSpec:
+    """The spec of a data mover: the select family's audit cases, compared bit for bit, timed by
+    `select_ladder(make_inputs, ladder_dim)` unless `fields` give a `ladder`; `fields` are the
+    rest of the `OpSpec`'s."""
+    ladder = fields.pop("ladder", None) or select_ladder(make_inputs, ladder_dim or 0)
+    return OpSpec(make_inputs=make_inputs, ladder=ladder, cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
+                  compare=elementwise, **fields)
 
 
 def elementwise(got: np.ndarray, want: np.ndarray, dtype: DType, contract: KernelContract,

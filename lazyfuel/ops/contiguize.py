@@ -16,10 +16,10 @@ from lazyfuel.contracts.model import DtypeRule, KernelContract, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.ops import bits
-from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_rows, elementwise, rows_of
+from lazyfuel.ops.common import by_rows, data_mover, rows_of
 from lazyfuel.ops.data import random_array
 from lazyfuel.ops.push import PushLayout
-from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, Timed, register
+from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, Shape, Timed, register
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,8 @@ PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t base", "uint64_t 
                      "int64_t strides[8]")
 
 
-SPEC = register(OpSpec(
-    kind=OpKind.Contiguize, name="contiguous", inputs=(("source", None),), dtype_rule=DtypeRule("source"),
-    params_type=ContiguizeParams, plan=None, reference=lambda a, at: contiguize(a[0]),
-    make_inputs=_inputs, ladder=_ladder, cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_rows, blockwise=True,
+SPEC = register(data_mover(
+    _inputs, ladder=_ladder, kind=OpKind.Contiguize, name="contiguous", inputs=(("source", None),),
+    dtype_rule=DtypeRule("source"), params_type=ContiguizeParams, plan=None,
+    reference=lambda a, at: contiguize(a[0]), chunking=by_rows, blockwise=True,
     cut=lambda attrs, axis, shapes: [axis], shape=lambda attrs, s: s[0], shader="contiguize", push=PUSH))

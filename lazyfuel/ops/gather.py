@@ -13,11 +13,11 @@ from lazyfuel import checks
 from lazyfuel.contracts.model import DtypeRule, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.ops import bits
-from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_indices, elementwise, select_ladder
+from lazyfuel.ops.common import by_indices, data_mover
 from lazyfuel.ops.data import random_array
 from lazyfuel.ops.index_select import INDICES_U32
 from lazyfuel.ops.push import PushLayout
-from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, register
+from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, Shape, register
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,8 @@ PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t s
                      "uint64_t n", "uint inner", "uint M", "uint S")
 
 
-SPEC = register(OpSpec(
-    kind=OpKind.Gather, name="gather", inputs=(("source", None), ("indices", INDICES_U32)),
+SPEC = register(data_mover(
+    _inputs, 1, kind=OpKind.Gather, name="gather", inputs=(("source", None), ("indices", INDICES_U32)),
     dtype_rule=DtypeRule("source"), params_type=GatherParams, plan=plan,
-    reference=lambda a, at: gather(a[0], at["dim"], a[1]), make_inputs=_inputs,
-    ladder=select_ladder(_inputs, 1), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_indices, cut=cut, shape=lambda attrs, s: s[1], shader="gather",
-    push=PUSH))
+    reference=lambda a, at: gather(a[0], at["dim"], a[1]), chunking=by_indices, cut=cut,
+    shape=lambda attrs, s: s[1], shader="gather", push=PUSH))

@@ -18,11 +18,11 @@ from lazyfuel.contracts.model import DtypeRule, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import normalize_dim
 from lazyfuel.ops import bits
-from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_indices, elementwise, select_ladder
+from lazyfuel.ops.common import by_indices, data_mover
 from lazyfuel.ops.contiguize import contiguize
 from lazyfuel.ops.data import random_array
 from lazyfuel.ops.push import PushLayout
-from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, register
+from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, Shape, register
 
 INDICES_U32 = frozenset({DType.U32})  # what the planner hands a select kernel's indices as
 
@@ -110,9 +110,8 @@ PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t s
                      "uint64_t n", "uint R", "uint n_idx", "uint dim_size")
 
 
-SPEC = register(OpSpec(
-    kind=OpKind.IndexSelect, name="index_select", inputs=(("source", None), ("indices", INDICES_U32)),
-    dtype_rule=DtypeRule("source"), params_type=IndexSelectParams, plan=plan,
-    reference=lambda a, at: index_select(a[0], at["dim"], a[1]), make_inputs=_inputs,
-    ladder=select_ladder(_inputs, 0), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_indices, cut=cut, shape=out_shape, shader="index_select", push=PUSH))
+SPEC = register(data_mover(
+    _inputs, 0, kind=OpKind.IndexSelect, name="index_select",
+    inputs=(("source", None), ("indices", INDICES_U32)), dtype_rule=DtypeRule("source"),
+    params_type=IndexSelectParams, plan=plan, reference=lambda a, at: index_select(a[0], at["dim"], a[1]),
+    chunking=by_indices, cut=cut, shape=out_shape, shader="index_select", push=PUSH))

@@ -16,10 +16,10 @@ from lazyfuel import checks
 from lazyfuel.contracts.model import DtypeRule, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.ops import bits
-from lazyfuel.ops.common import SELECT_CASES, SELECT_VIEW_CASES, by_rows, elementwise, select_ladder
+from lazyfuel.ops.common import by_rows, data_mover
 from lazyfuel.ops.data import fill_value, random_array
 from lazyfuel.ops.push import PushLayout
-from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, OpSpec, Shape, register
+from lazyfuel.ops.spec import Attrs, Inputs, KernelParams, Shape, register
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,9 @@ PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t s
                      "uint64_t n", "uvec4 fill")
 
 
-SPEC = register(OpSpec(
-    kind=OpKind.MaskedFill, name="masked_fill", inputs=(("data", None), ("mask", frozenset({DType.BOOL}))),
-    dtype_rule=DtypeRule("data"), params_type=MaskedFillParams, plan=plan,
-    reference=lambda a, at: masked_fill(a[0], a[1], at["value"]), make_inputs=_inputs,
-    ladder=select_ladder(_inputs, 0), cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-    compare=elementwise, chunking=by_rows, blockwise=True,
-    cut=lambda attrs, axis, shapes: [axis, axis], shape=lambda attrs, s: s[0], shader="masked_fill",
-    push=PUSH))
+SPEC = register(data_mover(
+    _inputs, 0, kind=OpKind.MaskedFill, name="masked_fill",
+    inputs=(("data", None), ("mask", frozenset({DType.BOOL}))), dtype_rule=DtypeRule("data"),
+    params_type=MaskedFillParams, plan=plan, reference=lambda a, at: masked_fill(a[0], a[1], at["value"]),
+    chunking=by_rows, blockwise=True, cut=lambda attrs, axis, shapes: [axis, axis],
+    shape=lambda attrs, s: s[0], shader="masked_fill", push=PUSH))

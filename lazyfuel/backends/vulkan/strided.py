@@ -36,6 +36,7 @@ from lazyfuel.backends.vulkan.kernels import (
 )
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.layout import Layout
+from lazyfuel.ops.index_select import IndexSelectParams
 
 MAX_STRIDED_RANK = 6  # dims the shader's push constants hold (128 bytes)
 FAMILY = "strided_select"
@@ -166,9 +167,9 @@ class StridedIndexSelectKernel(IndexSelectKernel):
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
         src, idx = args
-        p = step.param
-        outer, dim_size, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size",
-                                                             "n_indices", "inner_count"))
+        p = IndexSelectParams.of(step.param)
+        outer, dim_size, n_idx, inner = int(p.outer_count), int(p.source_dim_size), int(p.n_indices), \
+            int(p.inner_count)
         shape = src.layout.shape or (1,)
         record_strided(batch, src, idx, out, status, index_select_dim(shape, outer, dim_size, inner),
                        n_idx, gather=False)

@@ -57,21 +57,27 @@ class PushLayout:
     def values(self, **members: Any) -> list[Any]:
         """The flattened values, in the block's order, of `members` (a scalar, or a sequence of the
         member's length for arrays and vectors); ValueError naming missing or unknown members."""
-        missing = [n for n in self.names if n not in members]
-        unknown = [n for n in members if n not in self.names]
-        if missing or unknown:
+        if len(members) != len(self.members) or not all(n in members for n in self.names):
+            missing = [n for n in self.names if n not in members]
+            unknown = [n for n in members if n not in self.names]
             raise ValueError(f"push constants ({', '.join(self.names)}): missing {missing}, "
                              f"unknown {unknown}")
         flat: list[Any] = []
-        for name, gl_type, length in self.members:
-            count = TYPES[gl_type][1] * length
+        for name, count in self._counts:
             value = members[name]
+            if count == 1 and (type(value) is int or not isinstance(value, Sequence)):
+                flat.append(value)
+                continue
             items = list(value) if isinstance(value, Sequence) else [value]
             if len(items) != count:
-                raise ValueError(f"push constant {name} ({gl_type}{f'[{length}]' if length > 1 else ''}) "
-                                 f"takes {count} value(s), got {len(items)}")
+                raise ValueError(f"push constant {name} takes {count} value(s), got {len(items)}")
             flat.extend(items)
         return flat
+
+    @cached_property
+    def _counts(self) -> tuple[tuple[str, int], ...]:
+        """Each member's name and the scalars it holds."""
+        return tuple((name, TYPES[gl_type][1] * length) for name, gl_type, length in self.members)
 
 
 def _code(gl_type: str, length: int) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -46,13 +47,14 @@ class KernelParams(Mapping[str, Any]):
         return len(self._names())
 
     @classmethod
+    @cache
     def _names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
 
     @classmethod
     def of(cls, params: Mapping[str, Any]) -> KernelParams:
         """The record of a step's params mapping (KeyError naming a missing field)."""
-        return cls(**{name: params[name] for name in cls._names()})
+        return cls(*[params[name] for name in cls._names()])
 
 
 @dataclass(frozen=True)

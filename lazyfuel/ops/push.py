@@ -11,7 +11,6 @@ string of its own; `parse_glsl` reads a shader's block back (the tests compare t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -64,11 +63,10 @@ class PushLayout:
                              f"unknown {unknown}")
         flat: list[Any] = []
         for name, count in self._counts:
-            value = members[name]
-            if count == 1 and (type(value) is int or not isinstance(value, Sequence)):
-                flat.append(value)
+            if count == 0:  # a scalar: struct.pack refuses anything else
+                flat.append(members[name])
                 continue
-            items = list(value) if isinstance(value, Sequence) else [value]
+            items = list(members[name])
             if len(items) != count:
                 raise ValueError(f"push constant {name} takes {count} value(s), got {len(items)}")
             flat.extend(items)
@@ -76,8 +74,9 @@ class PushLayout:
 
     @cached_property
     def _counts(self) -> tuple[tuple[str, int], ...]:
-        """Each member's name and the scalars it holds."""
-        return tuple((name, TYPES[gl_type][1] * length) for name, gl_type, length in self.members)
+        """Each member's name and the scalars it holds (0 for a scalar: passed as it is)."""
+        return tuple((name, 0 if TYPES[gl_type][1] * length == 1 else TYPES[gl_type][1] * length)
+                     for name, gl_type, length in self.members)
 
 
 def _code(gl_type: str, length: int) -> str:

@@ -10,8 +10,8 @@ import pytest
 from lazyfuel.backends.base import executor
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
-from lazyfuel.judge.workloads import ladder_workloads
-from lazyfuel.layout import memory_span
+from lazyfuel.judge.workloads import program_for
+from lazyfuel.layout import Layout, memory_span
 from lazyfuel.ops import find, spec_for, specs
 from lazyfuel.ops.common import elementwise
 from lazyfuel.ops.index_select import IndexSelectParams
@@ -85,30 +85,24 @@ def test_push_values_follow_the_block_and_refuse_strays() -> None:
 
 @pytest.mark.parametrize("kind", list(OpKind), ids=str)
 def test_each_spec_builds_a_judge_workload_its_reference_reproduces(kind: OpKind) -> None:
-    """The judge's workloads of every op (built by its spec) run on the Cpu binding, and the spec's
-    numpy reference gives the same bits (the data movers) or agrees within the contract (FFTs)."""
+    """The judge's workloads of every op (built by its spec's ladder) run on the Cpu binding, and
+    the spec's numpy reference gives the same bits (data movers) or agrees within the contract."""
     binding = next(b for b in default_registry().bindings()
                    if b.op_kind is kind and b.backend is Backend.Cpu
                    and b.dtypes[0] in (DType.F32, DType.C64))
     spec = spec_for(kind)
-    for workload in ladder_workloads(binding, 300, np.random.default_rng(7)):
+    for timed in spec.ladder(binding.contract, binding.dtypes, 300, np.random.default_rng(7)):
+        workload = program_for(binding, timed.inputs, timed.attrs, view=timed.view)
         (got,) = executor(binding.backend).run(workload.program, list(workload.inputs))
-        inputs, attrs = _as_built(kind, list(workload.inputs), workload.program.steps[0].param)
-        want = spec.reference(inputs, attrs)
-        assert spec.compare(got, want, binding.dtypes[-1], binding.contract, attrs) is None
+        source = timed.inputs[0] if timed.view is None else _viewed(timed.inputs[0], timed.view)
+        want = spec.reference([source, *timed.inputs[1:]], timed.attrs)
+        assert spec.compare(got, want, binding.dtypes[-1], binding.contract, timed.attrs) is None
         if spec.compare is elementwise:
             assert got.tobytes() == want.tobytes()
 
 
-def _as_built(kind: OpKind, inputs: list, param: dict) -> tuple[list, dict]:
-    """The reference's inputs and the op's attributes back from a workload's first step."""
-    if kind is OpKind.Contiguize:  # the step copies a view of input 0's memory span
-        span = memory_span(inputs[0]).view(inputs[0].dtype)
-        view = np.lib.stride_tricks.as_strided(span[param["offset"]:], param["shape"],
-                                               tuple(s * span.itemsize for s in param["strides"]))
-        return [view], {}
-    if kind in (OpKind.IndexSelect, OpKind.Gather):
-        return inputs, {"dim": param.get("dim", 0)}
-    if kind is OpKind.MaskedFill:
-        return inputs, {"value": np.frombuffer(param["fill_bytes"], inputs[0].dtype)[0]}
-    return inputs, {"axis": param["axis"], "n": param["length"], "norm": param["norm"]}
+def _viewed(a: np.ndarray, view: Layout) -> np.ndarray:
+    """The view `view` of `a`'s memory span (what a Contiguize step copies)."""
+    span = memory_span(a).view(a.dtype)
+    return np.lib.stride_tricks.as_strided(span[view.offset:], view.shape,
+                                           tuple(s * span.itemsize for s in view.strides))

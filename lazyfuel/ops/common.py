@@ -1,5 +1,6 @@
 """What several op specs share: the select family's audit cases and judge ladder, the audit's
-comparisons and the ways it splits a case into pieces for the bitwise-determinism check."""
+comparisons and the ways it splits a case into pieces for the bitwise-determinism check (by
+indices, by rows, or along an axis the op leaves alone)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from lazyfuel.contracts.model import KernelContract
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import normalize_dim
-from lazyfuel.ops.spec import Attrs, Case, InputMaker, Inputs, Ladder, OpSpec, Timed
+from lazyfuel.ops.spec import Attrs, Case, Chunking, InputMaker, Inputs, Ladder, OpSpec, Timed
 from lazyfuel.precision import Mismatch, first_mismatch, worst_row_mismatch
 
 # The select family's audit cases (ranks 1-3, odd extents, every dim), and the views run where a
@@ -90,3 +91,21 @@ def by_indices(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[In
     parts = [([inputs[0], np.ascontiguousarray(np.take(idx, range(s.start, s.stop), axis=axis))], attrs)
              for s in split(idx.shape[axis], pieces)]
     return parts, dim
+
+
+def by_other_axis(attr: str, default: int | None = None, contiguous: bool = False) -> Chunking:
+    """A chunking that splits along the first axis other than the op's own (the attribute `attr`,
+    `default` when absent: an FFT's `axis`, a flip's `dim`); a 1-d input is one piece; the results
+    join along that axis. `contiguous`: each piece a contiguous copy (for kernels that read only
+    contiguous sources), else a view."""
+
+    def chunking(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
+        x = inputs[0]
+        own = normalize_dim(attrs.get(attr, default), x.ndim)
+        other = next((i for i in range(x.ndim) if i != own), None)
+        if other is None:
+            return [(inputs, attrs)], 0
+        parts = [x[(slice(None),) * other + (s,)] for s in split(x.shape[other], pieces)]
+        return [([np.ascontiguousarray(p) if contiguous else p], attrs) for p in parts], other
+
+    return chunking

@@ -24,7 +24,7 @@ import numpy as np
 from lazyfuel.contracts.model import DtypeRule, KernelContract, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import normalize_dim
-from lazyfuel.ops.common import per_row, split
+from lazyfuel.ops.common import by_other_axis, per_row
 from lazyfuel.ops.data import random_array
 from lazyfuel.ops.spec import Attrs, Case, Inputs, KernelParams, OpSpec, Shape, Timed, register
 
@@ -184,18 +184,6 @@ def _ladder(kind: OpKind, contract: KernelContract, dtypes: tuple[DType, ...], n
     return (Timed(inputs, attrs, reread=True),)
 
 
-def by_batch(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
-    """Fewer transforms per piece: the input split along the first axis that is not transformed
-    (a 1-D input is one piece); the results join along that axis."""
-    x = inputs[0]
-    axis = normalize_dim(attrs.get("axis", -1), x.ndim)
-    other = next((i for i in range(x.ndim) if i != axis), None)
-    if other is None:
-        return [(inputs, attrs)], 0
-    parts = [([x[(slice(None),) * other + (s,)]], attrs) for s in split(x.shape[other], pieces)]
-    return parts, other
-
-
 def _case(shape: Shape, dim: int, norm: str, view: str = "contiguous", n: int | None = None) -> Case:
     """An FFT case: `shape[dim]` is the signal length (see `_inputs`), `n` crops or pads it."""
     return Case(shape, dim, None, view, (("norm", norm), *((("n", n),) if n is not None else ())))
@@ -223,7 +211,7 @@ def _spec(kind: OpKind) -> OpSpec:
         params_type=FftParams, plan=partial(plan, kind),
         reference=lambda a, at: reference(name, a[0], at.get("n"), at.get("axis", -1), at.get("norm")),
         make_inputs=partial(_inputs, kind), ladder=partial(_ladder, kind), cases=CASES,
-        view_cases=VIEW_CASES, compare=per_row, chunking=by_batch, blockwise=True)
+        view_cases=VIEW_CASES, compare=per_row, chunking=by_other_axis("axis", -1), blockwise=True)
 
 
 SPECS = tuple(register(_spec(kind)) for kind in KINDS)

@@ -11,8 +11,10 @@ string of its own; `parse_glsl` reads a shader's block back (the tests compare t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from typing import Any
 
 # GLSL member type -> (struct code, scalars it holds)
@@ -56,27 +58,39 @@ class PushLayout:
     def values(self, **members: Any) -> list[Any]:
         """The flattened values, in the block's order, of `members` (a scalar, or a sequence of the
         member's length for arrays and vectors); ValueError naming missing or unknown members."""
-        if len(members) != len(self.members) or not all(n in members for n in self.names):
+        try:
+            picked = self._pick(members) if len(members) == len(self.members) else None
+        except KeyError:
+            picked = None
+        if picked is None:
             missing = [n for n in self.names if n not in members]
             unknown = [n for n in members if n not in self.names]
             raise ValueError(f"push constants ({', '.join(self.names)}): missing {missing}, "
                              f"unknown {unknown}")
+        if not any(self._counts):
+            return list(picked)
         flat: list[Any] = []
-        for name, count in self._counts:
-            if count == 0:  # a scalar: struct.pack refuses anything else
-                flat.append(members[name])
+        for name, value, count in zip(self.names, picked, self._counts):
+            if not count:  # a scalar: struct.pack refuses anything else
+                flat.append(value)
                 continue
-            items = list(members[name])
+            items = list(value)
             if len(items) != count:
                 raise ValueError(f"push constant {name} takes {count} value(s), got {len(items)}")
             flat.extend(items)
         return flat
 
     @cached_property
-    def _counts(self) -> tuple[tuple[str, int], ...]:
-        """Each member's name and the scalars it holds (0 for a scalar: passed as it is)."""
-        return tuple((name, 0 if TYPES[gl_type][1] * length == 1 else TYPES[gl_type][1] * length)
-                     for name, gl_type, length in self.members)
+    def _pick(self) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+        """The members' values in the block's order, as a tuple (KeyError for a missing one)."""
+        getter = itemgetter(*self.names)
+        return getter if len(self.names) > 1 else lambda members: (getter(members),)
+
+    @cached_property
+    def _counts(self) -> tuple[int, ...]:
+        """The scalars each member holds (0 for a scalar: passed as it is)."""
+        sizes = [TYPES[gl_type][1] * length for _, gl_type, length in self.members]
+        return tuple(0 if size == 1 else size for size in sizes)
 
 
 def _code(gl_type: str, length: int) -> str:

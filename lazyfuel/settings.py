@@ -32,7 +32,7 @@ A new knob is one `Knob` row in `KNOBS` (or `_one_of` for a choice) and one row 
 table (tests/test_config.py checks the table names every knob and its variable).
 
 Nothing here imports the rest of lazyfuel at import time (every layer reads its knobs here); the
-backend's choices come from `providers.BACKEND_CHOICES`, looked up when the value is checked.
+backend's choices come from `backends.catalog.backend_choices()`, looked up when the value is checked.
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ def _choice(choices: Callable[[], tuple[str, ...]] | tuple[str, ...]) -> Callabl
 
 
 def _backend_choices() -> tuple[str, ...]:
-    from lazyfuel.providers import BACKEND_CHOICES  # the planner's list, one home
+    from lazyfuel.backends.catalog import backend_choices  # the registered backends, one home
 
-    return BACKEND_CHOICES
+    return backend_choices()
 
 
 def _optional_text(value: Any) -> str | None:

@@ -56,6 +56,7 @@ from lazyfuel.planner.chain import Chain, OpNode, decode_key
 from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry import Binding, NoBindingError, Registry
+from lazyfuel.registry.cost import host_backend
 
 
 @dataclass(frozen=True)
@@ -157,10 +158,12 @@ class Planner:
 
     def host_copy_cost(self, dtype: DType, shape: Sequence[int]) -> float:
         """Seconds the host takes to copy an array of `dtype` and `shape` (what staging the rows a
-        select touches costs): the Cpu Contiguize binding's cost, measured or prior (numpy's copy),
-        whether or not the Cpu backend is among this planner's."""
+        select touches costs): the Contiguize binding of the backend that runs in host memory
+        (`registry.cost.host_backend`: numpy's copy), measured or prior, whether or not that backend
+        is among this planner's."""
+        host = host_backend()
         bindings = [b for b in self.registry.candidates(OpKind.Contiguize, (dtype, dtype))
-                    if b.backend is Backend.Cpu]
+                    if b.backend is host]
         if not bindings:
             return 0.0
         params = _contiguize_params(Layout.contiguous(tuple(shape)))

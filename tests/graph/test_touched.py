@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import lazyfuel as lf
+from lazyfuel.backends.cpu.priors import host_prior
+from lazyfuel.backends.vulkan.priors import kind_prior
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph.touched import stageable, staged_where_cheaper, touched_rows
 from lazyfuel.judge import MeasuredCosts
-from lazyfuel.judge.priors import device_prior
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.providers import default_registry
 
@@ -48,7 +49,7 @@ def test_a_device_gets_the_touched_rows_and_the_cpu_reads_in_place() -> None:
     inputs = [table, ids]
 
     def planner(backend: Backend) -> Planner:
-        priors = {b: device_prior(b, "discrete") for b in (Backend.Cpu, Backend.Vulkan)}
+        priors = {Backend.Cpu: host_prior(), Backend.Vulkan: kind_prior("discrete")}
         return Planner(default_registry(), [backend], costs=MeasuredCosts(priors=priors))
 
     assert staged_where_cheaper(planner(Backend.Cpu), SELECT, inputs, 0, 0) is inputs  # no copy
@@ -128,7 +129,7 @@ def test_a_view_spanning_less_than_its_touched_rows_is_sent_as_it_is() -> None:
     row = np.random.default_rng(11).standard_normal(256).astype(np.float32)
     wide = np.broadcast_to(row, (65536, 256))  # spans one row: staging 4096 rows would grow it
     ids = np.random.default_rng(12).integers(0, 65536, 4096).astype(np.uint32)
-    priors = {b: device_prior(b, "discrete") for b in (Backend.Cpu, Backend.Vulkan)}
+    priors = {Backend.Cpu: host_prior(), Backend.Vulkan: kind_prior("discrete")}
     planner = Planner(default_registry(), [Backend.Vulkan], costs=MeasuredCosts(priors=priors))
     inputs = [wide, ids]
     assert staged_where_cheaper(planner, SELECT, inputs, 0, 0) is inputs

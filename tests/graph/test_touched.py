@@ -108,7 +108,7 @@ def test_explain_says_whether_a_source_is_staged_and_the_bytes_that_cross(vulkan
     ids = np.random.default_rng(7).integers(0, rows, 4096)
     text = lf.explain(lf.from_array(_table(rows, 8), chunks=(rows // 8, 256)).index_select(0, ids))
     assert "in0: staged, up to 4096 touched row(s) taken on the host" in text, text
-    assert "2 input(s) 4.0 MiB in, 1 result(s) 4.0 MiB out" in text, text  # not the 64 MiB table
+    assert "Vulkan up 4.0 MiB (2 array(s)), down 4.0 MiB (1 array(s))" in text, text  # not the 64 MiB table
 
 
 def test_a_read_per_source_chunk_uploads_the_rows_it_cuts(vulkan, bits_equal) -> None:

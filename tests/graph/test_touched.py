@@ -29,6 +29,19 @@ def _quiet():
         yield
 
 
+@pytest.fixture(autouse=True)
+def _kind_link():
+    """Price the link with the device kind's prior (lavapipe: 8 GB/s, a CPU copy), not the pool's
+    probe: in lavapipe's zero-copy mode the probe prices an upload as an import, where staging the
+    touched rows no longer pays (both ways measured alike here), and these tests pin the staging."""
+    from lazyfuel import api
+
+    api._planner.cache_clear()
+    with lf.config(link_probe=False):
+        yield
+    api._planner.cache_clear()
+
+
 def _table(rows: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((rows, 256), dtype=np.float32)
 

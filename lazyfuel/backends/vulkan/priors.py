@@ -20,7 +20,11 @@ how much.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from lazyfuel.backends.vulkan.link_probe import LinkProbe
 from lazyfuel.registry.cost import DevicePrior, LinkPrior, Throughput
+from lazyfuel.settings import config
 
 # before any device is known: a submit + fence costs ~100 µs (DESIGN.md "Facts")
 KERNELS = Throughput(100e-6, 8e9, 20e9)
@@ -35,15 +39,20 @@ BY_KIND: dict[str, DevicePrior] = {
 }
 
 
-def kind_prior(kind: str, link: LinkPrior | None = None) -> DevicePrior:
-    """The prior of a Vulkan device of `kind`, with `link` (a probed one) in place of the kind's."""
+def kind_prior(kind: str, probe: LinkProbe | None = None) -> DevicePrior:
+    """The prior of a Vulkan device of `kind`; with a link `probe`, its link in place of the kind's
+    and the kernels' rate no faster than the device's copy (a kernel moves its bytes no faster)."""
     found = BY_KIND.get(kind, DevicePrior(kind, KERNELS, _HOST_LINK))
-    return found if link is None else DevicePrior(found.kind, found.kernels, link)
+    if probe is None:
+        return found
+    kernels = replace(found.kernels, bytes_per_s=min(found.kernels.bytes_per_s, probe.copy_bytes_per_s))
+    return DevicePrior(found.kind, kernels, probe.link)
 
 
 def device_prior() -> DevicePrior:
-    """The prior of the default pool's device (opens it): its kind's rates, its probed link."""
+    """The prior of the default pool's device (opens it): its kind's rates, its probed link (the
+    kind's where `config.link_probe` is off now)."""
     from lazyfuel.backends.vulkan import get_pool
 
     pool = get_pool()
-    return kind_prior(pool.info.kind, getattr(pool, "link", None))
+    return kind_prior(pool.info.kind, pool.link_probe if config.link_probe else None)

@@ -7,23 +7,16 @@ from __future__ import annotations
 
 import re
 import time
-import warnings
 
 import numpy as np
 import pytest
 
 import lazyfuel as lf
-from lazyfuel.judge.costs import reset_warning
 
 
 @pytest.fixture(autouse=True)
-def _quiet(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAZYFUEL_CACHE_DIR", str(tmp_path))  # an empty judge cache
-    reset_warning()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-    reset_warning()
+def _empty_cache(tmp_path, monkeypatch, unmeasured_quietly):
+    monkeypatch.setenv("LAZYFUEL_CACHE_DIR", str(tmp_path))  # an empty judge cache: the priors plan
 
 
 def _resident(rows: int = 4096, chunk: int = 1024, seed: int = 0):
@@ -58,9 +51,19 @@ def test_a_resident_block_read_on_the_host_pays_its_download(bits_equal):
     y = lx.masked_fill(host_mask, 0.5)
     with lf.config(backend="cpu"):
         text = lf.explain(y)
-        got = y.compute()
+        with lf.profile() as p:
+            got = y.compute()
     assert _links(text) == ["Vulkan up 0 B (0 array(s)), down 1.0 MiB (1 array(s)) (steps run on Cpu)"], text
     bits_equal(got, np.where(mask, np.float32(0.5), x))
+    assert p.bytes_downloaded == x.nbytes and p.bytes_uploaded == 0  # lf.profile counts each way
+
+
+def test_a_result_wanted_on_the_device_is_not_downloaded(vulkan, bits_equal):
+    x, mask, lx, lmask = _resident(seed=5)
+    with lf.profile() as p:
+        got = lx.masked_fill(lmask, 2.0).compute(device=True)
+    assert p.bytes_downloaded == 0 and p.bytes_uploaded == 0
+    bits_equal(np.asarray(got), np.where(mask, np.float32(2.0), x))
 
 
 def _w1(mib: int, chunk_mib: int):

@@ -4,8 +4,6 @@ belongs on wins on the first run: the Cpu on lavapipe, the GPU on a discrete dev
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -15,7 +13,6 @@ from lazyfuel.backends.vulkan.priors import BY_KIND, kind_prior
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import MeasuredCosts
-from lazyfuel.judge.costs import reset_warning
 from lazyfuel.layout import Layout
 from lazyfuel.measured import measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
@@ -27,12 +24,8 @@ SELECT_FILL = Chain(3, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),
 
 
 @pytest.fixture(autouse=True)
-def _quiet():
-    reset_warning()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-    reset_warning()
+def _quiet(unmeasured_quietly):
+    """Every test here plans with the priors (`unmeasured_quietly`)."""
 
 
 def _priors(kind: str) -> MeasuredCosts:

@@ -4,8 +4,6 @@ device pays no download, and the planner weighs that against computing where the
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
 from lazyfuel.backends.cpu.priors import host_prior
@@ -13,7 +11,6 @@ from lazyfuel.backends.vulkan.priors import kind_prior
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import MeasuredCosts
-from lazyfuel.judge.costs import reset_warning
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.placement import Placement, link_bytes
@@ -25,12 +22,8 @@ TABLE = 1 << 30  # bytes of a (1M, 256) f32 table
 
 
 @pytest.fixture(autouse=True)
-def _quiet():
-    reset_warning()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-    reset_warning()
+def _quiet(unmeasured_quietly):
+    """Every test here plans with the priors (`unmeasured_quietly`)."""
 
 
 def test_what_moves_over_each_link_follows_where_the_data_is_and_is_wanted():

@@ -1,0 +1,58 @@
+"""`lazyfuel devices`, and the `--device` / `--backend` choice of the commands that run kernels."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from lazyfuel.commands.errors import UsageError
+from lazyfuel.providers import available_backends
+from lazyfuel.settings import config
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from lazyfuel.backends.vulkan.devices import describe_devices
+
+    print(describe_devices())
+    return 0
+
+
+def use_device(args: argparse.Namespace) -> None:
+    """--device and --backend reach every layer (and worker processes) through the environment,
+    which `lazyfuel.config` then reads again. A --device that names no Vulkan device here is a
+    UsageError listing the devices there are."""
+    if getattr(args, "device", None):
+        check_device(args.device)
+        os.environ["LAZYFUEL_DEVICE"] = args.device
+    if getattr(args, "backend_choice", None):
+        os.environ["LAZYFUEL_BACKEND"] = args.backend_choice
+    config.reload()
+
+
+def check_device(wanted: str) -> None:
+    from lazyfuel.backends.vulkan.devices import choose, list_devices
+
+    try:
+        choose(list_devices(), wanted.strip(), source="--device")
+    except Exception as err:  # no device matches, or no Vulkan at all: say which devices there are
+        raise UsageError(str(err) if str(err).startswith("--device") else
+                         f"--device={wanted!r}: no Vulkan device can be listed here: {err}") from err
+
+
+def device_name() -> str:
+    """Where kernels may run (for bench's title): the Vulkan device the pool picks and the numpy
+    reference, or numpy alone."""
+    from lazyfuel import devices
+    from lazyfuel.backends.vulkan.devices import choose
+    from lazyfuel.contracts.model import Backend
+
+    if Backend.Vulkan in available_backends():
+        info = choose(devices())
+        return f"{info.name} [{info.index}, {info.kind}] (Vulkan) and the CPU (numpy)"
+    return "the CPU via numpy (cpu backend)"
+
+
+def add_devices_command(sub: argparse._SubParsersAction) -> None:
+    """`devices`."""
+    sub.add_parser("devices", help="list the Vulkan devices and the one the pool picks"
+                   ).set_defaults(func=_devices)

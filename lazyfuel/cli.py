@@ -17,11 +17,9 @@ from collections.abc import Callable, Sequence
 from lazyfuel.commands.bindings import add_binding_commands
 from lazyfuel.commands.contracts import add_contracts_commands
 from lazyfuel.commands.devices import add_devices_command
-from lazyfuel.commands.errors import UsageError
+from lazyfuel.commands.errors import EXPECTED, UsageError
 from lazyfuel.commands.graphs import add_graph_commands
 from lazyfuel.commands.text import one_line_notices
-from lazyfuel.contracts import ContractError
-from lazyfuel.registry import NoBindingError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,8 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"lazyfuel: {err}", file=sys.stderr)
         return 2
-    except (ContractError, NoBindingError, OSError, ValueError, TypeError, IndexError,
-            LookupError, RuntimeError, MemoryError) as err:
+    except EXPECTED as err:
         return _failed(err, args.debug)
 
 

@@ -11,6 +11,7 @@ from lazyfuel.settings import config
 
 
 def _devices(args: argparse.Namespace) -> int:
+    """`lazyfuel devices`: every Vulkan device and the one the pool picks."""
     from lazyfuel.backends.vulkan.devices import describe_devices
 
     print(describe_devices())
@@ -30,6 +31,7 @@ def use_device(args: argparse.Namespace) -> None:
 
 
 def check_device(wanted: str) -> None:
+    """UsageError unless `wanted` (--device) names a Vulkan device here; its text lists them."""
     from lazyfuel.backends.vulkan.devices import choose, list_devices
 
     try:

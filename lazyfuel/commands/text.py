@@ -11,11 +11,13 @@ from lazyfuel.notices import LOGGER
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:
+    """`rows` (the first one the header) as columns padded to their widest cell, two spaces apart."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
 def warning_line(text: str) -> str:
+    """`text` as the one line a warning or notice prints as (`lazyfuel: warning: …`)."""
     return f"lazyfuel: warning: {text.removeprefix('lazyfuel: ')}"
 
 

@@ -30,6 +30,8 @@ def test_select_keeps_the_op_kinds_and_data_dtypes_asked_for():
                     if b.op_kind in (OpKind.Gather, OpKind.IndexSelect)
                     and b.dtypes[0] in (DType.F32, DType.U8)}
     assert both and both < gathers | kept(op=["IndexSelect"])
+    rfft = kept(op=["Rfft"], dtype=["F32"])  # the data dtype: an F32 rfft's output is C64
+    assert rfft and {k.dtypes[-1] for k in rfft} == {DType.C64} and not kept(op=["Rfft"], dtype=["C64"])
 
 
 def test_an_unknown_op_or_dtype_is_a_value_error_naming_the_accepted_ones():

@@ -89,6 +89,7 @@ def test_extent_one_dims_and_empty_views_are_not_awkward():
     assert Layout((1, 5), (99, 1)).is_contiguous
     empty = Layout((0, 3), (3, 1), offset=7)
     assert empty.size == 0 and empty.span == 0 and empty.is_contiguous and not empty.has_start_offset
+    assert getitem(Layout.contiguous((5, 6)), (slice(1, 3), slice(4, 4))).offset == 0  # empty: no offset
 
 
 def test_span_counts_elements_from_lowest_to_highest():

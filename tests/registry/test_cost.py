@@ -14,8 +14,8 @@ import lazyfuel
 from lazyfuel.contracts import parse_contracts
 from lazyfuel.contracts.model import Backend, Provenance
 from lazyfuel.registry.cost import (
-    SHARED_THROUGHPUT,
     Throughput,
+    throughput,
     expression_cost,
     fill_unset_cost_for_backend,
     initial_cost,
@@ -46,7 +46,7 @@ def test_a_declared_cost_is_priced_with_its_backends_prior_and_a_measured_one_wa
     assert gather.cost.provenance is Provenance.judge_measured
     assert initial_cost(gather) is unknown_cost
     declared = replace(gather, cost=replace(gather.cost, provenance=Provenance.declared))
-    prior = SHARED_THROUGHPUT[Backend.Vulkan]
+    prior = throughput(Backend.Vulkan)
     env = {"n": 2**20, "dtype_bytes": 2}
     assert initial_cost(declared)(env) == prior.latency_s + (2 * 2**20 * 2 + 4 * 2**20) / prior.bytes_per_s
 
@@ -54,7 +54,7 @@ def test_a_declared_cost_is_priced_with_its_backends_prior_and_a_measured_one_wa
 def test_the_sentinel_is_replaced_by_the_prior_and_a_real_cost_is_kept():
     gather = contract("cpu.md", "gather")
     filled = fill_unset_cost_for_backend(gather, unknown_cost)
-    prior = SHARED_THROUGHPUT[Backend.Cpu]
+    prior = throughput(Backend.Cpu)
     assert filled({"n": 10, "dtype_bytes": 8}) == prior.latency_s + 200 / prior.bytes_per_s
 
     def mine(env):
@@ -68,7 +68,13 @@ def test_the_sentinel_refuses_to_be_used_to_plan():
         unknown_cost({"n": 1})
 
 
-def test_every_backend_has_a_finite_positive_prior():
-    assert set(SHARED_THROUGHPUT) == set(Backend)
-    for t in SHARED_THROUGHPUT.values():
+def test_every_registered_backend_prices_with_its_own_finite_positive_prior():
+    from lazyfuel.backends import catalog
+
+    catalog.discover()
+    registered = [info for info in catalog.registered() if info.kernels is not None]
+    assert {info.backend for info in registered} >= {Backend.Cpu, Backend.Vulkan}
+    for info in registered:
+        t = throughput(info.backend)
+        assert t == info.kernels
         assert all(0 < v < math.inf for v in (t.latency_s, t.bytes_per_s, t.flops_per_s))

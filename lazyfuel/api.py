@@ -38,7 +38,10 @@ from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.resident import assembled, on_device
-from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
+from lazyfuel.measured import (  # importing it gives new Vulkan pools the judge's kernel shapes
+    device_kind,
+    measured_costs,
+)
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
 from lazyfuel.settings import config
@@ -76,10 +79,12 @@ class DefaultRuntime:
 @cache
 def _planner(choice: str) -> Planner:
     """The process's planner for `choice`: the default registry, with the judge's cached costs; it
-    knows the backends left out and why, and (`auto`) mentions one once where work needs it."""
+    knows the backends left out and why, and (`auto`) mentions one once where work needs it, and
+    the kind of device each backend runs on (for bindings planned on some kinds only)."""
     registry, backends = default_registry(), available_backends(choice)
+    kinds = {b: kind for b in backends if (kind := device_kind(b)) is not None}
     return Planner(registry, backends, costs=measured_costs(registry, backends),
-                   left_out=left_out(choice), mention_left_out=choice == "auto")
+                   left_out=left_out(choice), mention_left_out=choice == "auto", device_kinds=kinds)
 
 
 class Array:

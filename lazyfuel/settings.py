@@ -146,10 +146,20 @@ def _flag(value: Any) -> bool:
     return value
 
 
-def _auto_flag(value: Any) -> bool | None:
-    if value is not None and not isinstance(value, bool):
-        raise Invalid("expected None (auto), True or False")
-    return value
+_KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")  # a contract's `kernel:` name
+
+
+def _kernel_names(value: Any) -> tuple[str, ...]:
+    """Contract kernel names: a comma-separated text or a sequence of names; () when empty."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise Invalid("expected kernel names: a comma-separated text or a list of names")
+    names = tuple(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
+    bad = [n for n in names if not _KERNEL_NAME.fullmatch(n)]
+    if bad:
+        raise Invalid(f"{bad[0]!r} is not a kernel name (letters, digits, _ . -); expected kernel "
+                      "names such as select_fill, index_select_strided")
+    return names
 
 
 @dataclass(frozen=True)
@@ -233,9 +243,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of host memory or bytes",
          "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "
          "checked, not used yet"),
-    Knob("_fuse_select_fill", None, _auto_flag, None, "None, True, False",
-         "internal: run index_select + masked_fill as one Vulkan kernel (None: on GPUs, not on "
-         "lavapipe)"),
+    Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
+         "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
+         "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),
     Knob("_resident", None, _flag, False, "bool",
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
     Knob("_force_wide", None, _flag, False, "bool",

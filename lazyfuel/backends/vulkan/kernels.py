@@ -406,18 +406,24 @@ def fill_pattern(step: Any, dtype: DType) -> list[int]:
     return memoryview(fill * (16 // width)).cast("I").tolist()
 
 
-class SelectFillKernel:
-    """index_select, then masked_fill of its result, as one dispatch (`select_fill.comp`): what the
-    executor records for such a pair (`select_fill_fits`), never a binding of its own. Moves
-    16-byte words, through device addresses."""
+class SelectFillKernel(IndexSelectKernel):
+    """index_select, then masked_fill of its result, as one dispatch (`select_fill.comp`): the
+    binding of op kind SelectFill that the planner puts in place of such a pair (`planner.fusion`)
+    where its contract's conditions hold (rows of whole 16-byte words; a GPU). The selected rows
+    never reach device memory. Moves 16-byte words, through device addresses (five buffers: the
+    push-descriptor set has four); index errors read as the select's (`IndexSelectKernel`)."""
 
     family = "select_fill"
 
-    def record(self, batch: Batch, select: Any, fill: Any, src: DeviceValue, idx: DeviceValue,
-               mask: DeviceValue, out: Allocation, status: StatusSlot) -> None:
-        """Record out = masked_fill(index_select(src, idx), mask); index errors go to `status`
-        (the select step's slot, so they read as the select's)."""
-        outer, dim, n_idx, row = select_rows(select, src, idx)
+    def code(self) -> bytes:
+        """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
+        return b"".join(spirv(f"{self.family}_w{w}") for w in WIDTHS)
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        """Record out = masked_fill(index_select(source, indices), mask); index errors go to `status`."""
+        src, idx, mask = args
+        outer, dim, n_idx, row = select_rows(step, src, idx)
         require(row % 16 == 0, f"select_fill: rows of {row} bytes are not 16-byte words")
         width = src.dtype.itemsize
         n = outer * n_idx * (row // 16)
@@ -426,16 +432,12 @@ class SelectFillKernel:
         if n == 0:
             return
         values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
-                  *fill_pattern(fill, src.dtype), mask.allocation.address, row // 16, n_idx, dim]
+                  *fill_pattern(step, src.dtype), mask.allocation.address, row // 16, n_idx, dim]
         wide = n >= U32_LIMIT or outer * dim * (row // 16) >= U32_LIMIT
         # launch shape: masked_fill's (the same 16-byte words per invocation)
         spec = spec_constants(batch, "masked_fill", wide)
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         batch.dispatch(pipeline, "<QQQQQQ4IQIII", values, 4, n, per_group(batch, "masked_fill"))
 
-
-def select_fill_fits(select: Any, dtype: DType) -> bool:
-    """Whether an index_select step of `dtype` data can run fused with a masked_fill of its result:
-    its rows are whole 16-byte words (and not empty)."""
-    row = int(select.param["inner_count"]) * dtype.itemsize
-    return row > 0 and row % 16 == 0
+    def __repr__(self) -> str:
+        return "SelectFillKernel()"

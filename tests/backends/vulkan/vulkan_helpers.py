@@ -125,6 +125,16 @@ class ProgramBuilder:
         return self._add(Step(binding(OpKind.MaskedFill, dt, DType.BOOL, dt), (data, mask),
                               (("fill_bytes", fill),), shape, dt))
 
+    def select_fill(self, src: int, shape: tuple[int, ...], dt: DType, dim: int, idx: int, n: int,
+                    mask: int, fill: bytes) -> int:
+        """One SelectFill step: masked_fill(index_select(src, dim, idx), mask, fill)."""
+        shape = shape or (1,)
+        params = (("outer_count", math.prod(shape[:dim])), ("source_dim_size", shape[dim]),
+                  ("n_indices", n), ("inner_count", math.prod(shape[dim + 1:])), ("fill_bytes", fill))
+        out = (*shape[:dim], n, *shape[dim + 1:])
+        return self._add(Step(binding(OpKind.SelectFill, dt, DType.U32, DType.BOOL, dt), (src, idx, mask),
+                              params, out, dt))
+
     def program(self, outputs: tuple[int, ...]) -> Program:
         return Program(tuple(DType.from_numpy(a.dtype) for a in self.inputs),
                        tuple(Layout.of(a) for a in self.inputs), tuple(self.steps), outputs)

@@ -250,10 +250,6 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
     Knob("_force_wide", None, _flag, False, "bool",
          "internal: Vulkan kernels use their 64-bit-position variant whatever the sizes"),
-    Knob("_aligned_rows", None, _flag, True, "bool",
-         "internal: Vulkan index_select uses its aligned-rows variant where rows allow it"),
-    Knob("_gather_quads", None, _flag, True, "bool",
-         "internal: Vulkan gather reads its indices four at a time"),
     Knob("_progress_after_s", None, _seconds, 0.5, "seconds >= 0",
          "internal: `lazyfuel run` shows no progress bar for runs shorter than this"),
 )}

@@ -100,6 +100,6 @@ def fingerprint() -> str:
 
 register_backend(BackendInfo(
     Backend.Vulkan, rank=10,
-    documents=("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md"),
+    documents=("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md", "vulkan_variants.md"),
     plug_in=register, fingerprint=fingerprint, shares_memory_with=(Backend.Cuda,),
     pinned=pinned_host, devices=list_devices))

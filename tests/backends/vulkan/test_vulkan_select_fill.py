@@ -239,3 +239,25 @@ def test_the_lazy_pipeline_counts_one_dispatch_fewer(vulkan):
     blocks = len(y.chunks[0])
     assert counts[False][0] - counts[True][0] == blocks  # one dispatch fewer per block
     assert counts[False][1] == counts[True][1] == blocks  # one submit per block either way
+
+
+@pytest.mark.parametrize("pin", [[], ["select_fill"], ["index_select_strided", "masked_fill"]],
+                         ids=["costs", "fused-pinned", "strided-pair-pinned"])
+def test_a_strided_source_is_never_read_as_contiguous_by_the_fused_kernel(executor, pin):
+    """On main the executor fused a strided-source index_select (index_select_strided) with its
+    masked_fill on GPUs and the fused kernel read the view as if contiguous: wrong bits. Planned,
+    select_fill reads a contiguous source only (a Contiguize step first), or the pair runs."""
+    rng = np.random.default_rng(31)
+    base = random_array(rng, DType.F32, (32, 64))
+    x = base.T  # (64, 32): rows of 128 bytes, strided
+    idx = rng.integers(0, 64, 20).astype(np.uint32)
+    mask = rng.random((20, 32)) < 0.5
+    with lf.config(pin_kernels=pin):
+        program = plan(chain_of(0, 0.0), x, idx, mask, kind="discrete")
+    if "masked_fill" in pin:  # the pair main's executor fused behind the planner's back
+        assert [s.binding.contract.kernel for s in program.steps] == ["index_select_strided", "masked_fill"]
+    for step in program.steps:
+        if step.binding.op_kind.name == "SelectFill":
+            assert step.args[0] >= program.n_inputs  # a Contiguize step's result, not the view
+    (got,) = executor.run(program, [x, idx, mask])
+    same_bits(got, np.where(mask, np.float32(0), x[idx]))

@@ -25,8 +25,9 @@ default. `KNOBS` says, per knob, its variable, its type or choices, its default 
 - Knobs read when a Vulkan pool opens (validation, queues, transfer mode, groups, mapping, memory)
   apply to pools opened afterwards; an open pool keeps what it opened with.
 - Knobs whose names start with `_` are internal switches and thresholds that tests and probes set
-  (which kernel variant runs, when a progress bar shows); they have no variable and users leave
-  them alone.
+  (the shaders' 64-bit positions on small data, when a progress bar shows); they have no variable
+  and users leave them alone. Which kernel runs is no switch: another code path of a kernel is a
+  binding of its own, asked for by name (`pin_kernels`).
 
 A new knob is one `Knob` row in `KNOBS` (or `_one_of` for a choice) and one row of the README's
 table (tests/test_config.py checks the table names every knob and its variable).

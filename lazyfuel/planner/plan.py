@@ -115,6 +115,7 @@ class Planner:
         # whose contracts name the kinds they are planned on (`caps.device_kinds`); a backend not
         # here plans none of those unless they are pinned
         self.device_kinds = dict(device_kinds or {})
+        self._kernel_names: tuple[int, frozenset[str]] = (-1, frozenset())  # (registry size, names)
         self.cache_size = cache_size
         self.left_out = dict(left_out or {})  # backend -> why it is not planned over
         self.mention_left_out = mention_left_out
@@ -170,7 +171,10 @@ class Planner:
         """The pinned kernel names in force, each checked to name a kernel of the registry."""
         pins = frozenset(config.pin_kernels)
         if pins:
-            known = {b.contract.kernel for b in self.registry.bindings()}
+            size, known = self._kernel_names
+            if size != len(self.registry):  # the registry grew: name its kernels again
+                known = frozenset(b.contract.kernel for b in self.registry.bindings())
+                self._kernel_names = (len(self.registry), known)
             unknown = sorted(pins - known)
             if unknown:
                 raise ValueError(f"lazyfuel.config: pin_kernels names {', '.join(unknown)}, which no "

@@ -54,7 +54,7 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.chain import Chain, OpNode, decode_key
 from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
-from lazyfuel.planner.fusion import fusable_pairs, fused_node, pinned_way
+from lazyfuel.planner.fusion import PairPlanning, fusable_pairs
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry import Binding, NoBindingError, Registry
 from lazyfuel.settings import config
@@ -218,7 +218,7 @@ def left_out_notice(backend: Backend) -> tuple[str, str]:
     return ("left out", backend.name)
 
 
-class _Builder:
+class _Builder(PairPlanning):
     """Builds one backend's program for a chain, step by step."""
 
     def __init__(self, registry: Registry, backend: Backend, dtypes: Sequence[DType],
@@ -263,64 +263,18 @@ class _Builder:
             return self._step_value(pid)
         return self._select(op_kind, node)
 
-    def _pair(self, select: OpNode, fill: OpNode, select_value: int) -> _Value:
-        """An index_select and the masked_fill of its result, planned as the two steps and as one
-        SelectFill (`planner.fusion`); the cheaper is kept, and the choice recorded for `explain`."""
-        mark = (len(self.steps), len(self.choices), dict(self.contiguous))
-        self.values[select_value] = self._select(OpKind.IndexSelect, select, select_value - self.n_inputs)
-        value = self._select(OpKind.MaskedFill, fill)
-        pair = (self.steps[mark[0]:], self.choices[mark[1]:], dict(self.contiguous))
-        self._rewind(mark)
+    def _try_select(self, op_kind: OpKind, node: OpNode) -> _Value | None:
+        """`_select`, or None where no binding of this backend can run `node`."""
         try:
-            fused = self._select(OpKind.SelectFill, fused_node(select, fill))
-        except _Unplannable:  # no SelectFill binding runs it here: the pair as planned
-            fused = None
-        ways = [pair, (self.steps[mark[0]:], self.choices[mark[1]:], dict(self.contiguous))]
-        self._rewind(mark)
-        won = 0 if fused is None else self._fuse_or_not(ways, select_value)
-        steps, choices, self.contiguous = ways[won]
-        self.steps, self.choices = [*self.steps, *steps], [*self.choices, *choices]
-        if won:
-            self.values[select_value] = None  # type: ignore[call-overload]  # never made
-        return (value, fused)[won]
+            return self._select(op_kind, node)
+        except _Unplannable:
+            return None
 
-    def _fuse_or_not(self, ways: list[tuple[list[Step], list[Choice], dict[int, int]]],
-                     select_value: int) -> int:
-        """0 to keep the pair's steps, 1 for the fused step: pinned kernels first, then the costs;
-        the decision (with both plans) is appended to the chosen way's choices."""
-        names = [[s.binding.contract.kernel for s in w[0]] for w in ways]
-        priced = [Candidate(" + ".join(f"{s.binding.contract.kernel} [{s.binding.kernel_source}]"
-                                       for s in w), sum(s.cost for s in w),
-                            _source(self.costs, [s.binding for s in w])) for w, _, _ in ways]
-        pinned = pinned_way(self.pins, names[0], names[1])
-        if pinned is not None:
-            other = 0 if pinned == "fused" else 1
-            why = "the fused kernel is pinned" if pinned == "fused" else "a kernel of the pair is pinned"
-            priced[other] = dataclasses.replace(priced[other], cost=math.nan, note=f"not taken: {why}")
+    def _cheaper_of(self, cost: float, than: float, bindings: Sequence[Binding]) -> bool:
+        return _cheaper(cost, than, self.costs, bindings)
 
-        def cheaper(i: int, j: int) -> bool:
-            return _cheaper(priced[i].cost, priced[j].cost, self.costs,
-                            [s.binding for s in (*ways[i][0], *ways[j][0])])
-
-        n_in = self.n_inputs
-        what = f"index_select + masked_fill (chain nodes {select_value - n_in}, {len(self.values) - n_in})"
-        fused = ways[1][0][-1].binding
-        if pinned is None and self.costs is not None and not self.costs.measured(fused) \
-                and priced[0].source != "prior":
-            # the pair measured, the fused kernel not yet (a judge cache from before it): its
-            # device prior is no match for measured steps, so its contract's word decides
-            choice = Choice(what, tuple(priced), 1, "the fused kernel is not measured yet: taken where "
-                            "its contract allows (`lazyfuel judge` measures it)")
-        else:
-            choice = decide(what, priced, cheaper)
-        ways[choice.chosen][1].append(choice)
-        return choice.chosen
-
-    def _rewind(self, mark: tuple[int, int, dict[int, int]]) -> None:
-        """Drop the steps and choices made since `mark` (and the Contiguize steps they recorded)."""
-        steps, choices, contiguous = mark
-        self.steps, self.choices = self.steps[:steps], self.choices[:choices]
-        self.contiguous = dict(contiguous)
+    def _source_of(self, bindings: Sequence[Binding]) -> str:
+        return _source(self.costs, bindings)
 
     def _step_value(self, pid: int) -> _Value:
         step = self.steps[pid - self.n_inputs]

@@ -31,6 +31,7 @@ import numpy as np
 from dask.base import get_scheduler
 
 from lazyfuel import zarr_io
+from lazyfuel.backends import catalog
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
@@ -38,10 +39,7 @@ from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.resident import assembled, on_device
-from lazyfuel.measured import (  # importing it gives new Vulkan pools the judge's kernel shapes
-    device_kind,
-    measured_costs,
-)
+from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
 from lazyfuel.settings import config
@@ -82,7 +80,7 @@ def _planner(choice: str) -> Planner:
     knows the backends left out and why, and (`auto`) mentions one once where work needs it, and
     the kind of device each backend runs on (for bindings planned on some kinds only)."""
     registry, backends = default_registry(), available_backends(choice)
-    kinds = {b: kind for b in backends if (kind := device_kind(b)) is not None}
+    kinds = {b: catalog.device_prior(b).kind for b in backends}  # Vulkan: its DeviceInfo.kind
     return Planner(registry, backends, costs=measured_costs(registry, backends),
                    left_out=left_out(choice), mention_left_out=choice == "auto", device_kinds=kinds)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from lazyfuel.backends import catalog
 from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
@@ -48,8 +49,10 @@ class DefaultRuntime:
 @cache
 def _planner(choice: str) -> Planner:
     """The process's planner for `choice`: the default registry, with the judge's cached costs; it
-    knows the backends left out and why, and (`auto`) mentions one once where work needs it."""
+    knows the backends left out and why, and (`auto`) mentions one once where work needs it, and
+    the kind of device each backend runs on (for bindings planned on some kinds only)."""
     registry, backends = default_registry(), available_backends(choice)
+    kinds = {b: catalog.device_prior(b).kind for b in backends}  # Vulkan: its DeviceInfo.kind
     return Planner(registry, backends, costs=measured_costs(registry, backends),
-                   left_out=left_out(choice), mention_left_out=choice == "auto")
+                   left_out=left_out(choice), mention_left_out=choice == "auto", device_kinds=kinds)
 

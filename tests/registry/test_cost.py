@@ -15,10 +15,10 @@ from lazyfuel.contracts import parse_contracts
 from lazyfuel.contracts.model import Backend, Provenance
 from lazyfuel.registry.cost import (
     Throughput,
-    throughput,
     expression_cost,
     fill_unset_cost_for_backend,
     initial_cost,
+    throughput,
     unknown_cost,
 )
 

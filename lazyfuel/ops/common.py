@@ -50,12 +50,12 @@ def select_ladder(make_inputs: InputMaker, dim: int) -> Ladder:
 
 
 def data_mover(make_inputs: InputMaker, ladder_dim: int | None = None, **fields: Any) -> OpSpec:
-    """The spec of a data mover: the select family's audit cases, compared bit for bit, timed by
-    `select_ladder(make_inputs, ladder_dim)` unless `fields` give a `ladder`; `fields` are the
-    rest of the `OpSpec`'s."""
-    ladder = fields.pop("ladder", None) or select_ladder(make_inputs, ladder_dim or 0)
-    return OpSpec(make_inputs=make_inputs, ladder=ladder, cases=SELECT_CASES, view_cases=SELECT_VIEW_CASES,
-                  compare=elementwise, **fields)
+    """The spec of a data mover: compared bit for bit, on the select family's audit cases unless
+    `fields` give `cases` / `view_cases`, timed by `select_ladder(make_inputs, ladder_dim)` unless
+    they give a `ladder`; `fields` are the rest of the `OpSpec`'s."""
+    defaults = {"ladder": select_ladder(make_inputs, ladder_dim or 0), "cases": SELECT_CASES,
+                "view_cases": SELECT_VIEW_CASES, "compare": elementwise}
+    return OpSpec(make_inputs=make_inputs, **{**defaults, **fields})
 
 
 def elementwise(got: np.ndarray, want: np.ndarray, dtype: DType, contract: KernelContract,
@@ -85,10 +85,15 @@ def by_rows(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Input
 
 
 def by_indices(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
-    """Fewer indices per piece; the results join along `dim`."""
+    """Fewer indices per piece (and the inputs after them, a select_fill's mask, the same part of
+    `dim`); the results join along `dim`."""
     dim, idx = attrs["dim"], inputs[1]
     axis = 0 if idx.ndim == 1 else dim
-    parts = [([inputs[0], np.ascontiguousarray(np.take(idx, range(s.start, s.stop), axis=axis))], attrs)
+
+    def part(a: np.ndarray, along: int, s: slice) -> np.ndarray:
+        return np.ascontiguousarray(np.take(a, range(s.start, s.stop), axis=along))
+
+    parts = [([inputs[0], part(idx, axis, s), *(part(m, dim, s) for m in inputs[2:])], attrs)
              for s in split(idx.shape[axis], pieces)]
     return parts, dim
 

@@ -157,20 +157,18 @@ def register(spec: OpSpec) -> OpSpec:
 
 
 def spec_for(kind: OpKind | str) -> OpSpec:
-    """The spec of op kind `kind` (a member or its name); KeyError naming the kinds known."""
-    found = _SPECS.get(OpKind.parse(kind)) if isinstance(kind, OpKind) or kind in OpKind.__members__ \
-        else None
+    """The spec of op kind `kind` (a member or its name): ValueError naming the op kinds for an
+    unknown name, KeyError naming those with a spec for a kind without one."""
+    op_kind = OpKind.parse(kind)
+    found = _SPECS.get(op_kind)
     if found is None:
-        raise KeyError(f"no op spec for op kind {kind}; known: {' '.join(k.name for k in _SPECS)}")
+        raise KeyError(f"no op spec for op kind {op_kind}; known: {' '.join(k.name for k in _SPECS)}")
     return found
 
 
 def find(kind: OpKind | str) -> OpSpec | None:
     """The spec of `kind`, or None where it names no op kind with a spec (a view, a source)."""
-    try:
-        return spec_for(kind)
-    except KeyError:
-        return None
+    return _SPECS.get(kind if isinstance(kind, OpKind) else OpKind.__members__.get(kind))
 
 
 def specs() -> tuple[OpSpec, ...]:

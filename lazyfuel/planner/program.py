@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.choice import Choice
+from lazyfuel.planner.streams import streamed_inputs
 from lazyfuel.registry.model import Binding
 
 
@@ -56,6 +58,9 @@ class Program:
     # estimated seconds of moving the inputs in and the results out (one submit included), where
     # the cost model prices them apart from the steps (a device-clocked backend: `judge.transfers`)
     transfer_cost: float = 0.0
+    # the bytes of each array moved over each device link, up (host to device) and down, given where
+    # the inputs were and the result is wanted (`planner.placement.link_bytes`), for `explain`
+    links: tuple[tuple[Backend, tuple[int, ...], tuple[int, ...]], ...] = field(default=(), compare=False)
 
     @property
     def n_inputs(self) -> int:
@@ -65,6 +70,12 @@ class Program:
     def binding_names(self) -> tuple[str, ...]:
         """Each step's binding as text (what `lf.profile` counts), made once per plan."""
         return tuple(str(s.binding) for s in self.steps)
+
+    @cached_property
+    def streamed_inputs(self) -> tuple[bool, ...]:
+        """For each input, whether every step reading it reads it once, in order, in long runs
+        (`planner.streams`): what a backend may read in place over the link."""
+        return streamed_inputs(self)
 
     @property
     def cost(self) -> float:

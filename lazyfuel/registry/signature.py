@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from lazyfuel.contracts.model import DtypeRule, KernelContract, OpKind
 from lazyfuel.dtypes import DType
-from lazyfuel.ops import spec_for
+from lazyfuel.ops import specs
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,12 @@ class KernelSignature:
         return None
 
 
+# each op kind's signature: its op spec's inputs and dtype rule (`lazyfuel.ops`)
+OP_SIGNATURES: dict[OpKind, KernelSignature] = {
+    spec.kind: KernelSignature(spec.kind, spec.inputs, spec.dtype_rule) for spec in specs()}
+
+
 def op_signature(op_kind: OpKind | str) -> KernelSignature:
-    """The signature of `op_kind` as the planner calls its kernels (args in this order): its op
-    spec's inputs and dtype rule (`lazyfuel.ops`)."""
-    spec = spec_for(op_kind)
-    return KernelSignature(spec.kind, spec.inputs, spec.dtype_rule)
+    """The signature of `op_kind` as the planner calls its kernels (args in this order); ValueError
+    naming the op kinds for an unknown name."""
+    return OP_SIGNATURES[OpKind.parse(op_kind)]

@@ -238,6 +238,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "lavapipe)"),
     Knob("_resident", None, _flag, False, "bool",
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
+    Knob("_resident_shared", None, _flag, False, "bool",
+         "internal: kept results lie in memory CUDA can import where the GPU is CUDA's "
+         "(`compute(device=True)` sets it)"),
     Knob("_force_wide", None, _flag, False, "bool",
          "internal: Vulkan kernels use their 64-bit-position variant whatever the sizes"),
     Knob("_aligned_rows", None, _flag, True, "bool",

@@ -53,6 +53,7 @@ from lazyfuel.backends.vulkan.kernels import (
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.backends.vulkan.shared import CUDA, hand_off
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
@@ -166,7 +167,8 @@ class VulkanExecutor:
         if len(program.outputs) != 1 or program.outputs[0] < program.n_inputs:
             return self.run(program, arrays)[0]
         shape, dtype = program.value_meta(program.outputs[0])
-        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy)
+        shared = config._resident_shared and hand_off(self.pool).kind == CUDA  # compute(device=True)
+        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy, shared=shared)
         try:
             self._run(program, arrays, kernels, [None], exported=block.allocation,
                       timed=profiling.active())

@@ -79,9 +79,11 @@ _api = ctypes.pythonapi
 _CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
                                  _CAPSULE_DESTRUCTOR)(("PyCapsule_New", _api))
+_RAW = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)  # (dying capsule, name)
 _is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
-_pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
-_pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+_pointer_raw = _RAW(("PyCapsule_GetPointer", _api))
+_pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api))
 _name_of = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
 
 _live: dict[int, tuple[Any, ...]] = {}  # manager_ctx -> what the tensor keeps alive
@@ -167,12 +169,13 @@ def live() -> int:
 
 
 def read(capsule: Any) -> tuple[int, tuple[int, int], tuple[int, ...], tuple[int, ...], np.dtype]:
-    """(pointer, device, shape, byte strides, dtype) of an unconsumed capsule's tensor (the pointer includes byte_offset); BufferError for a capsule of another kind."""
+    """(pointer, device, shape, byte strides, dtype) of an unconsumed capsule's tensor (the
+    pointer includes byte_offset); BufferError for a capsule of another kind."""
     name = _name_of(capsule)
     structs = {_CAPSULE_NAME: DLManagedTensor, _VERSIONED_NAME: DLManagedTensorVersioned}
     if name not in structs:
-        raise BufferError(f"expected an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned'), "
-                          f"got {name!r}")
+        raise BufferError("expected an unconsumed DLPack capsule ('dltensor' or "
+                          f"'dltensor_versioned'), got {name!r}")
     t = ctypes.cast(_pointer_of(capsule, name), ctypes.POINTER(structs[name])).contents.dl_tensor
     dtype = numpy_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
     shape = tuple(int(t.shape[k]) for k in range(t.ndim))

@@ -40,7 +40,7 @@ import numpy as np
 from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.backends.vulkan.residency import CArrayMeta, ResidentBlock
-from lazyfuel.backends.vulkan.shared import CUDA, HOST, HandOff, hand_off
+from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, HandOff, hand_off
 
 
 class DeviceArray(CArrayMeta):
@@ -74,7 +74,7 @@ class DeviceArray(CArrayMeta):
             return HandOff(HOST, None, "the memory is host-visible: a CPU DLPack over it")
         found = hand_off(self.pool)
         if found.kind == CUDA and self._block.shared_buffer is None:
-            return HandOff("none", None, "the memory is not exportable (it was not reserved for CUDA)")
+            return HandOff(NONE, None, "the memory is not exportable (it was not reserved for CUDA)")
         return found
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -99,7 +99,8 @@ class DeviceArray(CArrayMeta):
                               "for a host copy")
         if dl_device is not None and tuple(dl_device) != here:
             raise BufferError(f"this DeviceArray is on DLPack device {here}, not {tuple(dl_device)}")
-        return dlpack.capsule(self._pointer(here), self.shape, self.dtype, here, keep=self, max_version=max_version)
+        return dlpack.capsule(self._pointer(here), self.shape, self.dtype, here, keep=self,
+                              max_version=max_version)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:

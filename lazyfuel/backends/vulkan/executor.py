@@ -36,7 +36,15 @@ from typing import Any
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, is_device_block, narrowed_indices
+from lazyfuel.backends.base import (
+    CudaSource,
+    Outs,
+    deliver,
+    destinations,
+    input_fits,
+    is_device_block,
+    narrowed_indices,
+)
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
@@ -184,6 +192,33 @@ class VulkanExecutor:
         if isinstance(array, ResidentBlock) and array.pool is self.pool:
             return array
         return ResidentBlock.upload(self.pool, np.asarray(array))
+
+    def read_cuda(self, source: CudaSource, origin: tuple[int, ...], shape: tuple[int, ...]) -> ResidentBlock:
+        """The `shape` region at `origin` of a CUDA array as a new block of this pool: CUDA copies
+        it (device to device) into an exportable buffer it imports (`shared.py`); the
+        `base.CudaReader` capability. NotImplementedError where the pool's GPU is not that CUDA
+        device (`shared.hand_off` says why)."""
+        found = hand_off(self.pool)
+        if found.kind != CUDA or found.cuda_device != source.device:
+            raise NotImplementedError(
+                f"reading CUDA device {source.device}'s memory into {self.pool.label} needs the same GPU "
+                f"shared with CUDA, and here {found.why}; copy it to the host first (torch: t.cpu(); "
+                "CuPy: cupy.asnumpy(a))")
+        from lazyfuel.backends.vkfft.external import copy_in
+        from lazyfuel.backends.vulkan.device_array import _runs
+
+        block = ResidentBlock.reserve(self.pool, shape, source.dtype, shared=True)
+        try:
+            assert block.shared_buffer is not None
+            dst = block.shared_buffer.cuda_pointer(source.device)
+            runs = [(at, n_block, n) for n_block, at, n in _runs(shape, origin, source.shape,
+                                                                  source.dtype.itemsize)]
+            copy_in(dst, source.pointer, source.device, runs, after=None)
+        except BaseException:
+            block.free()
+            raise
+        block.done()
+        return block
 
     def assemble(self, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...],
                  dtype: np.dtype) -> Any:

@@ -20,6 +20,7 @@ making device memory costs ~22 ms per GiB on the H200's driver, importing it mor
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -87,8 +88,6 @@ class SharedBuffer:
             try:
                 self.mapping = ExternalBuffer.import_fd(fd, self.memory.size, device)
             except BaseException:
-                import os
-
                 os.close(fd)
                 raise
         return self.mapping.pointer

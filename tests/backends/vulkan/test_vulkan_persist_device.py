@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazyfuel as lf
+from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.residency import ResidentBlock, store_of
 from lazyfuel.backends.vulkan.transfer import in_mode
@@ -187,15 +188,34 @@ def test_device_result_of_a_resident_array_and_back_in(vulkan, data):
 
 
 def test_from_array_refuses_a_gpu_dlpack_producer_naming_it():
-    class CudaTensor:
+    class OpenCLTensor:
         def __dlpack__(self, **kwargs):
             raise AssertionError("not read")
 
         def __dlpack_device__(self):
-            return (2, 1)
+            return (4, 1)
 
-    with pytest.raises(NotImplementedError, match="DLPack tensor on CUDA 1"):
+    with pytest.raises(NotImplementedError, match="DLPack tensor on OpenCL 1"):
+        lf.from_array(OpenCLTensor())
+
+
+def test_from_array_of_a_cuda_tensor_where_vulkan_does_not_share_the_gpu_says_why(vulkan):
+    """A CUDA producer is read device to device only where the pool's GPU is that CUDA device;
+    on lavapipe (host-visible memory) the refusal names why and the fix."""
+    host = np.arange(12, dtype=np.float32)
+
+    class CudaTensor:  # a producer claiming CUDA device 0 (its capsule is never dereferenced)
+        def __dlpack__(self, stream=None, **kwargs):
+            assert stream == 1  # ordered before copies on the legacy default stream
+            return dlpack.capsule(host.ctypes.data, host.shape, host.dtype, (dlpack.CUDA, 0), self)
+
+        def __dlpack_device__(self):
+            return (dlpack.CUDA, 0)
+
+    with pytest.raises(NotImplementedError, match="host-visible.*copy it to the host first"):
         lf.from_array(CudaTensor())
+    gc.collect()
+    assert dlpack.live() == 0  # the producer's capsule was let go
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -212,7 +212,7 @@ def test_from_array_of_a_cuda_tensor_where_vulkan_does_not_share_the_gpu_says_wh
         def __dlpack_device__(self):
             return (dlpack.CUDA, 0)
 
-    with pytest.raises(NotImplementedError, match="host-visible.*copy it to the host first"):
+    with pytest.raises(NotImplementedError, match=r"host-visible.*copy it to the host first"):
         lf.from_array(CudaTensor())
     gc.collect()
     assert dlpack.live() == 0  # the producer's capsule was let go

@@ -70,5 +70,5 @@ def test_bad_dtypes_and_used_capsules_are_refused():
     with pytest.raises(BufferError, match="lanes"):
         dlpack.numpy_dtype(2, 32, 4)
     capsule = np.arange(3).__dlpack__()  # numpy's own (a used capsule after this read is refused too)
-    pointer, device, shape, _, dtype = dlpack.read(capsule)
+    _, device, shape, _, dtype = dlpack.read(capsule)
     assert device == (dlpack.CPU, 0) and shape == (3,) and dtype == np.int64

@@ -42,7 +42,8 @@ def test_the_hand_off_rule():
     assert found.kind == CUDA and found.cuda_device == 3
     assert choose(False, "gpu0 cannot export memory", 0) == (
         type(found)(NONE, None, "gpu0 cannot export memory"))
-    assert choose(False, True, "CUDA is not usable here (no cuda-python)").why.startswith("CUDA is not usable")
+    why = choose(False, True, "CUDA is not usable here (no cuda-python)").why
+    assert why.startswith("CUDA is not usable")
 
 
 def test_lavapipe_hands_off_a_cpu_dlpack(vulkan, pool):
@@ -202,7 +203,7 @@ def test_torch_reads_the_result_in_place(cuda_pool):
 
 
 def test_an_assembled_result_and_cupy(cuda_pool):
-    torch, pool, device = cuda_pool
+    torch, _, _ = cuda_pool
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
     a, idx, mask, want = _chain(np.random.default_rng(), 3000, 128, 500)  # 6 blocks, assembled
     y = lf.from_array(a, chunks=(500, 128)).index_select(0, idx).masked_fill(mask, -1)
@@ -215,7 +216,7 @@ def test_an_assembled_result_and_cupy(cuda_pool):
 
 
 def test_from_array_of_a_cuda_tensor_is_read_on_the_gpu(cuda_pool):
-    torch, pool, device = cuda_pool
+    torch, _, device = cuda_pool
     rng = np.random.default_rng()
     host = rng.standard_normal((2048, 96)).astype(np.float32)
     t = torch.from_numpy(host).to(f"cuda:{device}")
@@ -232,5 +233,5 @@ def test_from_array_of_a_cuda_tensor_is_read_on_the_gpu(cuda_pool):
 def test_from_array_refuses_a_strided_cuda_tensor(cuda_pool):
     torch, _, device = cuda_pool
     t = torch.zeros((64, 32), device=f"cuda:{device}").t()
-    with pytest.raises(TypeError, match="C-contiguous.*contiguous"):
+    with pytest.raises(TypeError, match=r"C-contiguous.*contiguous"):
         lf.from_array(t)

@@ -108,7 +108,10 @@ for stage in $stages; do
     transfer) python3 benchmarks/probes/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     data_path) python3 benchmarks/data_path.py --json "$OUT/data_path.json" ${DATA_PATH_ARGS:-} 2>&1 \
                 | tee "$OUT/data_path.txt" ;;
-    resident) timeout 150 python3 -m pytest -q -r sfE -p no:cacheprovider tests/backends/vulkan/test_vulkan_cuda_handoff.py \
+    resident) python3 -c "from lazyfuel.backends.vulkan import get_pool, register; register(); p = get_pool(); \
+from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_memory_allocation_size, hand_off(p))" \
+                2>&1 | tee "$OUT/resident_env.txt"
+              timeout 150 python3 -m pytest -q -r sfE -p no:cacheprovider tests/backends/vulkan/test_vulkan_cuda_handoff.py \
                 tests/backends/vulkan/test_vulkan_persist_device.py tests/test_dlpack.py 2>&1 | tail -n 25 \
                 | tee "$OUT/resident_tests.txt"
               python3 benchmarks/data_path.py --workloads w3,w4 --json "$OUT/resident.json" ${RESIDENT_ARGS:-} \

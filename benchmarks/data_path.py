@@ -437,6 +437,9 @@ def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows
         x_gbs = rows * row_bytes / made / 1e9
         found["from_array_gbs"] = x_gbs
         del idx_t, mask_t
+        torch.cuda.empty_cache()  # the next row size makes its own tensors
+        if cupy is not None:
+            cupy.get_default_memory_pool().free_all_blocks()
     link = f"{found['up'] / 2**20:.0f} / {found['down'] / 2**20:.0f}"
     vs = f"{torch_s / seconds:.2f}x" if torch_s else "-"
     rows_out.append(f"| {row_bytes} | lazyfuel persist(device=True) | {seconds * 1e3:.2f} | "

@@ -42,7 +42,7 @@ import numpy as np
 from lazyfuel import profiling
 from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Use
-from lazyfuel.backends.vulkan.shared import SharedBuffer, buffers_of
+from lazyfuel.backends.vulkan.shared import PerPool, SharedBuffer, buffers_of
 from lazyfuel.settings import config
 
 if TYPE_CHECKING:
@@ -227,17 +227,12 @@ class ResidentStore:
         self.device_bytes -= slot.nbytes
 
 
-_STORES: dict[int, ResidentStore] = {}
-_STORES_LOCK = threading.Lock()
+_STORES = PerPool(ResidentStore)
 
 
 def store_of(pool: DevicePool) -> ResidentStore:
     """The pool's store (made on first use)."""
-    with _STORES_LOCK:
-        found = _STORES.get(id(pool))
-        if found is None or found.pool is not pool:
-            found = _STORES[id(pool)] = ResidentStore(pool)
-        return found
+    return _STORES.for_pool(pool)
 
 
 class CArrayMeta:

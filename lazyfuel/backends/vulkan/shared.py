@@ -23,8 +23,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from lazyfuel.backends.vulkan.check import VulkanMemoryError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 HOST, CUDA, NONE = "host", "cuda", "none"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -156,14 +158,25 @@ class SharedBuffers:
         return sum(b.memory.size for b in kept)
 
 
-_BUFFERS: dict[int, SharedBuffers] = {}
-_BUFFERS_LOCK = threading.Lock()
+class PerPool(Generic[_T]):
+    """One `make(pool)` per pool, made on first use (a pool's id reused by a new pool gets a new
+    one); thread-safe. `for_pool(pool)` finds it."""
+
+    def __init__(self, make: Callable[[DevicePool], _T]) -> None:
+        self._make, self._lock = make, threading.Lock()
+        self._made: dict[int, _T] = {}
+
+    def for_pool(self, pool: DevicePool) -> _T:
+        with self._lock:
+            found = self._made.get(id(pool))
+            if found is None or found.pool is not pool:  # type: ignore[attr-defined]
+                found = self._made[id(pool)] = self._make(pool)
+            return found
+
+
+_BUFFERS = PerPool(SharedBuffers)
 
 
 def buffers_of(pool: DevicePool) -> SharedBuffers:
     """The pool's shared buffers (made on first use)."""
-    with _BUFFERS_LOCK:
-        found = _BUFFERS.get(id(pool))
-        if found is None or found.pool is not pool:
-            found = _BUFFERS[id(pool)] = SharedBuffers(pool)
-        return found
+    return _BUFFERS.for_pool(pool)

@@ -69,6 +69,15 @@ def test_dlpack_arguments_are_checked(vulkan, pool):
 
 
 # -- the exportable buffers, as far as Vulkan goes --------------------------------------------------
+def _shared_block(pool, a: np.ndarray) -> ResidentBlock:
+    """A block in an exportable buffer holding `a`, still pinned (call `done()`)."""
+    block = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=True)
+    with pool.batch() as batch:
+        batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
+        batch.run()
+    return block
+
+
 @pytest.fixture
 def exporting(pool):
     if not supported(pool):
@@ -80,10 +89,7 @@ def test_a_shared_block_lies_in_an_exportable_buffer_reused_when_freed(vulkan, e
     pool, buffers = exporting, buffers_of(exporting)
     buffers.trim()
     a = np.random.default_rng().standard_normal((32, 48)).astype(np.float32)
-    block = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=True)
-    with pool.batch() as batch:
-        batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
-        batch.run()
+    block = _shared_block(pool, a)
     assert block.shared_buffer is not None and block.shared_buffer.memory.allocation is block.allocation
     block.done()
     buffer = block.shared_buffer
@@ -105,10 +111,7 @@ def test_a_shared_block_lies_in_an_exportable_buffer_reused_when_freed(vulkan, e
 def test_a_shared_block_that_spills_comes_back_in_ordinary_memory(vulkan, exporting):
     pool = exporting
     a = np.random.default_rng().integers(0, 2**31, (16, 40), dtype=np.int32)
-    block = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=True)
-    with pool.batch() as batch:
-        batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
-        batch.run()
+    block = _shared_block(pool, a)
     block.done()
     store = block._store
     store._spill(block._slot)  # the least recently used block under a full budget
@@ -125,10 +128,7 @@ def test_the_capsule_keeps_its_device_array_alive(vulkan, exporting):
     pool, buffers = exporting, buffers_of(exporting)
     buffers.trim()
     a = np.random.default_rng().standard_normal((8, 64)).astype(np.float64)
-    block = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=True)
-    with pool.batch() as batch:
-        batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
-        batch.run()
+    block = _shared_block(pool, a)
     r = DeviceArray(block)
     block.done()
     del block

@@ -166,6 +166,11 @@ class PerPool(Generic[_T]):
         self._make, self._lock = make, threading.Lock()
         self._made: dict[int, _T] = {}
 
+    def values(self) -> list[_T]:
+        """Every one made so far (tests sum the stores' bytes)."""
+        with self._lock:
+            return list(self._made.values())
+
     def for_pool(self, pool: DevicePool) -> _T:
         with self._lock:
             found = self._made.get(id(pool))

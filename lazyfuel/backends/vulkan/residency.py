@@ -120,16 +120,16 @@ class ResidentStore:
             return slot.allocation
 
     def release(self, slot: _Slot) -> None:
-        """One pin fewer."""
+        """One pin fewer, then spill what running work had pushed over the budget (blocks placed
+        or brought back while others were pinned), so the store ends under it once they are done."""
         with self._lock:
             slot.pins -= 1
+            if self.device_bytes > self.budget:
+                self._spill_until(self.budget)
 
     def settle(self, slot: _Slot) -> None:
-        """Unpin a newly written slot, then spill what running work had pushed over the budget
-        (blocks reserved while others were pinned), so the store ends under it."""
-        with self._lock:
-            slot.pins -= 1
-            self._spill_until(self.budget)
+        """Unpin a newly written slot (`release`: the store back under its budget)."""
+        self.release(slot)
 
     def read(self, slot: _Slot, out: np.ndarray) -> None:
         """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes)."""

@@ -29,11 +29,13 @@ default. `KNOBS` says, per knob, its variable, its type or choices, its default 
   and users leave them alone. Which kernel runs is no switch: another code path of a kernel is a
   binding of its own, asked for by name (`pin_kernels`).
 
-A new knob is one `Knob` row in `KNOBS` (or `_one_of` for a choice) and one row of the README's
-table (tests/test_config.py checks the table names every knob and its variable).
+A new knob is one `Knob` row in `KNOBS` (`lazyfuel.knobs`; or `_one_of` for a choice, its parser
+from `lazyfuel.knob_parsers`) and one row of the README's table (tests/test_config.py checks the
+table names every knob and its variable).
 
-Nothing here imports the rest of lazyfuel at import time (every layer reads its knobs here); the
-backend's choices come from `backends.catalog.backend_choices()`, looked up when the value is checked.
+Nothing here imports the rest of lazyfuel at import time but the knob table and its parsers
+(every layer reads its knobs here); the backend's choices come from
+`backends.catalog.backend_choices()`, looked up when the value is checked.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
     in_place = not reread or allocator.direct or allocator.mode is Mode.ZERO_COPY
     if result and into is not None and in_place and nbytes % 16 == 0 and into.flags.c_contiguous:
-        pinned = batch.pool.pinned.find(into.reshape(-1).view(np.uint8))
+        pinned, _ = _device_view(batch, into.reshape(-1).view(np.uint8), False, note=False)
         if pinned is not None and pinned.offset % allocator.align == 0:  # the kernel writes it there
             batch.bytes_downloaded += nbytes
             return pinned, into
@@ -168,11 +168,15 @@ def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
     batch.download(src, out)
 
 
-def _device_view(batch: Batch, data: np.ndarray, importing: bool) -> tuple[Allocation | None, bool]:
+def _device_view(batch: Batch, data: np.ndarray, importing: bool,
+                 note: bool = True) -> tuple[Allocation | None, bool]:
     """`data` (1-d uint8) as device-visible memory, and whether it is page-locked already: in a
-    block of `lf.empty_pinned` (`pinned.py`; never freed by the batch), else, when `importing`,
-    its pages imported for the batch (freed when it closes); (None, False) where neither."""
+    block of `lf.empty_pinned` (`pinned.py`; never freed by the batch) or kept imported because it
+    is used again (`kept.py`), else, when `importing`, its pages imported for the batch (freed
+    when it closes); (None, False) where none of these. `note`: as for `KeptImports.find`."""
     pinned = batch.pool.pinned.find(data)
+    if pinned is None:
+        pinned = batch.pool.kept.find(batch, data, note)
     if pinned is not None:
         return pinned, True
     imported = batch.pool.allocator.import_host(data) if importing else None

@@ -1,0 +1,223 @@
+"""Pageable host arrays used again and again: their pages imported once and kept while they live.
+
+A plain numpy array reaches a discrete GPU through page-locked memory: in the copying modes the
+CPU copies every byte into staging and every result byte out of it, and in the importing modes
+the driver pins the array's pages at each run and unpins them after (VK_EXT_external_memory_host).
+A workload that computes over the same arrays again (W1 of issue 18: one 4 GiB `x`, results into
+one reused `out=`) pays that on every compute: two host copies per byte cap it near 15-20 GB/s on
+the H200's 16 CPUs, while page-locked memory moves at the link's 35-38 GB/s.
+
+`KeptImports.find(batch, span)` returns, for a span (1-d uint8, a program input's bytes or a
+result's destination) of at least `KEEP_MIN` bytes, an allocation over its pages imported once and
+kept, or None (then the span moves its mode's usual way):
+
+- a span is kept from the second time it is seen (same owner, address and size): an array used
+  once moves the old way and pins nothing; the lookups in between are dictionary reads;
+- the owner is the ndarray at the end of the span's `base` chain, and only one that owns its data
+  (numpy's own allocation) is kept: its `weakref.finalize` releases the import when it is
+  collected, and each lookup checks that the owner is alive and its data pointer unchanged (an
+  `ndarray.resize` moves the data: the stale import is dropped, never read);
+- while a batch uses an import it is counted as in use, and released no earlier than that
+  batch's close (after its fence);
+- the bytes kept are bounded by `lazyfuel.config.kept_imports` (a fraction of host memory, 0.25
+  by default, or bytes; 0 keeps nothing): past it the least recently used imports no batch uses
+  are released first, and a span that still does not fit moves the usual way.
+
+Pinned pages are the driver's to hold; the kept bytes are real memory taken from the machine until
+the array goes, as `lf.empty_pinned`'s are (decision 41), but chosen by use rather than by the
+user. Where device memory is the host's own (`allocator.direct`: lavapipe, integrated GPUs) or the
+device cannot import host memory, nothing is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
+from lazyfuel.layout import _Holder
+from lazyfuel.settings import config
+
+if TYPE_CHECKING:
+    from lazyfuel.backends.vulkan.batch import Batch
+
+KEEP_MIN = 4 << 20  # smaller spans (indices, masks) are copied: keeping them pins pages for little
+
+
+def host_memory_bytes() -> int:
+    """Physical memory of this machine in bytes (0 where unknown)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def kept_budget() -> int:
+    """The bytes `KeptImports` may keep imported at once: `config.kept_imports` as a fraction of
+    host memory or bytes; 0 keeps nothing."""
+    value = config.kept_imports
+    if not value:
+        return 0
+    return int(value * host_memory_bytes()) if isinstance(value, float) else int(value)
+
+
+def owner_of(span: np.ndarray) -> np.ndarray | None:
+    """The ndarray at the end of `span`'s base chain (through `layout.memory_span`'s holders),
+    where it owns its memory (numpy allocated it); None for memory numpy did not allocate (a
+    memmap, bytes, another library's buffer)."""
+    owner: Any = span
+    while True:
+        if isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        elif isinstance(owner, _Holder):  # `memory_span`'s byte range of a view: its array
+            owner = owner.keep
+        else:
+            break
+    if not isinstance(owner, np.ndarray) or not owner.flags.owndata or isinstance(owner, np.memmap):
+        return None
+    return owner
+
+
+def _address(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One kept import: `allocation` over the span's pages; `owner_data`: the owner's data pointer
+    when it was made; `users`: batches using it now."""
+
+    allocation: Allocation | None
+    allocator: VulkanAllocator  # the one that imported it, which frees it
+    owner: weakref.ref
+    owner_data: int
+    nbytes: int
+    users: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    dead: bool = False
+
+
+class KeptImports:
+    """The kept imports of one pool's device; thread-safe."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, int], _Entry] = {}  # (span address, nbytes) -> import
+        self._seen: dict[tuple[int, int], tuple[weakref.ref, int]] = {}  # seen once, not imported
+        self._lock = threading.RLock()  # an owner's finalizer may run inside a locked section
+        self.kept_bytes = 0
+        self.closed = False
+
+    @property
+    def live(self) -> int:
+        """Imports kept now."""
+        return len(self._entries)
+
+    def find(self, batch: Batch, span: np.ndarray, note: bool = True) -> Allocation | None:
+        """`span` (1-d uint8) as an allocation over its kept imported pages, in use until `batch`
+        closes; None where it is not kept (see the module docstring). `note=False`: a look that
+        does not count as a use (a result's destination is looked at again where it is not kept)."""
+        allocator = batch.pool.allocator
+        if span.nbytes < KEEP_MIN or allocator.direct or allocator.imports is None or self.closed:
+            return None
+        owner = owner_of(span)
+        if owner is None:
+            return None
+        key, owner_data = (_address(span), span.nbytes), _address(owner)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and (entry.owner() is not owner or entry.owner_data != owner_data):
+                self._drop_locked(key, entry)  # the owner went or its data moved: never read it
+                entry = None
+            if entry is None:
+                seen = self._seen.get(key)
+                if seen is None or seen[0]() is not owner or seen[1] != owner_data:
+                    if not note:
+                        return None
+                    self._seen[key] = (weakref.ref(owner), owner_data)
+                    weakref.finalize(owner, self._forget, key)  # also drops the import, once made
+                    return None
+                if not self._make_room_locked(span.nbytes, kept_budget()):
+                    return None
+            else:
+                entry.users += 1
+                entry.last_used = time.monotonic()
+        if entry is None:
+            entry = self._import(allocator, key, span, owner, owner_data)
+            if entry is None:
+                return None
+        batch.after_close(lambda: self._done(key, entry))
+        return entry.allocation
+
+    def _import(self, allocator: VulkanAllocator, key: tuple[int, int], span: np.ndarray,
+                owner: np.ndarray, owner_data: int) -> _Entry | None:
+        """Import `span`'s pages (outside the lock: pinning takes time) and keep them, in use once."""
+        allocation = allocator.import_host(span)
+        if allocation is None:
+            return None
+        allocation.block.keep = None  # the owner's finalizer, not the import, decides its life
+        entry = _Entry(allocation, allocator, weakref.ref(owner), owner_data, span.nbytes, users=1)
+        with self._lock:
+            if self.closed or key in self._entries:  # closed meanwhile, or another thread kept it:
+                entry.dead = True  # this one serves this batch alone, released when it closes
+            else:
+                self._entries[key] = entry
+                self.kept_bytes += span.nbytes
+        return entry
+
+    def _make_room_locked(self, nbytes: int, budget: int) -> bool:
+        """Release least recently used imports no batch uses until `nbytes` more fit `budget`."""
+        if nbytes > budget:
+            return False
+        idle = sorted((e.last_used, k) for k, e in self._entries.items() if not e.users)
+        for _, key in idle:
+            if self.kept_bytes + nbytes <= budget:
+                break
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._drop_locked(key, entry)
+        return self.kept_bytes + nbytes <= budget
+
+    def _drop_locked(self, key: tuple[int, int], entry: _Entry) -> None:
+        """Stop keeping `entry`: released now where no batch uses it, else by the last one's close."""
+        if self._entries.get(key) is entry:
+            del self._entries[key]
+            self.kept_bytes -= entry.nbytes
+        entry.dead = True
+        if not entry.users:
+            self._release(entry)
+
+    def _release(self, entry: _Entry) -> None:
+        allocation, entry.allocation = entry.allocation, None
+        if allocation is not None:
+            entry.allocator.free(allocation)
+
+    def _done(self, key: tuple[int, int], entry: _Entry) -> None:
+        """A batch using `entry` closed (its fence passed)."""
+        with self._lock:
+            entry.users -= 1
+            if entry.dead and not entry.users:
+                self._release(entry)
+
+    def _forget(self, key: tuple[int, int]) -> None:
+        """An owner was collected: its imports are released (its pages may be reused at once)."""
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and seen[0]() is None:
+                del self._seen[key]
+            entry = self._entries.get(key)
+            if entry is not None and entry.owner() is None:
+                self._drop_locked(key, entry)
+
+    def close(self) -> None:
+        """The pool is closing (nothing in flight): release every import."""
+        with self._lock:
+            self.closed = True
+            for key, entry in list(self._entries.items()):
+                self._drop_locked(key, entry)
+            self._seen.clear()

@@ -1,0 +1,120 @@
+"""Pageable arrays used again keep their pages imported (`kept.py`): W1's shape (index_select +
+masked_fill, `compute(out=reused)`) on a discrete-style allocator (staged, device memory not
+mapped) is bit-equal to numpy on fresh data every compute, reads and writes the kept pages with no
+staging once they are kept, sees in-place writes to the input, and releases the imports when the
+arrays go, past the budget, and when it is 0."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+from lazyfuel.backends.vulkan.kept import KEEP_MIN, owner_of
+from lazyfuel.backends.vulkan.memtypes import Mode
+from lazyfuel.backends.vulkan.transfer import in_mode
+
+COLS = 1024
+CHUNK_ROWS = KEEP_MIN // (COLS * 4)  # each chunk just large enough to be kept
+
+
+@pytest.fixture
+def discrete(monkeypatch, pool):
+    """The pool in staged mode with device memory not mapped (a discrete GPU's copying path)."""
+    if pool.allocator.imports is None:
+        pytest.skip("the device cannot import host memory")
+    monkeypatch.setenv("LAZYFUEL_BACKEND", "vulkan")
+    with in_mode(pool, Mode.STAGED) as allocator:
+        allocator.direct = False
+        yield allocator
+    gc.collect()
+
+
+def _w1(rng, n_chunks=3):
+    rows = CHUNK_ROWS * n_chunks
+    x = rng.standard_normal((rows, COLS), dtype=np.float32)
+    idx = np.concatenate([s + rng.permutation(CHUNK_ROWS) for s in range(0, rows, CHUNK_ROWS)])
+    mask = rng.random((rows, 1)) < 0.5
+    return x, idx, mask
+
+
+def _expected(x, idx, mask):
+    return np.where(mask, np.float32(-1), x[idx])
+
+
+def _compute(x, idx, mask, out):
+    y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(CHUNK_ROWS, COLS)), 0, idx), mask, -1.0)
+    with lf.profile() as p:
+        y.compute(out=out, scheduler="threads", num_workers=2)
+    return p
+
+
+def test_reused_pageable_arrays_are_kept_imported_and_stay_bit_exact(pool, discrete):
+    rng = np.random.default_rng(7)
+    x, idx, mask = _w1(rng)
+    out = np.full_like(x, np.nan)
+    imports_before = discrete.resources()["imports"]
+    for round_ in range(4):
+        x[:] = rng.standard_normal(x.shape, dtype=np.float32)  # in place: the kept pages see it
+        out[:] = np.nan
+        p = _compute(x, idx, mask, out)
+        assert out.tobytes() == _expected(x, idx, mask).tobytes(), f"compute {round_}"
+        assert p.bytes_uploaded >= x.nbytes and p.bytes_downloaded == out.nbytes
+    assert pool.kept.live == 6, "x's 3 chunks and out's 3 are kept from their second use"
+    assert discrete.resources()["imports"] == imports_before + 6
+    staging_before = discrete.resources()["reserved"]
+    _compute(x, idx, mask, out)
+    assert discrete.resources()["reserved"] == staging_before, "no staging for kept arrays"
+    del x, out
+    gc.collect()
+    assert pool.kept.live == 0, "the imports go with the arrays"
+    assert discrete.resources()["imports"] == imports_before
+
+
+def test_an_array_used_once_is_not_kept(pool, discrete):
+    rng = np.random.default_rng(8)
+    x, idx, mask = _w1(rng, 2)
+    got = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(CHUNK_ROWS, COLS)), 0, idx),
+                         mask, -1.0).compute(scheduler="threads", num_workers=2)
+    assert got.tobytes() == _expected(x, idx, mask).tobytes()
+    assert pool.kept.live == 0
+
+
+@pytest.mark.parametrize("budget", [0, KEEP_MIN * 2])
+def test_the_budget_bounds_the_kept_bytes(pool, discrete, budget):
+    rng = np.random.default_rng(9)
+    x, idx, mask = _w1(rng)
+    out = np.empty_like(x)
+    with lf.config(kept_imports=budget):
+        for _ in range(3):
+            _compute(x, idx, mask, out)
+            assert out.tobytes() == _expected(x, idx, mask).tobytes()
+            assert pool.kept.kept_bytes <= budget
+    assert pool.kept.live == budget // KEEP_MIN
+
+
+def test_a_kept_owner_cannot_move_its_data(pool, discrete):
+    """numpy refuses `ndarray.resize` on an array with weak references, which every seen owner has:
+    its data never moves under a kept import (and `find` checks its data pointer anyway)."""
+    rng = np.random.default_rng(10)
+    x, idx, mask = _w1(rng, 1)
+    out = np.empty_like(x)
+    for _ in range(2):
+        _compute(x, idx, mask, out)
+    assert pool.kept.live == 2
+    with pytest.raises(ValueError, match="cannot resize"):
+        out.resize((CHUNK_ROWS + 1, COLS), refcheck=False)
+    out[:] = np.nan
+    _compute(x, idx, mask, out)
+    assert out.tobytes() == _expected(x, idx, mask).tobytes()
+
+
+def test_owner_of_follows_views_and_memory_spans():
+    from lazyfuel.layout import memory_span
+
+    a = np.zeros((64, 64), np.float32)
+    assert owner_of(memory_span(a[::2, 3:])) is a
+    assert owner_of(a.reshape(-1).view(np.uint8)) is a
+    assert owner_of(np.frombuffer(bytearray(64), np.uint8)) is None, "memory numpy did not allocate"

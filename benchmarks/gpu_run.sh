@@ -31,6 +31,8 @@
 #   at chunks of 8 MiB-1 GiB, pageable and page-locked, beside torch at its best (pinned, 3 streams),
 #   torch as first written and numpy, and lazyfuel pageable by thread count (DATA_PATH_ARGS; output
 #   data_path.txt and data_path.json). About 3-4 minutes on the H200.
+# per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
+#   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -101,6 +103,7 @@ for stage in $stages; do
     transfer) python3 benchmarks/probes/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     data_path) python3 benchmarks/data_path.py --json "$OUT/data_path.json" ${DATA_PATH_ARGS:-} 2>&1 \
                 | tee "$OUT/data_path.txt" ;;
+    per_task) python3 benchmarks/probes/per_task.py ${PER_TASK_ARGS:-} 2>&1 | tee "$OUT/per_task.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;

@@ -44,3 +44,19 @@ def test_a_bad_thread_count_is_named(monkeypatch):
     monkeypatch.setenv(hostcopy.ENV, "many")
     with pytest.raises(ValueError, match="LAZYFUEL_COPY_THREADS='many'; expected a number of threads"):
         hostcopy.workers()
+
+
+def test_cpu_index_select_of_large_blocks_takes_rows_on_the_copy_pool(monkeypatch):
+    """The Cpu backend's index_select (W2's random gather when the planner picks the Cpu) takes a
+    large result's rows on several threads, bit-equal to numpy, on contiguous and strided sources."""
+    from lazyfuel.backends.cpu.kernels import index_select
+
+    monkeypatch.setattr(hostcopy, "_pool", None)  # made only when a copy is split
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((1 << 16, 256), dtype=np.float32)  # 64 MiB
+    rows = rng.integers(0, len(table), 1 << 16)
+    got = index_select(table, 0, rows)
+    assert got.tobytes() == table[rows].tobytes() and got.flags.c_contiguous
+    assert hostcopy._pool is not None, "the rows were taken on the copy pool"
+    view = table[:, ::2]
+    assert index_select(view, 0, rows).tobytes() == view[rows].tobytes()

@@ -27,6 +27,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from lazyfuel import checks
 from lazyfuel.dtypes import DType
+from lazyfuel.hostcopy import gather_rows
 from lazyfuel.layout import memory_span, normalize_dim
 
 _BITS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
@@ -82,7 +83,7 @@ def index_select(x: Any, dim: int, indices: Any) -> np.ndarray:
         if idx.size != 1:
             raise ValueError(f"index_select on a 0-d array takes exactly one index, got {idx.size}")
         return contiguize(a)
-    return _fresh(np.take(_bits(a), idx.reshape(-1), axis=d), a.dtype)
+    return _fresh(gather_rows(_bits(a), idx.reshape(-1), d), a.dtype)  # threaded when large
 
 
 def gather(x: Any, dim: int, indices: Any) -> np.ndarray:

@@ -59,6 +59,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
 
 import lazyfuel as lf
+from lazyfuel.backends.vulkan import get_pool
 
 try:
     import torch
@@ -138,16 +139,21 @@ def lazyfuel_run(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, chunk_rows: i
     y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk_rows, COLS)), 0, idx), mask, -1.0)
     profiles = []
 
+    kept = get_pool().kept
+    made = []  # bytes of pageable pages imported by each compute (kept imports, `kept.py`)
+
     def run() -> np.ndarray:
+        before = kept.made_bytes
         with lf.profile() as p:
             y.compute(out=out, scheduler="threads", num_workers=threads)
         profiles.append(p)
+        made.append(kept.made_bytes - before)
         return out
 
     found = measure(run, n_rounds, lambda got: check(got, x, idx, mask, chunk_rows, "lazyfuel"))
     last = profiles[-1]
     found.extra = {"up": last.bytes_uploaded, "down": last.bytes_downloaded, "programs": last.programs,
-                   "device_s": last.device_seconds}
+                   "device_s": last.device_seconds, "kept_imported_bytes": made}
     return found
 
 
@@ -197,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(workloads) - set(WORKLOADS))
     if unknown:
         parser.error(f"--workloads: unknown {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
-    from lazyfuel.backends.vulkan import get_pool, register
+    from lazyfuel.backends.vulkan import register
     register()
     pool = get_pool()
     print(f"device: {pool.label} ({pool.info.kind}; driver {pool.info.driver} {pool.info.driver_info}); "

@@ -11,8 +11,11 @@ the H200's 16 CPUs, while page-locked memory moves at the link's 35-38 GB/s.
 result's destination) of at least `KEEP_MIN` bytes, an allocation over its pages imported once and
 kept, or None (then the span moves its mode's usual way):
 
-- a span is kept from the second time it is seen (same owner, address and size): an array used
-  once moves the old way and pins nothing; the lookups in between are dictionary reads;
+- the owner is imported in segments of `SEGMENT` (1 GiB) bytes from its start, so every chunk
+  inside one segment, of whatever chunking, shares its import and the pages are pinned once (a
+  chunk across two segments is kept as a range of its own);
+- a range is kept from the second time one span in it is seen (same owner, address and size):
+  an array used once moves the old way and pins nothing; the lookups are dictionary reads;
 - the owner is the ndarray at the end of the span's `base` chain, and only one that owns its data
   (numpy's own allocation) is kept: its `weakref.finalize` releases the import when it is
   collected, and each lookup checks that the owner is alive and its data pointer unchanged (an
@@ -41,13 +44,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
-from lazyfuel.layout import _Holder
+from lazyfuel.layout import _Holder, memory_span
 from lazyfuel.settings import config
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
 
 KEEP_MIN = 4 << 20  # smaller spans (indices, masks) are copied: keeping them pins pages for little
+SEGMENT = 1 << 30  # an owner is imported in ranges of this many bytes (under maxMemoryAllocationSize)
 
 
 def host_memory_bytes() -> int:
@@ -84,6 +88,19 @@ def owner_of(span: np.ndarray) -> np.ndarray | None:
     return owner
 
 
+def kept_range(start: int, nbytes: int, owner_bytes: int) -> tuple[int, int] | None:
+    """The range of its owner's bytes (offset, length) kept imported for the span of `nbytes` at
+    offset `start`: the owner is kept in segments of `SEGMENT` bytes from its start, so spans of
+    any chunking inside one segment share one import (the pages are pinned once); a span across
+    two segments is kept as its own range. None where the span is not inside the owner."""
+    if start < 0 or start + nbytes > owner_bytes:
+        return None
+    first = start // SEGMENT
+    if (start + nbytes - 1) // SEGMENT != first:
+        return start, nbytes
+    return first * SEGMENT, min(SEGMENT, owner_bytes - first * SEGMENT)
+
+
 def _address(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 
@@ -108,9 +125,11 @@ class KeptImports:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[int, int], _Entry] = {}  # (span address, nbytes) -> import
-        self._seen: dict[tuple[int, int], tuple[weakref.ref, int]] = {}  # seen once, not imported
+        # ranges not imported: their owner, its data pointer, and the spans in them seen once
+        self._seen: dict[tuple[int, int], tuple[weakref.ref, int, set[tuple[int, int]]]] = {}
         self._lock = threading.RLock()  # an owner's finalizer may run inside a locked section
         self.kept_bytes = 0
+        self.made = self.made_bytes = 0  # imports made so far and their bytes (benchmarks report them)
         self.closed = False
 
     @property
@@ -128,7 +147,11 @@ class KeptImports:
         owner = owner_of(span)
         if owner is None:
             return None
-        key, owner_data = (_address(span), span.nbytes), _address(owner)
+        owner_data = _address(owner)
+        kept = kept_range(_address(span) - owner_data, span.nbytes, memory_span(owner).nbytes)
+        if kept is None:
+            return None
+        key = (owner_data + kept[0], kept[1])
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and (entry.owner() is not owner or entry.owner_data != owner_data):
@@ -139,20 +162,27 @@ class KeptImports:
                 if seen is None or seen[0]() is not owner or seen[1] != owner_data:
                     if not note:
                         return None
-                    self._seen[key] = (weakref.ref(owner), owner_data)
+                    seen = self._seen[key] = (weakref.ref(owner), owner_data, set())
                     weakref.finalize(owner, self._forget, key)  # also drops the import, once made
+                spans = seen[2]
+                if (_address(span), span.nbytes) not in spans:  # this span's first use
+                    if note:
+                        spans.add((_address(span), span.nbytes))
                     return None
-                if not self._make_room_locked(span.nbytes, kept_budget()):
+                if not self._make_room_locked(kept[1], kept_budget()):
                     return None
             else:
                 entry.users += 1
                 entry.last_used = time.monotonic()
         if entry is None:
-            entry = self._import(allocator, key, span, owner, owner_data)
+            pages = memory_span(owner)[kept[0]:kept[0] + kept[1]]
+            entry = self._import(allocator, key, pages, owner, owner_data)
             if entry is None:
                 return None
         batch.after_close(lambda: self._done(key, entry))
-        return entry.allocation
+        whole = entry.allocation
+        delta = _address(span) - key[0]  # where the span starts in the kept range
+        return Allocation(whole.block, whole.offset + delta, whole.size - delta, whole.address + delta, None)
 
     def _import(self, allocator: VulkanAllocator, key: tuple[int, int], span: np.ndarray,
                 owner: np.ndarray, owner_data: int) -> _Entry | None:
@@ -168,6 +198,8 @@ class KeptImports:
             else:
                 self._entries[key] = entry
                 self.kept_bytes += span.nbytes
+            self.made += 1
+            self.made_bytes += span.nbytes
         return entry
 
     def _make_room_locked(self, nbytes: int, budget: int) -> bool:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import lazyfuel as lf
-from lazyfuel.backends.vulkan.kept import KEEP_MIN, owner_of
+from lazyfuel.backends.vulkan import kept
+from lazyfuel.backends.vulkan.kept import KEEP_MIN, kept_range, owner_of
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.transfer import in_mode
 
@@ -32,20 +33,23 @@ def discrete(monkeypatch, pool):
     gc.collect()
 
 
-def _w1(rng, n_chunks=3):
+def _w1(rng, n_chunks=3, chunk_rows=CHUNK_ROWS):
     rows = CHUNK_ROWS * n_chunks
     x = rng.standard_normal((rows, COLS), dtype=np.float32)
-    idx = np.concatenate([s + rng.permutation(CHUNK_ROWS) for s in range(0, rows, CHUNK_ROWS)])
-    mask = rng.random((rows, 1)) < 0.5
-    return x, idx, mask
+    return x, _permutation(rng, rows, chunk_rows), rng.random((rows, 1)) < 0.5
+
+
+def _permutation(rng, rows, chunk_rows):
+    starts = range(0, rows, chunk_rows)
+    return np.concatenate([s + rng.permutation(min(chunk_rows, rows - s)) for s in starts])
 
 
 def _expected(x, idx, mask):
     return np.where(mask, np.float32(-1), x[idx])
 
 
-def _compute(x, idx, mask, out):
-    y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(CHUNK_ROWS, COLS)), 0, idx), mask, -1.0)
+def _compute(x, idx, mask, out, chunk_rows=CHUNK_ROWS):
+    y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk_rows, COLS)), 0, idx), mask, -1.0)
     with lf.profile() as p:
         y.compute(out=out, scheduler="threads", num_workers=2)
     return p
@@ -62,8 +66,8 @@ def test_reused_pageable_arrays_are_kept_imported_and_stay_bit_exact(pool, discr
         p = _compute(x, idx, mask, out)
         assert out.tobytes() == _expected(x, idx, mask).tobytes(), f"compute {round_}"
         assert p.bytes_uploaded >= x.nbytes and p.bytes_downloaded == out.nbytes
-    assert pool.kept.live == 6, "x's 3 chunks and out's 3 are kept from their second use"
-    assert discrete.resources()["imports"] == imports_before + 6
+    assert pool.kept.live == 2, "x and out are kept (one segment each) from their second use"
+    assert discrete.resources()["imports"] == imports_before + 2
     staging_before = discrete.resources()["reserved"]
     _compute(x, idx, mask, out)
     assert discrete.resources()["reserved"] == staging_before, "no staging for kept arrays"
@@ -82,17 +86,36 @@ def test_an_array_used_once_is_not_kept(pool, discrete):
     assert pool.kept.live == 0
 
 
-@pytest.mark.parametrize("budget", [0, KEEP_MIN * 2])
-def test_the_budget_bounds_the_kept_bytes(pool, discrete, budget):
+@pytest.mark.parametrize("kept", [0, 1])
+def test_the_budget_bounds_the_kept_bytes(pool, discrete, kept):
     rng = np.random.default_rng(9)
     x, idx, mask = _w1(rng)
     out = np.empty_like(x)
+    budget = kept * x.nbytes  # room for x or out, not both
     with lf.config(kept_imports=budget):
         for _ in range(3):
             _compute(x, idx, mask, out)
             assert out.tobytes() == _expected(x, idx, mask).tobytes()
             assert pool.kept.kept_bytes <= budget
-    assert pool.kept.live == budget // KEEP_MIN
+    assert pool.kept.live == kept
+
+
+def test_every_chunking_shares_the_segments_of_one_owner(pool, discrete, monkeypatch):
+    """Chunks inside one segment share its import; a chunk across two is kept as its own range;
+    switching chunkings back and forth stays bit-exact and imports nothing more."""
+    monkeypatch.setattr(kept, "SEGMENT", 8 << 20)  # x and out of 12 MiB: segments of 8 and 4 MiB
+    rng = np.random.default_rng(11)
+    x, _, mask = _w1(rng)
+    out = np.empty_like(x)
+    chunkings = (CHUNK_ROWS, CHUNK_ROWS * 3 // 2)  # 4 MiB chunks; 6 MiB chunks, one across 8 MiB
+    for rows in chunkings * 2:
+        idx = _permutation(rng, len(x), rows)
+        for _ in range(2):
+            x[:] = rng.standard_normal(x.shape, dtype=np.float32)
+            out[:] = np.nan
+            _compute(x, idx, mask, out, rows)
+            assert out.tobytes() == _expected(x, idx, mask).tobytes(), rows
+    assert pool.kept.live == 2 * 3, "per array: two segments and the 6 MiB chunk across them"
 
 
 def test_a_kept_owner_cannot_move_its_data(pool, discrete):
@@ -118,3 +141,12 @@ def test_owner_of_follows_views_and_memory_spans():
     assert owner_of(memory_span(a[::2, 3:])) is a
     assert owner_of(a.reshape(-1).view(np.uint8)) is a
     assert owner_of(np.frombuffer(bytearray(64), np.uint8)) is None, "memory numpy did not allocate"
+
+
+def test_kept_range_is_the_segment_or_the_span_itself():
+    g = kept.SEGMENT
+    assert kept_range(0, 16 << 20, 4 * g) == (0, g)
+    assert kept_range(g + 5, 100, 4 * g) == (g, g)
+    assert kept_range(3 * g, 7, 3 * g + 7) == (3 * g, 7), "the owner's last, shorter segment"
+    assert kept_range(g - 8, 16, 4 * g) == (g - 8, 16), "across two segments: its own range"
+    assert kept_range(-1, 8, g) is None and kept_range(g - 4, 8, g) is None, "outside the owner"

@@ -12,7 +12,7 @@ size (`--mibs`, 8 MiB to 1 GiB by default), on dask's threaded scheduler (`--thr
 - torch as a user first writes it (CUDA only): per chunk `torch.from_numpy(x[rows]).cuda()`,
   index_select, masked_fill, `.cpu()` into the result;
 
-and once, numpy on the CPU (`np.where(mask, -1, x[idx])`, one thread). Each configuration runs
+and the CPU and CuPy peers below. Each configuration runs
 once cold (its first compute at that chunk size: allocation and pipeline creation included,
 the `first` column), then `--rounds` times; cells are GB/s of x (bytes of x / wall), median
 (best). `up` / `down`: the host bytes lazyfuel's device read and wrote per compute, from
@@ -25,11 +25,12 @@ of `--w2-gib` GiB (4 and 6 by default) in 16 chunks, each configuration in a fre
 empty judge cache (`LAZYFUEL_CACHE_DIR` a new folder: the planner prices with its priors): lazyfuel
 `compute()` (result to host; what the planner picked, from `lf.explain`) and `compute(device=True)`
 (the result on the GPU), torch on the CPU (`index_select`, all threads), torch gathering on the CPU
-into pinned memory and copying it up (`non_blocking`), numpy `take` (one thread and on all threads).
+into pinned memory and copying it up (`non_blocking`), numpy `take` on all threads.
 Seconds of the first compute in that process, then of a second (`again`).
 
 W1's CPU and CuPy peers (once, at the first chunk size): numpy and torch on the CPU with every
-thread (numpy one chunk per thread), CuPy at its best (pinned host arrays, 3 streams).
+thread (numpy one chunk per task on a pool of one thread per CPU), CuPy at its best (pinned host
+arrays, 3 streams).
 
     python benchmarks/data_path.py            # the H200 run (4 GiB; about 3 minutes with torch)
     python benchmarks/data_path.py --quick    # lavapipe / CI: 128 MiB, chunks of 8-32 MiB, 2 threads;
@@ -304,11 +305,6 @@ def allocation_costs(pool: Any, mibs: tuple[int, ...] = (64, 192, 1024), repeats
         print(f"| {use.name.lower()} | " + " | ".join(cells) + " |", flush=True)
 
 
-def numpy_w1(x: np.ndarray, idx: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """W1 in numpy, one thread."""
-    return np.where(mask, np.float32(-1), x[idx])
-
-
 def numpy_w1_threads(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, out: np.ndarray,
                      chunk_rows: int) -> np.ndarray:
     """W1 in numpy into `out`, one chunk per task on every CPU (numpy releases the GIL)."""
@@ -345,10 +341,9 @@ def cupy_best(c: dict[str, Any], chunk_rows: int) -> np.ndarray:
 
 def w1_peers(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, out: np.ndarray, chunk_rows: int,
              n_rounds: int) -> dict[str, Measured]:
-    """W1 on the CPU (numpy one thread and every thread, torch every thread) and in CuPy."""
+    """W1 on the CPU (numpy and torch on every thread) and in CuPy."""
     verify = partial(_check_as, x=x, idx=idx, mask=mask, chunk_rows=chunk_rows, who="a peer")
-    found = {"numpy on the CPU (one thread)": measure(partial(numpy_w1, x, idx, mask), n_rounds, verify),
-             f"numpy on the CPU ({CPUS} threads)": measure(
+    found = {f"numpy on the CPU ({CPUS} threads)": measure(
                  partial(numpy_w1_threads, x, idx, mask, out, chunk_rows), n_rounds, verify)}
     if torch is not None:
         t = {"x": torch.from_numpy(x), "mask": torch.from_numpy(mask), "out": torch.empty(x.shape)}
@@ -366,7 +361,7 @@ def w1_peers(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, out: np.ndarray, 
 
 def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) -> None:
     """W2 (see the module docstring): each configuration in a fresh process, empty judge cache."""
-    configs = ["lazyfuel", "lazyfuel, compute(device=True)", f"numpy take ({CPUS} threads)", "numpy take"]
+    configs = ["lazyfuel", "lazyfuel, compute(device=True)", f"numpy take ({CPUS} threads)"]
     if torch is not None:
         configs[2:2] = [f"torch CPU index_select ({torch.get_num_threads()} threads)"]
         if CUDA:
@@ -437,8 +432,6 @@ def w2_child(spec: dict[str, Any]) -> int:
 
 def w2_peer(name: str, table: np.ndarray, ids: np.ndarray) -> Callable[[], Any]:
     """The call that runs W2 peer `name` once."""
-    if name == "numpy take":
-        return partial(np.take, table, ids, 0)
     if name.startswith("numpy take ("):
         out = np.empty((len(ids), table.shape[1]), table.dtype)
         step = -(-len(ids) // CPUS)

@@ -236,7 +236,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of the heap or bytes",
          "the device memory each pool may keep resident blocks in (`persist(device=True)`); "
          "least recently used blocks spill to host memory past it"),
-    Knob("kept_imports", "LAZYFUEL_KEPT_IMPORTS", _budget_or_off, 0.25,
+    Knob("kept_imports", "LAZYFUEL_KEPT_IMPORTS", _budget_or_off, 0.5,
          "fraction of host memory, bytes, or 0",
          "pageable arrays a discrete GPU reads or writes again keep their pages imported "
          "(page-locked) up to this many bytes, least recently used released first; 0 keeps none"),

@@ -18,17 +18,19 @@ kept, or None (then the span moves its mode's usual way):
   an array used once moves the old way and pins nothing; the lookups are dictionary reads;
 - the owner is the ndarray at the end of the span's `base` chain, and only one that owns its data
   (numpy's own allocation) is kept: its `weakref.finalize` releases the import when it is
-  collected, and each lookup checks that the owner is alive and its data pointer unchanged (an
-  `ndarray.resize` moves the data: the stale import is dropped, never read);
+  collected, and each lookup checks that the owner is alive and its data pointer unchanged
+  (numpy refuses `ndarray.resize` on an array with weak references; a moved owner's stale
+  import would be dropped, never read);
 - while a batch uses an import it is counted as in use, and released no earlier than that
   batch's close (after its fence);
-- the bytes kept are bounded by `lazyfuel.config.kept_imports` (a fraction of host memory, 0.25
-  by default, or bytes; 0 keeps nothing): past it the least recently used imports no batch uses
-  are released first, and a span that still does not fit moves the usual way.
+- the bytes kept are bounded by `lazyfuel.config.kept_imports` (a fraction of host memory, 0.5
+  by default, read at each import since a VM's memory may grow, or bytes; 0 keeps nothing): past
+  it the least recently used imports no batch uses are released first, and a span that still
+  does not fit moves the usual way.
 
-Pinned pages are the driver's to hold; the kept bytes are real memory taken from the machine until
-the array goes, as `lf.empty_pinned`'s are (decision 41), but chosen by use rather than by the
-user. Where device memory is the host's own (`allocator.direct`: lavapipe, integrated GPUs) or the
+Keeping allocates nothing: the pages are the user's arrays, alive anyway; while kept they cannot
+be swapped out or migrated (unlike `lf.empty_pinned`, decision 41, which is memory of its own).
+Where device memory is the host's own (`allocator.direct`: lavapipe, integrated GPUs) or the
 device cannot import host memory, nothing is kept.
 """
 
@@ -64,7 +66,7 @@ def host_memory_bytes() -> int:
 
 def kept_budget() -> int:
     """The bytes `KeptImports` may keep imported at once: `config.kept_imports` as a fraction of
-    host memory or bytes; 0 keeps nothing."""
+    host memory (read now: a VM's memory grows as it is used) or bytes; 0 keeps nothing."""
     value = config.kept_imports
     if not value:
         return 0

@@ -15,7 +15,9 @@ kept, or None (then the span moves its mode's usual way):
   inside one segment, of whatever chunking, shares its import and the pages are pinned once (a
   chunk across two segments is kept as a range of its own);
 - a range is kept from the second time one span in it is seen (same owner, address and size):
-  an array used once moves the old way and pins nothing; the lookups are dictionary reads;
+  an array used once moves the old way and pins nothing; the lookups are dictionary reads; one
+  thread imports a range while the others' runs move their spans the usual way (16 threads
+  each pinning the same 1 GiB segment imported 66 GiB in one compute on the H200);
 - the owner is the ndarray at the end of the span's `base` chain, and only one that owns its data
   (numpy's own allocation) is kept: its `weakref.finalize` releases the import when it is
   collected, and each lookup checks that the owner is alive and its data pointer unchanged
@@ -130,6 +132,7 @@ class KeptImports:
         # ranges not imported: their owner, its data pointer, and the spans in them seen once
         self._seen: dict[tuple[int, int], tuple[weakref.ref, int, set[tuple[int, int]]]] = {}
         self._lock = threading.RLock()  # an owner's finalizer may run inside a locked section
+        self._importing: set[tuple[int, int]] = set()  # ranges one thread is importing now
         self.kept_bytes = 0
         self.made = self.made_bytes = 0  # imports made so far and their bytes (benchmarks report them)
         self.closed = False
@@ -171,14 +174,21 @@ class KeptImports:
                     if note:
                         spans.add((_address(span), span.nbytes))
                     return None
+                if key in self._importing:  # another thread is pinning it: this run copies
+                    return None
                 if not self._make_room_locked(kept[1], kept_budget()):
                     return None
+                self._importing.add(key)
             else:
                 entry.users += 1
                 entry.last_used = time.monotonic()
         if entry is None:
             pages = memory_span(owner)[kept[0]:kept[0] + kept[1]]
-            entry = self._import(allocator, key, pages, owner, owner_data)
+            try:
+                entry = self._import(allocator, key, pages, owner, owner_data)
+            finally:
+                with self._lock:
+                    self._importing.discard(key)
             if entry is None:
                 return None
         batch.after_close(lambda: self._done(key, entry))

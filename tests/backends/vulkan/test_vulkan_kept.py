@@ -48,26 +48,27 @@ def _expected(x, idx, mask):
     return np.where(mask, np.float32(-1), x[idx])
 
 
-def _compute(x, idx, mask, out, chunk_rows=CHUNK_ROWS):
+def _compute(x, idx, mask, out, chunk_rows=CHUNK_ROWS, threads=2):
     y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk_rows, COLS)), 0, idx), mask, -1.0)
     with lf.profile() as p:
-        y.compute(out=out, scheduler="threads", num_workers=2)
+        y.compute(out=out, scheduler="threads", num_workers=threads)
     return p
 
 
 def test_reused_pageable_arrays_are_kept_imported_and_stay_bit_exact(pool, discrete):
     rng = np.random.default_rng(7)
-    x, idx, mask = _w1(rng)
+    x, idx, mask = _w1(rng, 8)
     out = np.full_like(x, np.nan)
-    imports_before = discrete.resources()["imports"]
+    imports_before, made_before = discrete.resources()["imports"], pool.kept.made
     for round_ in range(4):
         x[:] = rng.standard_normal(x.shape, dtype=np.float32)  # in place: the kept pages see it
         out[:] = np.nan
-        p = _compute(x, idx, mask, out)
+        p = _compute(x, idx, mask, out, threads=8)  # 8 threads race for each range's import
         assert out.tobytes() == _expected(x, idx, mask).tobytes(), f"compute {round_}"
         assert p.bytes_uploaded >= x.nbytes and p.bytes_downloaded == out.nbytes
     assert pool.kept.live == 2, "x and out are kept (one segment each) from their second use"
     assert discrete.resources()["imports"] == imports_before + 2
+    assert pool.kept.made == made_before + 2, "each range is imported once, by one thread"
     staging_before = discrete.resources()["reserved"]
     _compute(x, idx, mask, out)
     assert discrete.resources()["reserved"] == staging_before, "no staging for kept arrays"
@@ -150,3 +151,41 @@ def test_kept_range_is_the_segment_or_the_span_itself():
     assert kept_range(3 * g, 7, 3 * g + 7) == (3 * g, 7), "the owner's last, shorter segment"
     assert kept_range(g - 8, 16, 4 * g) == (g - 8, 16), "across two segments: its own range"
     assert kept_range(-1, 8, g) is None and kept_range(g - 4, 8, g) is None, "outside the owner"
+
+
+def test_one_thread_imports_a_range_while_the_others_move_their_spans_as_usual(pool, discrete, monkeypatch):
+    """Threads that reach a range being imported do not import it again (on the H200 16 threads
+    each pinned the same 1 GiB segment: 66 GiB in one compute); their runs take the copying way."""
+    import threading
+
+    x = np.random.default_rng(12).standard_normal((CHUNK_ROWS * 2, COLS), dtype=np.float32)
+    halves = [x[:CHUNK_ROWS].reshape(-1).view(np.uint8), x[CHUNK_ROWS:].reshape(-1).view(np.uint8)]
+    for span in halves:  # each span's first use: seen, not imported
+        with pool.batch() as batch:
+            assert pool.kept.find(batch, span) is None
+    importing, go, calls = threading.Event(), threading.Event(), []
+    real_import = discrete.import_host
+
+    def slow_import(data):  # the real import, once the main thread has looked too
+        calls.append(data.nbytes)
+        importing.set()
+        go.wait(10)
+        return real_import(data)
+
+    monkeypatch.setattr(discrete, "import_host", slow_import)
+    found = {}
+
+    def first():
+        with pool.batch() as batch:
+            found["first"] = pool.kept.find(batch, halves[0]) is not None
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    assert importing.wait(10)
+    with pool.batch() as batch:
+        assert pool.kept.find(batch, halves[1]) is None, "the range is being imported by the other thread"
+    go.set()
+    worker.join(10)
+    assert found["first"] and calls == [x.nbytes], "imported once, by one thread"
+    with pool.batch() as batch:
+        assert pool.kept.find(batch, halves[1]) is not None, "then shared"

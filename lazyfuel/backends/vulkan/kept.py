@@ -153,7 +153,9 @@ class KeptImports:
         if owner is None:
             return None
         owner_data = _address(owner)
-        kept = kept_range(_address(span) - owner_data, span.nbytes, memory_span(owner).nbytes)
+        dense = owner.flags.c_contiguous or owner.flags.f_contiguous
+        kept = kept_range(_address(span) - owner_data, span.nbytes,
+                          owner.nbytes if dense else memory_span(owner).nbytes)
         if kept is None:
             return None
         key = (owner_data + kept[0], kept[1])

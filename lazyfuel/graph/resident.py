@@ -22,21 +22,13 @@ import dask.array as da
 import numpy as np
 from dask.core import flatten
 
-from lazyfuel.backends import base, catalog
-from lazyfuel.graph.task import Runtime, device_for
+from lazyfuel.backends import base
+from lazyfuel.graph.task import Runtime, block_holder
 
 
 def _holder(number: int) -> base.BlockHolder:
-    """The executor that keeps block `number` in device memory: the first backend (by rank) whose
-    executor keeps blocks. RuntimeError naming why where none can here."""
-    why = []
-    for found in catalog.registered():
-        holder = base.holder(found.backend, device_for(number, found.backend))
-        if not isinstance(holder, str):
-            return holder
-        why.append(holder)
-    raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
-                       f"here: {'; '.join(why)}; persist() keeps them in host memory")
+    """The executor that keeps block `number` in device memory (`task.block_holder`)."""
+    return block_holder(number)[1]
 
 
 def hold_block(chunk: Any, runtime: Runtime, numblocks: tuple[int, ...],

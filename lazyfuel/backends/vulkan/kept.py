@@ -147,7 +147,8 @@ class KeptImports:
         closes; None where it is not kept (see the module docstring). `note=False`: a look that
         does not count as a use (a result's destination is looked at again where it is not kept)."""
         allocator = batch.pool.allocator
-        if span.nbytes < KEEP_MIN or allocator.direct or allocator.imports is None or self.closed:
+        if span.nbytes < KEEP_MIN or allocator.direct or allocator.imports is None or self.closed \
+                or not config.kept_imports:
             return None
         owner = owner_of(span)
         if owner is None:

@@ -62,6 +62,7 @@ from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout, memory_span
+from lazyfuel.settings import config
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool
@@ -189,9 +190,10 @@ def time_round_trip(pool: DevicePool, upload: np.ndarray | None, result: np.ndar
     """Wall seconds of one batch on `pool` that uploads `upload` (as `upload_all` uploads a program
     input) and downloads device bytes into `result` (contiguous, as a result comes back), either
     None for none: the batch, its allocations, the submit, the wait and the host copies, as a
-    program pays them."""
+    program pays them for arrays it sees for the first time (kept imports off: timing the same
+    pageable array again would otherwise time its kept pages, `kept.py`)."""
     start = time.perf_counter()
-    with pool.batch() as batch:
+    with config(kept_imports=0), pool.batch() as batch:
         if upload is not None:
             upload_all(batch, [upload], [DType.from_numpy(upload.dtype)])
         if result is not None:

@@ -189,3 +189,18 @@ def test_one_thread_imports_a_range_while_the_others_move_their_spans_as_usual(p
     assert found["first"] and calls == [x.nbytes], "imported once, by one thread"
     with pool.batch() as batch:
         assert pool.kept.find(batch, halves[1]) is not None, "then shared"
+
+
+def test_timed_round_trips_time_what_an_array_seen_once_pays(pool, discrete):
+    """The link probe and the judge time one pageable array again and again: `time_round_trip`
+    keeps nothing, so they time the copying way a fresh array takes, not kept pages."""
+    from lazyfuel.backends.vulkan.transfer import time_round_trip
+
+    a = np.ones(KEEP_MIN, np.uint8)
+    made = pool.kept.made
+    for _ in range(4):
+        time_round_trip(pool, a, None)
+        time_round_trip(pool, None, a)
+    assert pool.kept.live == 0 and pool.kept.made == made, "nothing imported for them"
+    with pool.batch() as batch:
+        assert pool.kept.find(batch, a) is None, "not even seen: the next real use is its first"

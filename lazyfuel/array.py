@@ -168,7 +168,8 @@ class Array:
 
     def _on_device(self, dask_kwargs: dict[str, Any]) -> Any:
         """The result as one DeviceArray (see `compute`)."""
-        return assembled(self._persisted_on_device(dask_kwargs))
+        with config(_resident_shared=True):  # a one-block result is handed to CUDA as it lies
+            return assembled(self._persisted_on_device(dask_kwargs))
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""

@@ -35,11 +35,15 @@ A third keeps blocks on a device between computes (`Array.persist(device=True)`,
   `Backend` where the planner should know where it lies: `block_backend`) has
   `shape`, `dtype`, `strides`, and `np.asarray(block)` downloads a copy: executors that cannot
   read it in place (Cpu) take it that way; `holder(backend, device)` gives the capability.
+- `CudaReader` (Vulkan on a GPU CUDA shares): `read_cuda(source, origin, shape)` copies the region
+  of a CUDA array (`CudaSource`: pointer, CUDA device, shape, dtype, C-contiguous) starting at
+  `origin` into a new device block, device to device (`lf.from_array` of a torch / CuPy tensor).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -138,6 +142,26 @@ class BlockHolder(Protocol):
                  dtype: np.dtype) -> object:
         """One array in device memory of the whole result whose blocks (row-major over `chunks`)
         are `blocks`: what `compute(device=True)` returns."""
+        ...
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """A C-contiguous array in CUDA device memory: `pointer` on CUDA device `device`."""
+
+    pointer: int
+    device: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@runtime_checkable
+class CudaReader(Protocol):
+    """An executor that can copy CUDA device memory into device blocks of its own."""
+
+    def read_cuda(self, source: CudaSource, origin: tuple[int, ...], shape: tuple[int, ...]) -> object:
+        """The `shape` region of `source` at `origin` as a new device block (a device-to-device
+        copy, finished when this returns); NotImplementedError naming why where it cannot."""
         ...
 
 

@@ -617,7 +617,10 @@ def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows
     del kept, blocks
     p = profiles[-1]
     found = {"rows": rows, "x_made_s": made, "lazyfuel_s": seconds, "up": p.bytes_uploaded,
-             "down": p.bytes_downloaded, "kernel_s": p.kernel_seconds, "device_s": p.device_seconds}
+             "down": p.bytes_downloaded, "kernel_s": p.kernel_seconds, "device_s": p.device_seconds,
+             "programs": p.programs, "submits": p.submits, "dispatches": p.dispatches,
+             "bindings": dict(p.bindings)}
+    print(f"W3 {row_bytes} B rows, last lazyfuel round: {p}", flush=True)  # which kernels ran, how long
     torch_s = None
     if CUDA:
         idx_t = torch.from_numpy(idx).cuda()

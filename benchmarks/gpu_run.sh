@@ -31,6 +31,8 @@
 #   at chunks of 8 MiB-1 GiB, pageable and page-locked, beside torch at its best (pinned, 3 streams),
 #   torch as first written and numpy, and lazyfuel pageable by thread count (DATA_PATH_ARGS; output
 #   data_path.txt and data_path.json). About 3-4 minutes on the H200.
+# per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
+#   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # resident (not in the default list): issue 18's CUDA hand-off and resident figures: the DLPack / CUDA
 #   hand-off and resident tests (tests/backends/vulkan/test_vulkan_cuda_handoff.py,
 #   test_vulkan_persist_device.py, tests/test_dlpack.py: the CUDA ones run where torch sees the pool's
@@ -109,6 +111,7 @@ for stage in $stages; do
     transfer) python3 benchmarks/probes/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     data_path) python3 benchmarks/data_path.py --json "$OUT/data_path.json" ${DATA_PATH_ARGS:-} 2>&1 \
                 | tee "$OUT/data_path.txt" ;;
+    per_task) python3 benchmarks/probes/per_task.py ${PER_TASK_ARGS:-} 2>&1 | tee "$OUT/per_task.txt" ;;
     resident) python3 -c "from lazyfuel.backends.vulkan import get_pool, register; register(); p = get_pool(); \
 from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_memory_allocation_size, hand_off(p))" \
                 2>&1 | tee "$OUT/resident_env.txt"

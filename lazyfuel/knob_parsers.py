@@ -85,6 +85,13 @@ def _budget(value: Any) -> float | int:
     raise Invalid("expected a fraction in (0, 1] (0.8) or a size in bytes (8GiB, 512MiB, 1000000)")
 
 
+def _budget_or_off(value: Any) -> float | int:
+    """0 (off), or a fraction / size as `_budget` reads it."""
+    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
+        return 0
+    return _budget(value)
+
+
 def _seconds(value: Any) -> float:
     try:
         seconds = float(value)

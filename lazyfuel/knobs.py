@@ -13,6 +13,7 @@ from typing import Any
 from lazyfuel.knob_parsers import (
     _backend_choices,
     _budget,
+    _budget_or_off,
     _choice,
     _count,
     _flag,
@@ -107,6 +108,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of the heap or bytes",
          "the device memory each pool may keep resident blocks in (`persist(device=True)`); "
          "least recently used blocks spill to host memory past it"),
+    Knob("kept_imports", "LAZYFUEL_KEPT_IMPORTS", _budget_or_off, 0.5,
+         "fraction of host memory, bytes, or 0",
+         "pageable arrays a discrete GPU reads or writes again keep their pages imported "
+         "(page-locked) up to this many bytes, least recently used released first; 0 keeps none"),
     Knob("link_probe", "LAZYFUEL_LINK_PROBE", _on_off, True, "1, 0",
          "measure a new Vulkan pool's link to host memory (both ways, pageable and page-locked) and "
          "the device's copy rate in at most 100 ms, once per device (cached in `cache_dir`), for "

@@ -21,6 +21,7 @@ from lazyfuel.backends import catalog
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.graph import ops as graph_ops
 from lazyfuel.graph.ir import Node
+from lazyfuel.ops import spec_for, specs
 from lazyfuel.ops.homes import declared
 from lazyfuel.pipeline.ops import _declared
 from lazyfuel.providers import documents
@@ -85,3 +86,16 @@ def test_a_graph_step_refuses_a_parameter_it_cannot_read() -> None:
 
     with pytest.raises(TypeError, match="op tagged: parameter 'tag' is annotated 'object'; a graph step"):
         _declared("tagged", _op_function("tagged", _op_method("tagged", tagged)))
+
+
+def test_which_arguments_each_op_reads_as_a_stream_is_its_specs_rule() -> None:
+    long_rows = {"inner_count": 128, "n_indices": 10, "source_dim_size": 10}  # 512-byte F32 rows
+    short_rows = {**long_rows, "inner_count": 127}
+    more_picked = {**long_rows, "n_indices": 11}
+    select, fill, both = (spec_for(k) for k in (OpKind.IndexSelect, OpKind.MaskedFill, OpKind.SelectFill))
+    assert [select.streams(p, 0, 4) for p in (long_rows, short_rows, more_picked)] == [True, False, False]
+    assert select.streams(more_picked, 1, 4) and both.streams(short_rows, 2, 4)
+    assert both.streams(long_rows, 0, 4) and not both.streams(short_rows, 0, 4)
+    assert fill.streams({}, 0, 1) and fill.streams({}, 1, 1)
+    streaming = {s.kind for s in specs() if s.streams is not None}  # gather's scatter, views, FFTs: none
+    assert {OpKind.Gather, OpKind.Contiguize, OpKind.Fft, OpKind.Irfft}.isdisjoint(streaming)

@@ -1,9 +1,10 @@
 """Reading a select's rows straight from a zarr store: only what the indices touch.
 
-A select read per source chunk (`graph.pieces`) over a `from_zarr` source does not load whole
-chunks through dask: each read task (`StoredReader`, one per touched source block) asks the store
-for the rows its block gives, once each however many output blocks (or repeated indices) want
-them, in ascending order:
+A select (index_select or gather) read per source chunk (`graph.pieces`) over a `from_zarr`
+source does not load whole chunks through dask: each read task (`StoredReader`, one per touched
+source block) asks the store for the rows its block gives, once each however many output blocks
+(or repeated indices) want them, in ascending order (a gather: the rows along its axis that its
+elements lie in, `read_elements`):
 
 - a chunk stored as its raw bytes (zarr v2 without compressor or filters in C order, v3 with the
   `bytes` codec alone), selected along its first axis: only the byte ranges of the touched rows,
@@ -121,8 +122,9 @@ class StoredReader:
 
     `region` is the source block in the array (slices); `positions` (U32) the rows along `axis`,
     local to the block, that every output block needs from it, piece j being
-    `positions[bounds[j]:bounds[j + 1]]`. `chunk` is the zarr chunk the block is (its coordinates)
-    when the block is exactly one chunk, else None. `block` numbers the task (unused: no device).
+    `positions[bounds[j]:bounds[j + 1]]`, or, when `flat` (a gather), element offsets into the
+    raveled block. `chunk` is the zarr chunk the block is (its coordinates) when the block is
+    exactly one chunk, else None. `block` numbers the task (unused: no device).
     """
 
     zarr: Any  # the zarr.Array
@@ -132,12 +134,16 @@ class StoredReader:
     bounds: tuple[int, ...]
     axis: int
     block: int = 0
+    flat: bool = False
 
 
 def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, ...]:
     """The read task: the block's touched rows, each read once, cut into the pieces."""
     if len(reader.bounds) < 2:
         return ()
+    if reader.flat:
+        picked = read_elements(reader)
+        return tuple(picked[lo:hi] for lo, hi in pairwise(reader.bounds))
     positions = reader.positions
     lead = (slice(None),) * reader.axis
     if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):  # pieces are views
@@ -146,6 +152,20 @@ def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, 
     rows, inverse = touched_rows(positions, int(positions.max()) + 1)
     data = as_native(read_rows(reader, rows.astype(np.int64)))
     return tuple(np.take(data, inverse[lo:hi], axis=reader.axis) for lo, hi in pairwise(reader.bounds))
+
+
+def read_elements(reader: StoredReader) -> np.ndarray:
+    """A gather's read task: the elements at `reader.positions` (offsets into the raveled block),
+    1-d. Only the rows along `reader.axis` that they lie in are read (once each, `read_rows`);
+    the offsets are renumbered into those rows and taken from them."""
+    shape = [s.stop - s.start for s in reader.region]
+    d = reader.axis
+    extent, inner = shape[d], math.prod(shape[d + 1:])
+    outer, rest = np.divmod(reader.positions.astype(np.int64), extent * inner)
+    local, within = np.divmod(rest, inner)
+    rows, rank = touched_rows(local, extent)
+    data = as_native(read_rows(reader, rows.astype(np.int64)))
+    return np.ascontiguousarray(data).reshape(-1)[(outer * rows.size + rank) * inner + within]
 
 
 def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ touched chunk read once however often it is wanted; chunk bytes in flight bounde
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import numpy as np
@@ -196,3 +197,67 @@ def test_to_zarr_of_a_select_over_a_zarr_store_is_bit_equal(tmp_path, bits_equal
     y.to_zarr(tmp_path / "out.zarr")
     bits_equal(zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[...], data[idx])
     bits_equal(lf.index_select(y, 0, np.arange(499, -1, -1)).compute(), data[idx[::-1]])  # not direct
+
+
+def gather_ids(seed: int, shape: tuple[int, ...], extent: int, order: str) -> np.ndarray:
+    """Gather indices of `shape` into an axis of `extent`: random, sorted down the axis, or
+    repeated (few distinct rows, each wanted many times)."""
+    rng = np.random.default_rng(seed)
+    if order == "repeated":
+        return rng.choice(rng.integers(0, extent, 7), shape)
+    idx = rng.integers(0, extent, shape)
+    return np.sort(idx, axis=0) if order == "sorted" else idx
+
+
+@pytest.mark.parametrize(("fmt", "codec"), CASES)
+@pytest.mark.parametrize("order", ["random", "sorted", "repeated"])
+def test_gather_from_zarr_is_bit_equal_to_numpy(tmp_path, bits_equal, fmt, codec, order):
+    data = table(fmt * 20 + len(codec))
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    rows = gather_ids(14, (700, SHAPE[1]), SHAPE[0], order)  # several output blocks
+    bits_equal(lf.gather(x, 0, rows).compute(), np.take_along_axis(data, rows, 0))
+    bits_equal(lf.gather(x, 0, rows).to_dask().compute(), np.take_along_axis(data, rows, 0))  # to_zarr's path
+    cols = gather_ids(16, (SHAPE[0], 30), SHAPE[1], order)  # along the second axis
+    bits_equal(lf.gather(x, 1, cols).compute(), np.take_along_axis(data, cols, 1))
+
+
+def test_gather_reads_only_the_byte_ranges_of_the_touched_rows(tmp_path, bits_equal, monkeypatch):
+    data = table(17)
+    make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(500, 24))  # 48 kB chunks, rows of 96 B
+    idx = np.tile(np.array([[3], [499], [700], [3]]), (50, SHAPE[1]))  # 200 x 24 ids, 3 distinct rows
+    idx[::7, 5] = 3
+    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
+    bits_equal(lf.gather(lf.from_zarr(store), 0, idx).compute(), np.take_along_axis(data, idx, 0))
+    assert sum(store.bytes.values()) == 3 * SHAPE[1] * 4  # three distinct rows, each read once
+    assert store.calls == Counter({"c/0/0": 2, "c/1/0": 1})
+
+
+@pytest.mark.parametrize("codec", ["zstd", "sharded"])
+def test_gather_reads_each_touched_chunk_once(tmp_path, bits_equal, codec):
+    data = table(18)
+    make_store(tmp_path / "t.zarr", data, 3, codec)
+    store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
+    idx = np.tile(np.array([5, 130, 131, 900, 5])[:, None], (200, SHAPE[1]))  # 1000 x 24 over blocks
+    bits_equal(lf.gather(lf.from_zarr(store), 0, idx).compute(), np.take_along_axis(data, idx, 0))
+    if codec == "zstd":
+        assert store.calls == Counter({"c/0/0": 1, "c/1/0": 1, "c/7/0": 1})
+    else:
+        assert sorted(store.calls) == ["c/0/0", "c/3/0"]
+        assert sum(store.bytes.values()) < data.nbytes / 4
+
+
+def test_the_graph_of_a_million_id_gather_builds_in_well_under_a_second(tmp_path):
+    zarr.create_array(store=str(tmp_path / "t.zarr"), shape=(2_000_000, 4), dtype="float32",
+                      chunks=(65_536, 4), compressors=None)
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    rng = np.random.default_rng(19)
+    for make in (lambda: lf.index_select(x, 0, rng.integers(0, 2_000_000, 1_000_000)),
+                 lambda: lf.gather(x, 0, rng.integers(0, 2_000_000, (250_000, 4)))):
+        y = make()
+        start = time.perf_counter()
+        graph = y.to_dask().__dask_graph__()
+        took = time.perf_counter() - start
+        assert took < 0.5, f"{took:.2f} s"
+        assert len(graph) <= 2 * 31 + 2 * len(y.chunks[0]) + 4  # source keys, read tasks, output blocks

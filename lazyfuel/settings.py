@@ -231,8 +231,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "least recently used blocks spill to host memory past it"),
     Knob("read_budget", "LAZYFUEL_READ_BUDGET", _budget, 0.25,
          "fraction of host memory or bytes",
-         "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "
-         "checked, not used yet"),
+         "bytes of zarr chunk data the read tasks of a select over `lf.from_zarr` hold at once "
+         "(a fraction of host memory or bytes; read when the graph is built)"),
     Knob("_fuse_select_fill", None, _auto_flag, None, "None, True, False",
          "internal: run index_select + masked_fill as one Vulkan kernel (None: on GPUs, not on "
          "lavapipe)"),

@@ -16,7 +16,7 @@ elements lie in, `read_elements`):
 
 Read tasks run on dask's worker threads, so chunks decode in parallel (numcodecs' zstd and blosc
 release the GIL). `BUDGET` bounds the chunk bytes the read tasks of one process hold at once
-(`OOC_BYTES_IN_FLIGHT`): a task waits for its share before reading.
+by `lazyfuel.config.read_budget` (`read_budget`): a task waits for its share before reading.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -35,9 +35,7 @@ import numpy as np
 from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.touched import touched_rows
-
-OOC_BYTES_IN_FLIGHT = 512 * 2**20
-"""Chunk bytes the read tasks of one process may hold at once (later a `lazyfuel.config` knob)."""
+from lazyfuel.settings import config
 
 GAP_BYTES = 256 * 2**10
 """Two touched byte ranges of a raw chunk closer than this are read as one."""
@@ -49,19 +47,35 @@ SPANS_IN_FLIGHT = 4
 """Reads of one raw chunk requested at once (so one read task holds at most 16 MiB of them)."""
 
 
-class ByteBudget:
-    """A count of bytes that threads take before holding chunk data and give back after."""
+def host_memory() -> int:
+    """Bytes of physical memory of this machine."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
-    def __init__(self, limit: int) -> None:
-        self.limit, self.held = int(limit), 0
+
+def read_budget() -> int:
+    """The bytes of chunk data the read tasks of one compute may hold at once:
+    `lazyfuel.config.read_budget`, a fraction of `host_memory` or a number of bytes. Read when
+    the graph is built (in the caller's `lf.config`), carried by each `StoredReader`."""
+    value = config.read_budget
+    return max(1, int(value * host_memory())) if isinstance(value, float) else int(value)
+
+
+class ByteBudget:
+    """A count of the chunk bytes that read threads hold: a thread takes its bytes before it
+    holds chunk data and gives them back after, waiting while they would not fit under the
+    limit it was given (`read_budget`). `peak` is the most ever held at once."""
+
+    def __init__(self) -> None:
+        self.held = self.peak = 0
         self._changed = threading.Condition()
 
-    def take(self, nbytes: int) -> int:
-        """Wait until `nbytes` (at most the whole budget) fit, take them; what was taken."""
-        nbytes = max(0, min(int(nbytes), self.limit))
+    def take(self, nbytes: int, limit: int) -> int:
+        """Wait until `nbytes` (at most `limit`) fit under `limit`, take them; what was taken."""
+        nbytes = max(0, min(int(nbytes), int(limit)))
         with self._changed:
-            self._changed.wait_for(lambda: self.held + nbytes <= self.limit)
+            self._changed.wait_for(lambda: self.held + nbytes <= limit or self.held == 0)
             self.held += nbytes
+            self.peak = max(self.peak, self.held)
         return nbytes
 
     def give(self, nbytes: int) -> None:
@@ -71,7 +85,7 @@ class ByteBudget:
             self._changed.notify_all()
 
 
-BUDGET = ByteBudget(OOC_BYTES_IN_FLIGHT)
+BUDGET = ByteBudget()
 
 
 def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
@@ -124,7 +138,8 @@ class StoredReader:
     local to the block, that every output block needs from it, piece j being
     `positions[bounds[j]:bounds[j + 1]]`, or, when `flat` (a gather), element offsets into the
     raveled block. `chunk` is the zarr chunk the block is (its coordinates) when the block is
-    exactly one chunk, else None. `block` numbers the task (unused: no device).
+    exactly one chunk, else None. `block` numbers the task (unused: no device). `budget`: the
+    `read_budget` in force where the task was made (bytes).
     """
 
     zarr: Any  # the zarr.Array
@@ -135,6 +150,7 @@ class StoredReader:
     axis: int
     block: int = 0
     flat: bool = False
+    budget: int = field(default_factory=lambda: read_budget())
 
 
 def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, ...]:
@@ -176,12 +192,12 @@ def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
     if axis == 0 and reader.chunk is not None:
         found = _row_offsets(arr, reader.chunk, rows)
         if found is not None:
-            return _ranged_rows(arr, *found, tuple(shape))
+            return _ranged_rows(arr, *found, tuple(shape), reader.budget)
     decoder = _one_compressor(arr) if reader.chunk is not None else None
     if decoder is not None:
-        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder)
+        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder, reader.budget)
     nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
-    taken = BUDGET.take(nbytes)  # zarr decodes whole (inner) chunks
+    taken = BUDGET.take(nbytes, reader.budget)  # zarr decodes whole (inner) chunks
     try:
         selection = list(region)
         selection[axis] = rows + region[axis].start
@@ -233,7 +249,7 @@ SCRATCH = _Scratch(keep=4)
 
 
 def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
-                  codec: Any, dtype: np.dtype) -> np.ndarray:
+                  codec: Any, dtype: np.dtype, budget: int) -> np.ndarray:
     """Rows `rows` along `axis` of compressed chunk `chunk`: read whole, decoded once into a kept
     buffer, the rows copied out (cut to `shape`); a chunk never written reads as the fill value."""
     from zarr.core.buffer import default_buffer_prototype
@@ -242,7 +258,7 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
     store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
     full = tuple(arr.chunks)
     nbytes = math.prod(full) * dtype.itemsize
-    taken = BUDGET.take(nbytes)
+    taken = BUDGET.take(nbytes, budget)
     try:
         got = sync(store_path.get(default_buffer_prototype()))
         if got is None:
@@ -294,7 +310,7 @@ def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
 
 
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
-                 shape: tuple[int, ...]) -> np.ndarray:
+                 shape: tuple[int, ...], budget: int) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
     merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
     stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
@@ -322,7 +338,7 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
         else:
             out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
 
-    taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES))
+    taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES), budget)
     try:
         file = _local_file(store_path)
         if file is not None:
@@ -436,6 +452,7 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     name = f"lazyfuel-zarr-rows-{tokenize(select.name, id(into))}"
     others = [range(len(c)) for a, c in enumerate(source.chunks) if a != d]
     graph: dict = {}
+    budget = read_budget()
     for c, lo, hi in zip(hit.tolist(), first.tolist(), [*first[1:].tolist(), values.size]):
         places = order[lo:hi]
         rows, once, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_index=True,
@@ -447,7 +464,7 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
             block = (*o[:d], c, *o[d:])
             region = ch.block_slices(source.chunks, block)
             reader = StoredReader(source.zarr, region, chunk_of(source.zarr, source.chunks, block),
-                                  rows.astype(np.uint32), (0, rows.size), d)
+                                  rows.astype(np.uint32), (0, rows.size), d, budget=budget)
             graph[(name, *block)] = (scatter_rows, reader, into, region, moves)
     return graph, list(graph)
 

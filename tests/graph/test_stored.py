@@ -162,18 +162,37 @@ def test_the_dask_graph_grows_with_blocks_and_touched_chunks_not_indices(tmp_pat
 
 
 def test_a_take_waits_for_room_and_an_oversized_take_takes_the_whole_budget():
-    budget = stored.ByteBudget(100)
-    first = budget.take(70)
+    budget = stored.ByteBudget()
+    first = budget.take(70, 100)
     taken: list[int] = []
-    waiter = threading.Thread(target=lambda: taken.append(budget.take(500)))
+    waiter = threading.Thread(target=lambda: taken.append(budget.take(500, 100)))
     waiter.start()
     waiter.join(0.2)
     assert waiter.is_alive() and not taken  # 70 + 100 does not fit: it waits
     budget.give(first)
     waiter.join(5)
-    assert taken == [100] and budget.held == 100
+    assert taken == [100] and budget.held == 100 and budget.peak == 100
     budget.give(100)
     assert budget.held == 0
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "zstd"), (3, "blosc"), (3, "sharded")])
+def test_reads_hold_no_more_than_the_read_budget(tmp_path, bits_equal, fmt, codec, monkeypatch):
+    data = table(20)
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    monkeypatch.setattr(stored, "BUDGET", stored.ByteBudget())
+    idx = np.random.default_rng(21).integers(0, SHAPE[0], 900)
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    select, gather = lf.index_select(x, 0, idx), lf.gather(x, 0, np.tile(idx[:, None], SHAPE[1]))
+    with lf.config(read_budget="4KiB"):  # less than one chunk (12 KiB): one read at a time
+        bits_equal(select.compute(), data[idx])
+        bits_equal(gather.compute(), data[idx])
+        bits_equal(select.to_dask().compute(), data[idx])
+        select.to_zarr(tmp_path / "out.zarr")
+    bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), data[idx])
+    assert 0 < stored.BUDGET.peak <= 4096
+    with lf.config(read_budget=0.5):
+        assert stored.read_budget() == stored.host_memory() // 2
 
 
 def test_coalesced_spans_merge_close_rows_and_cut_long_ones():

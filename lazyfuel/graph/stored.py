@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from lazyfuel import windowed
 from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.touched import touched_rows
@@ -248,25 +249,80 @@ class _Scratch:
 SCRATCH = _Scratch(keep=4)
 
 
+class _Held(threading.local):
+    """Each read thread's buffer for a chunk's compressed bytes, grown to the largest it read:
+    a fresh buffer per chunk of tens of MB is what glibc's arenas keep after it is freed."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty(0, np.uint8)
+
+    def read(self, file: str) -> np.ndarray | None:
+        """The bytes of `file` (a view of this thread's buffer), or None when there is none."""
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if self.buf.nbytes < size:
+                self.buf = np.empty(0, np.uint8)  # the old one goes first
+                self.buf = np.empty(size, np.uint8)
+            view = self.buf[:size]
+            if size and os.preadv(fd, [view], 0) != size:
+                raise OSError(f"zarr chunk {file} changed size while it was read")
+            return view
+        finally:
+            os.close(fd)
+
+
+_HELD = _Held()
+
+
+def _stored_size(file: str | None) -> int | None:
+    """The size of a local chunk file (None when it is not local or not there)."""
+    try:
+        return os.stat(file).st_size if file is not None else None
+    except FileNotFoundError:
+        return None
+
+
 def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
                   codec: Any, dtype: np.dtype, budget: int) -> np.ndarray:
-    """Rows `rows` along `axis` of compressed chunk `chunk`: read whole, decoded once into a kept
-    buffer, the rows copied out (cut to `shape`); a chunk never written reads as the fill value."""
+    """Rows `rows` along `axis` of compressed chunk `chunk`, cut to `shape`; a chunk never written
+    reads as the fill value. Its bytes are read whole (a local file into the thread's kept
+    buffer); a zstd chunk read along its first axis is decoded a window at a time, the rows copied
+    out of each (`windowed.zstd_rows`), anything else decoded once into a kept buffer of the
+    chunk's size and the rows copied out."""
+    from numcodecs import Zstd
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
     store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
     full = tuple(arr.chunks)
     nbytes = math.prod(full) * dtype.itemsize
-    taken = BUDGET.take(nbytes, budget)
+    stream = axis == 0 and isinstance(codec, Zstd) and windowed.zstd_available()
+    file = _local_file(store_path)
+    size = _stored_size(file)
+    taken = BUDGET.take((nbytes if size is None else size) + (windowed.WINDOW_BYTES if stream else nbytes),
+                        budget)
     try:
-        got = sync(store_path.get(default_buffer_prototype()))
-        if got is None:
+        if file is not None:
+            compressed = _HELD.read(file)
+        else:
+            got = sync(store_path.get(default_buffer_prototype()))
+            compressed = None if got is None else got.as_numpy_array()
+        if compressed is None:
             return np.full(shape, arr.fill_value, dtype)
+        if stream:
+            out = np.empty((rows.size, *full[1:]), dtype)
+            try:
+                windowed.zstd_rows(compressed, nbytes // full[0], full[0], rows, out)
+            except ValueError as err:
+                raise ValueError(f"zarr chunk {store_path}: {err}") from None
+            return out[(slice(None), *(slice(0, n) for n in shape[1:]))]
         scratch = SCRATCH.take(nbytes)
         try:
-            codec.decode(got.as_numpy_array(), out=scratch)
-            del got
+            codec.decode(compressed, out=scratch)
             stored = scratch.view(dtype).reshape(full)
             pick = tuple(rows if a == axis else slice(0, n) for a, n in enumerate(shape))
             return stored[pick]

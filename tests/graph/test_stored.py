@@ -280,3 +280,42 @@ def test_the_graph_of_a_million_id_gather_builds_in_well_under_a_second(tmp_path
         took = time.perf_counter() - start
         assert took < 0.5, f"{took:.2f} s"
         assert len(graph) <= 2 * 31 + 2 * len(y.chunks[0]) + 4  # source keys, read tasks, output blocks
+
+
+@pytest.mark.parametrize(("fmt", "codec", "op"), [(2, "raw", "index_select"), (3, "zstd", "index_select"),
+                                                  (3, "sharded", "index_select"), (3, "zstd", "gather")])
+def test_to_zarr_of_a_select_larger_than_the_read_budget_writes_it_in_slabs(tmp_path, bits_equal, fmt, codec,
+                                                                            op, monkeypatch):
+    import tracemalloc
+
+    from lazyfuel import zarr_io
+
+    data = np.random.default_rng(22).standard_normal((4000, 128)).astype(np.float32)  # chunks of 128 KiB
+    make_store(tmp_path / "t.zarr", data, fmt, codec, chunks=(256, 128))
+    idx = np.random.default_rng(23).integers(0, data.shape[0], 24_000)  # random: blocks want every chunk
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    y = lf.index_select(x, 0, idx) if op == "index_select" else lf.gather(x, 0, np.tile(idx[:, None], 128))
+    written = []
+    real = zarr_io._write_block
+
+    def write_block(block, z, offset, block_info=None):  # type: ignore[no-untyped-def]
+        written.append(offset)
+        return real(block, z, offset, block_info)
+
+    monkeypatch.setattr(zarr_io, "_write_block", write_block)
+    nbytes, blocks = idx.size * data.shape[1] * 4, len(y.chunks[0])  # 12 MB
+    y.to_zarr(tmp_path / "warm.zarr")  # imports and caches out of the measurement
+    peaks = []
+    for budget, slabs in ((nbytes, 1), (nbytes // 10, -(-blocks // (blocks // 10)))):
+        written.clear()
+        tracemalloc.start()
+        with lf.config(read_budget=budget):
+            y.to_zarr(tmp_path / "out.zarr", overwrite=True)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert len(set(written)) == slabs and len(written) == blocks
+        bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), data[idx])  # checksums verified too
+        peaks.append(peak)
+    assert peaks[0] > nbytes and peaks[1] < peaks[0] / 2  # the whole result held, then not
+    if op == "index_select":  # a gather also holds its plan: int64 offsets, several per element
+        assert peaks[1] < nbytes / 3

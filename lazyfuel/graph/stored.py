@@ -99,15 +99,38 @@ def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
     return dtype if endian is None else dtype.newbyteorder("<" if endian == "little" else ">")
 
 
+def _trailer(arr: Any) -> int:
+    """Bytes after a raw chunk's values: 4 when each chunk ends in its crc32c (what lazyfuel
+    writes with `compressors=None`: v3's `crc32c` codec, v2's CRC32C filter), else 0."""
+    import numcodecs
+    from zarr.codecs import Crc32cCodec
+
+    meta = arr.metadata
+    if meta.zarr_format == 2:
+        return 4 if len(meta.filters or ()) == 1 and isinstance(meta.filters[0], numcodecs.CRC32C) else 0
+    codecs = tuple(meta.codecs)
+    return 4 if len(codecs) == 2 and isinstance(codecs[1], Crc32cCodec) else 0
+
+
+def _raw_bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
+    """`_bytes_dtype` of v3 `codecs`, a `crc32c` codec after the `bytes` codec allowed."""
+    from zarr.codecs import Crc32cCodec
+
+    if len(codecs) == 2 and isinstance(codecs[1], Crc32cCodec):
+        codecs = codecs[:1]
+    return _bytes_dtype(codecs, dtype)
+
+
 def raw_dtype(arr: Any) -> np.dtype | None:
     """The dtype of a zarr array's chunk bytes (byte order included) when each chunk is stored as
-    its raw C-order bytes; None otherwise (compressed, filtered, sharded, F order)."""
+    its raw C-order bytes (maybe followed by a crc32c, `_trailer`); None otherwise (compressed,
+    filtered, sharded, F order)."""
     meta = arr.metadata
     dtype = np.dtype(arr.dtype)
     if meta.zarr_format == 2:
-        raw = meta.compressor is None and not meta.filters and meta.order == "C"
+        raw = meta.compressor is None and (not meta.filters or _trailer(arr)) and meta.order == "C"
         return dtype if raw else None
-    return _bytes_dtype(tuple(meta.codecs), dtype)
+    return _raw_bytes_dtype(tuple(meta.codecs), dtype)
 
 
 def _raw_shards(arr: Any) -> tuple[Any, np.dtype] | None:
@@ -185,15 +208,44 @@ def read_elements(reader: StoredReader) -> np.ndarray:
     return np.ascontiguousarray(data).reshape(-1)[(outer * rows.size + rank) * inner + within]
 
 
+WHOLE_SHARE = 8
+"""A read of at least 1/WHOLE_SHARE of the rows of a chunk lazyfuel checksummed reads it whole,
+verified; fewer rows are read as byte ranges (see `read_rows`)."""
+
+
+def _unwrapped(held: Any) -> tuple[Any, Any]:
+    """(the zarr array, the `integrity.VerifiedChunks` over it or None) of a reader's `zarr`."""
+    from lazyfuel.integrity import VerifiedChunks
+
+    return (held.z, held) if isinstance(held, VerifiedChunks) else (held, None)
+
+
 def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
-    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region."""
-    arr, region, axis = reader.zarr, reader.region, reader.axis
+    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region.
+
+    An array lazyfuel wrote with checksums (`reader.zarr` is its `VerifiedChunks`) is read whole
+    chunk by chunk, each chunk verified (decision 55), except for a few rows (under
+    1/`WHOLE_SHARE` of a chunk's) of raw chunks: their byte ranges alone, checked only for the
+    chunk being there at its full length (a crc32c over the whole chunk cannot check a part)."""
+    held, region, axis = reader.zarr, reader.region, reader.axis
+    arr, checked = _unwrapped(held)
     shape = [s.stop - s.start for s in region]
     shape[axis] = rows.size
-    if axis == 0 and reader.chunk is not None:
+    few = checked is None or rows.size * WHOLE_SHARE < region[0].stop - region[0].start
+    if axis == 0 and reader.chunk is not None and few:
         found = _row_offsets(arr, reader.chunk, rows)
         if found is not None:
-            return _ranged_rows(arr, *found, tuple(shape), reader.budget)
+            if checked is None:
+                return _ranged_rows(arr, *found, tuple(shape), reader.budget)
+            length = math.prod(arr.chunks) * np.dtype(arr.dtype).itemsize + _trailer(arr)
+            return _ranged_rows(arr, *found, tuple(shape), reader.budget, (checked, reader.chunk, length))
+    if checked is not None:  # whole chunks, each verified
+        nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
+        taken = BUDGET.take(nbytes, reader.budget)
+        try:
+            return np.take(checked[region], rows, axis=axis)
+        finally:
+            BUDGET.give(taken)
     decoder = _one_compressor(arr) if reader.chunk is not None else None
     if decoder is not None:
         return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder, reader.budget)
@@ -366,12 +418,15 @@ def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
 
 
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
-                 shape: tuple[int, ...], budget: int) -> np.ndarray:
+                 shape: tuple[int, ...], budget: int, checked: tuple[Any, tuple[int, ...], int] | None = None
+                 ) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
     merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
     stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
     `os.preadv` into one kept buffer (`_read_file_spans`); any other store through zarr's async
-    API, `SPANS_IN_FLIGHT` requested at a time."""
+    API, `SPANS_IN_FLIGHT` requested at a time. `checked` (the array's `VerifiedChunks`, the
+    chunk's grid position, the length lazyfuel wrote it with): a chunk that is not there, or (a
+    local file) not of that length, is a `DamagedStoreError`."""
     from zarr.core.sync import sync
 
     row_bytes = math.prod(full) * dtype.itemsize
@@ -398,11 +453,17 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     try:
         file = _local_file(store_path)
         if file is not None:
-            absent = _read_file_spans(file, spans, place)
+            absent = _read_file_spans(file, spans, place, None if checked is None else checked[2])
         else:
             absent = sync(_read_spans(store_path, spans, place))
+    except _WrongLength as err:
+        assert checked is not None
+        raise checked[0].damaged(checked[1], f"has {err.args[0]} bytes where lazyfuel wrote {checked[2]}: it "
+                                 "is truncated or was replaced") from None
     finally:
         BUDGET.give(taken)
+    if checked is not None and absent:
+        raise checked[0].missing(checked[1])
     if absent == len(spans) and absent and not missing.any():  # a chunk never written
         out[...] = arr.fill_value
     elif absent:
@@ -418,16 +479,23 @@ def _local_file(store_path: Any) -> str | None:
     return os.path.join(str(store.root), store_path.path) if type(store) is LocalStore else None
 
 
+class _WrongLength(Exception):
+    """A chunk file whose length is not the one expected (its length is the argument)."""
+
+
 def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
-                     place: Callable[[int, slice, np.ndarray], None]) -> int:
+                     place: Callable[[int, slice, np.ndarray], None], length: int | None = None) -> int:
     """Read each span of `file` into one kept buffer and `place` it; how many spans are absent
-    (all of them when the file is: a chunk never written)."""
+    (all of them when the file is: a chunk never written). `_WrongLength` when `length` is given
+    and the file is not that long."""
     try:
         fd = os.open(file, os.O_RDONLY)
     except FileNotFoundError:
         return len(spans)
     scratch = SCRATCH.take(RANGE_BYTES)
     try:
+        if length is not None and os.fstat(fd).st_size != length:
+            raise _WrongLength(os.fstat(fd).st_size)
         for lo, hi, part in spans:
             view = scratch[:hi - lo]
             if os.preadv(fd, [view], lo) != hi - lo:

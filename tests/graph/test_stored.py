@@ -15,6 +15,7 @@ from zarr.storage import LocalStore, WrapperStore
 
 import lazyfuel as lf
 from lazyfuel.graph import stored
+from lazyfuel.integrity import DamagedStoreError
 
 SHAPE, CHUNKS = (1000, 24), (128, 24)
 
@@ -319,3 +320,44 @@ def test_to_zarr_of_a_select_larger_than_the_read_budget_writes_it_in_slabs(tmp_
     assert peaks[0] > nbytes and peaks[1] < peaks[0] / 2  # the whole result held, then not
     if op == "index_select":  # a gather also holds its plan: int64 offsets, several per element
         assert peaks[1] < nbytes / 3
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_stores_lazyfuel_wrote_raw_are_read_as_byte_ranges_for_a_few_rows(tmp_path, bits_equal, fmt,
+                                                                          monkeypatch):
+    data = table(24)
+    lf.from_array(data, chunks=(200, 24)).to_zarr(tmp_path / "w.zarr", compressors=None, zarr_format=fmt)
+    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    store = CountingStore(LocalStore(str(tmp_path / "w.zarr"), read_only=True))
+    x = lf.from_zarr(store)
+    few = np.array([3, 450, 7, 3])  # under 1/8 of a chunk's rows: byte ranges
+    bits_equal(lf.index_select(x, 0, few).compute(), data[few])
+    row = SHAPE[1] * 4
+    assert sum(store.bytes.values()) == 3 * row
+    bits_equal(lf.gather(x, 0, np.tile(few[:, None], SHAPE[1])).compute(), data[few])
+    many = np.random.default_rng(25).integers(0, SHAPE[0], 900)  # whole chunks, verified
+    store.bytes.clear()
+    bits_equal(lf.index_select(x, 0, many).compute(), data[many])
+    assert sum(store.bytes.values()) == 5 * (200 * row + 4)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_damaged_chunk_of_a_raw_store_lazyfuel_wrote_is_an_error_on_a_partial_read(tmp_path, fmt):
+    data = table(26)
+    path = tmp_path / "w.zarr"
+    lf.from_array(data, chunks=(200, 24)).to_zarr(path, compressors=None, zarr_format=fmt)
+    key = {2: "1.0", 3: "c/1/0"}[fmt]
+    few, many = np.array([210, 300]), np.arange(200, 400)
+    with open(path / key, "r+b") as f:  # a flipped byte inside a row read: whole reads catch it
+        f.seek(100 * SHAPE[1] * 4 + 5)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\)"):
+        lf.index_select(lf.from_zarr(path), 0, many).compute()
+    (path / key).write_bytes((path / key).read_bytes()[:-10])  # truncated
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*truncated or was replaced"):
+        lf.index_select(lf.from_zarr(path), 0, few).compute()
+    (path / key).unlink()
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*is missing"):
+        lf.index_select(lf.from_zarr(path), 0, few).compute()

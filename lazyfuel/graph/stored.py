@@ -343,16 +343,17 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
     """Rows `rows` along `axis` of compressed chunk `chunk`, cut to `shape`; a chunk never written
     reads as the fill value. Its bytes are read whole (a local file into the thread's kept
     buffer); a zstd chunk read along its first axis is decoded a window at a time, the rows copied
-    out of each (`windowed.zstd_rows`), anything else decoded once into a kept buffer of the
-    chunk's size and the rows copied out."""
-    from numcodecs import Zstd
+    out of each (`windowed.zstd_rows`), a blosc chunk of zstd blocks only in the blocks the rows lie
+    in (`windowed.blosc_rows`); anything else is decoded once into a kept buffer of the chunk's
+    size and the rows copied out."""
+    from numcodecs import Blosc, Zstd
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
     store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
     full = tuple(arr.chunks)
     nbytes = math.prod(full) * dtype.itemsize
-    stream = axis == 0 and isinstance(codec, Zstd) and windowed.zstd_available()
+    stream = axis == 0 and isinstance(codec, (Zstd, Blosc)) and windowed.zstd_available()
     file = _local_file(store_path)
     size = _stored_size(file)
     taken = BUDGET.take((nbytes if size is None else size) + (windowed.WINDOW_BYTES if stream else nbytes),
@@ -367,11 +368,14 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
             return np.full(shape, arr.fill_value, dtype)
         if stream:
             out = np.empty((rows.size, *full[1:]), dtype)
+            decode = windowed.zstd_rows if isinstance(codec, Zstd) else windowed.blosc_rows
             try:
-                windowed.zstd_rows(compressed, nbytes // full[0], full[0], rows, out)
+                decode(compressed, nbytes // full[0], full[0], rows, out)
+                return out[(slice(None), *(slice(0, n) for n in shape[1:]))]
+            except windowed.BloscUnsupported:
+                pass  # decoded whole below
             except ValueError as err:
                 raise ValueError(f"zarr chunk {store_path}: {err}") from None
-            return out[(slice(None), *(slice(0, n) for n in shape[1:]))]
         scratch = SCRATCH.take(nbytes)
         try:
             codec.decode(compressed, out=scratch)

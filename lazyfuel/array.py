@@ -22,7 +22,9 @@ from lazyfuel.graph import ops
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
+from lazyfuel.graph.passes import write_slabs
 from lazyfuel.graph.resident import assembled, on_device
+from lazyfuel.graph.stored import read_budget
 from lazyfuel.runtime import DefaultRuntime
 from lazyfuel.settings import config
 
@@ -229,6 +231,11 @@ class Array:
         `create_array` (TypeError for `return_stored`, `region`, `mode`, `chunks`, `shards`, and for a
         `zarr.Array` as `url`).
         """
+        cut = write_slabs(self._node, read_budget()) if compute else None  # a select larger than read_budget
+        if cut is not None:  # written slab by slab, each lowered when its turn comes
+            whole = da.empty(self.shape, dtype=self.dtype, chunks=tuple(max(c) for c in self.chunks))
+            slabs = (cut[0], ((start, Array(part).to_dask()) for start, part in cut[1]))
+            return zarr_io.write(whole, url, component, overwrite, compute, kwargs, slabs)
         arr = self.to_dask()
         if not all(_regular(c) for c in arr.chunks):
             arr = arr.rechunk(tuple(max(c) for c in arr.chunks))

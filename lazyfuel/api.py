@@ -196,7 +196,7 @@ class Array:
             found = self._lowered[runtime] = lower(self._node, runtime)
         return found
 
-    def compute(self, out: np.ndarray | None = None, device: bool = False, **kwargs: Any) -> Any:
+    def compute(self, out: np.ndarray | None = None, device: bool | int = False, **kwargs: Any) -> Any:
         """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
         dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Keyword
         arguments that name a `lazyfuel.config` knob set it for this call (`backend="cpu"`); the
@@ -211,19 +211,23 @@ class Array:
         With `device=True` the result stays in Vulkan device memory: a `lazyfuel.DeviceArray`
         (`backends/vulkan/device_array.py`), the blocks kept on the device as `persist(device=True)`
         keeps them and assembled there into one allocation; `np.from_dlpack` reads it in place
-        where the device's memory is host-visible (lavapipe, integrated GPUs).
+        where the device's memory is host-visible (lavapipe, integrated GPUs). Over several devices
+        (`lazyfuel.config.devices`) the blocks are gathered onto one: `device=1` names it (as
+        torch's `cuda:1`: the number among the devices blocks are spread over), `device=True` takes
+        the one holding most of the result's bytes (device 0 on a tie).
         """
+        where = _device_choice(device)
         knobs, dask_kwargs = config.split(kwargs)
         with config(**knobs):
-            if device:
+            if where is not False:
                 if out is not None:
-                    raise ValueError("compute(device=True) returns a DeviceArray; out= is for host results")
-                return self._on_device(dask_kwargs)
+                    raise ValueError("compute(device=...) returns a DeviceArray; out= is for host results")
+                return self._on_device(dask_kwargs, where)
             return self._compute(out, dask_kwargs)
 
-    def _on_device(self, dask_kwargs: dict[str, Any]) -> Any:
-        """The result as one DeviceArray (see `compute`)."""
-        return assembled(self._persisted_on_device(dask_kwargs))
+    def _on_device(self, dask_kwargs: dict[str, Any], device: int | None = None) -> Any:
+        """The result as one DeviceArray on device number `device` (None: see `compute`)."""
+        return assembled(self._persisted_on_device(dask_kwargs), device)
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""
@@ -317,6 +321,20 @@ class Array:
         return da.Array.__dask_optimize__(dsk, keys, **kwargs)
 
     __dask_scheduler__ = staticmethod(dask.threaded.get)
+
+
+def _device_choice(device: Any) -> int | None | bool:
+    """`compute`'s `device`: False (a host result), None (a DeviceArray where most bytes lie) or a
+    device number. TypeError for anything else, naming what is accepted."""
+    if device is False or device is None:
+        return False
+    if device is True:
+        return None
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device >= 0:
+        return int(device)
+    raise TypeError(f"compute(device={device!r}): device takes False (a numpy result), True (a "
+                    "DeviceArray on the device holding most of it) or a device number >= 0 (a "
+                    "DeviceArray there, as torch's cuda:N)")
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:

@@ -34,6 +34,10 @@ A third keeps blocks on a device between computes (`Array.persist(device=True)`,
   there. A device block (`is_device_block`: its class sets `__lazyfuel_device_block__`) has
   `shape`, `dtype`, `strides`, and `np.asarray(block)` downloads a copy: executors that cannot
   read it in place (Cpu) take it that way; `holder(backend, device)` gives the capability.
+  Where its backend spreads over several devices, a device block also says where it lies
+  (`home`: (backend, device number among `devices(backend)`), or None) and how its bytes reach
+  another block's device (`reach(other)`: words for `lf.explain`); `block_home(value)` reads the
+  first, so the graph runs a program where its resident inputs lie (`graph.task.home_device`).
 """
 
 from __future__ import annotations
@@ -135,8 +139,8 @@ class BlockHolder(Protocol):
 
     def assemble(self, blocks: Sequence[object], chunks: tuple[tuple[int, ...], ...],
                  dtype: np.dtype) -> object:
-        """One array in device memory of the whole result whose blocks (row-major over `chunks`)
-        are `blocks`: what `compute(device=True)` returns."""
+        """One array in this executor's device memory of the whole result whose blocks (row-major
+        over `chunks`) are `blocks`, wherever they lie: what `compute(device=True)` returns."""
         ...
 
 
@@ -144,6 +148,13 @@ def is_device_block(value: object) -> bool:
     """Whether `value` is a block that lives in device memory (a resident block, a chunk left in
     exported memory): tasks pass it on as it is, and `np.asarray` downloads it."""
     return getattr(type(value), "__lazyfuel_device_block__", False)
+
+
+def block_home(value: object) -> tuple[Backend, int] | None:
+    """(backend, device number) of the device a device block lies on, where its backend spreads
+    over several devices and the block's device is one of them; None otherwise (a numpy array)."""
+    home = getattr(value, "home", None) if is_device_block(value) else None
+    return home if home is not None and home[1] is not None else None
 
 
 def input_fits(declared: DType, a: np.ndarray) -> bool:

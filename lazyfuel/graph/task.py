@@ -22,10 +22,12 @@ the device. Then numpy views the result if the recipe says so (`post`). When the
 memory for the block, the chain runs on its halves instead (`graph.split`).
 
 Several devices: each task runs on one device (a fused chain is one program, so it never leaves
-it), chosen in the process that runs the task as `device_for(recipe.block, backend)`: the block's
-number (row-major, set when the graph is lowered) modulo the number of devices the backend spreads
-over (`lazyfuel.config.devices`). Deterministic, round-robin over neighbouring blocks, and block i of
-every group lands on the same device.
+it), chosen in the process that runs the task: where its program's resident inputs lie
+(`home_device`: the device holding most of their bytes, so a graph over `persist(device=True)`
+blocks runs where the blocks are and moves the fewest bytes between devices), else
+`device_for(recipe.block, backend)`: the block's number (row-major, set when the graph is lowered)
+modulo the number of devices the backend spreads over (`lazyfuel.config.devices`). Deterministic,
+round-robin over neighbouring blocks, and block i of every group lands on the same device.
 """
 
 from __future__ import annotations
@@ -355,16 +357,30 @@ def device_for(block: int, backend: Backend) -> int | None:
     return block % count if count else None
 
 
+def home_device(inputs: Sequence[Any], backend: Backend) -> int | None:
+    """The number of the device (of `backend`'s) holding most bytes of the device blocks among
+    `inputs` (the lowest number on a tie); None where none lies on one of `backend`'s devices."""
+    held: dict[int, int] = {}
+    for value in inputs:
+        home = base.block_home(value)
+        if home is not None and home[0] is backend:
+            held[home[1]] = held.get(home[1], 0) + math.prod(value.shape) * value.dtype.itemsize
+    return min(held, key=lambda d: (-held[d], d)) if held else None
+
+
 def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
             handover: bool = False, resident: bool = False
             ) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
-    """Plan a chain for its inputs and run it on block `block`'s device; its one output, written
+    """Plan a chain for its inputs and run it where its resident inputs lie, else on block
+    `block`'s device (`home_device`, `device_for`); its one output, written
     into `into` where that has the output's shape and dtype (a split block's halves do not), or
     with `handover` left on the device where `crossing.hand_over` can, or with `resident` kept in
     the device's memory where its backend can (`base.BlockHolder`: `persist(device=True)`)."""
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
         program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs])
-        device = device_for(block, program.backend)
+        device = home_device(inputs, program.backend)
+        if device is None:
+            device = device_for(block, program.backend)
         if resident and into is None:
             holder = base.holder(program.backend, device)
             if not isinstance(holder, str):

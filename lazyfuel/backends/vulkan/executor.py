@@ -185,10 +185,10 @@ class VulkanExecutor:
 
     def assemble(self, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...],
                  dtype: np.dtype) -> Any:
-        """One `DeviceArray` of the whole result (`device_array.assemble`)."""
+        """One `DeviceArray` of the whole result on this executor's pool (`device_array.assemble`)."""
         from lazyfuel.backends.vulkan.device_array import assemble
 
-        return assemble(blocks, chunks, dtype)
+        return assemble(blocks, chunks, dtype, self.pool)
 
     # -- checks ---------------------------------------------------------------------------------
     @classmethod

@@ -3,8 +3,11 @@
 A `ResidentBlock` is a small handle (shape, dtype, pool) over one C-contiguous block held in the
 device memory of the pool that computed it: the object a persisted dask graph holds in place of a
 numpy chunk. The Vulkan executor binds a resident block of its own pool as a program input where
-it lies (`bind`: no upload); anything else reads it through `np.asarray(block)`, which downloads a
-copy (counted as downloaded bytes in `lazyfuel.profile`).
+it lies (`bind`: no upload), and one of another pool device to device where a path exists
+(`peer.py`: exported memory between pools of one GPU); anything else reads it through
+`np.asarray(block)`, which downloads a copy (counted as downloaded bytes in `lazyfuel.profile`).
+`home` is (Vulkan, the pool's number among the pools blocks are spread over), which the graph
+layer runs a program's work by (`graph.task.home_device`).
 
 Each pool has one `ResidentStore` (`store_of(pool)`) keeping its blocks under a budget,
 `lazyfuel.config.device_memory_budget` (a fraction of the device heap, default 0.8, or bytes),
@@ -38,6 +41,7 @@ import numpy as np
 from lazyfuel import profiling
 from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Use
+from lazyfuel.contracts.model import Backend
 from lazyfuel.settings import config
 
 if TYPE_CHECKING:
@@ -287,14 +291,44 @@ class ResidentBlock(CArrayMeta):
         """Unpin a reserved block once its bytes are written (the store back under its budget)."""
         self._store.settle(self._slot)
 
+    @property
+    def home(self) -> tuple[Backend, int | None]:
+        """(Vulkan, the number of this block's pool among the pools blocks are spread over, None
+        where it is none of them): `backends.base.block_home`."""
+        from lazyfuel.backends.vulkan.pool import spread_slots
+
+        slot = (self.pool.info.index, self.pool.replica)
+        slots = spread_slots()
+        return Backend.Vulkan, slots.index(slot) if slot in slots else None
+
+    def reach(self, other: object) -> str:
+        """How this block's bytes reach the kernels of `other`'s pool (another device block), in
+        `lf.explain`'s words (`peer.describe`)."""
+        from lazyfuel.backends.vulkan import peer
+
+        if not isinstance(other, ResidentBlock):
+            return "through host memory (the other block is not a Vulkan resident block)"
+        return peer.describe(self.pool, other.pool)
+
     def bind(self, batch: Batch) -> Allocation | None:
         """The block's device memory for the kernels of `batch`, pinned (and brought back if
-        spilled) until the batch closes; None where the batch is another pool's."""
+        spilled) until the batch closes; for a batch of another pool, a copy moved there device to
+        device (`peer.bind`), or None where no such path exists (the caller takes a host copy)."""
         if batch.pool is not self.pool:
-            return None
+            from lazyfuel.backends.vulkan import peer
+
+            return peer.bind(self, batch)
         allocation = self._store.touch(self._slot)
         batch.after_close(lambda: self._store.release(self._slot), keep=self)
         return allocation
+
+    def pin(self) -> Allocation:
+        """Pin the block on its pool's device (brought back if spilled); its memory until `unpin`."""
+        return self._store.touch(self._slot)
+
+    def unpin(self) -> None:
+        """Undo one `pin`."""
+        self._store.release(self._slot)
 
     def pin_while(self, owner: object) -> None:
         """Keep the block on the device (never spilled) for as long as `owner` lives."""

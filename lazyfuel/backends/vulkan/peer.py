@@ -48,21 +48,25 @@ _LOCK = threading.Lock()
 
 def path(src: DevicePool, dst: DevicePool) -> str | None:
     """None where blocks of `src` reach `dst`'s kernels through exported memory; else why not
-    (the words `lf.explain` prints). Checked once per pair of pools."""
+    (the words `lf.explain` prints). The devices are compared once per pair of pools."""
     if src is dst:
         return None
     key = (id(src), id(dst))
     with _LOCK:
         found = _PATHS.get(key)
-    if found is not None and found[0] is src and found[1] is dst:
+    if found is None or found[0] is not src or found[1] is not dst:
+        found = (src, dst, _devices_apart(src, dst))
+        with _LOCK:
+            _PATHS[key] = found
+    if found[2] is not None:
         return found[2]
-    why = _why_not(src, dst)
-    with _LOCK:
-        _PATHS[key] = (src, dst, why)
-    return why
+    if src.allocator.direct != dst.allocator.direct:  # the importer must pick the exporter's type
+        return f"{src.label} and {dst.label} map device memory differently (their transfer modes differ)"
+    return None
 
 
-def _why_not(src: DevicePool, dst: DevicePool) -> str | None:
+def _devices_apart(src: DevicePool, dst: DevicePool) -> str | None:
+    """Why the two pools' devices cannot share exported memory, or None."""
     lacking = [p.label for p in (src, dst) if not supported(p)]
     if lacking:
         return f"{' and '.join(lacking)} cannot share memory (no {EXTENSION})"
@@ -70,8 +74,6 @@ def _why_not(src: DevicePool, dst: DevicePool) -> str | None:
         return (f"{src.label} and {dst.label} are different GPUs, and exported (opaque fd) memory "
                 "imports only on the GPU that made it; a peer copy between GPUs (CUDA's, or a Vulkan "
                 "device group) is not built")
-    if src.allocator.direct != dst.allocator.direct:  # the importer must pick the exporter's type
-        return f"{src.label} and {dst.label} map device memory differently (their transfer modes differ)"
     return None
 
 

@@ -128,14 +128,15 @@ class ResidentStore:
             slot.pins -= 1
             self._spill_until(self.budget)
 
-    def read(self, slot: _Slot, out: np.ndarray) -> None:
-        """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes)."""
+    def read(self, slot: _Slot, out: np.ndarray) -> bool:
+        """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes); whether they came
+        from the device (False: from the spilled host copy, no byte over the link)."""
         flat = out.reshape(-1).view(np.uint8)
         with self._lock:
             if slot.allocation is None:
                 assert slot.host is not None
                 flat[:] = slot.host
-                return
+                return False
             allocation = self.touch(slot)
         try:
             with self.pool.batch() as batch:
@@ -143,6 +144,7 @@ class ResidentStore:
                 batch.run()
         finally:
             self.release(slot)
+        return True
 
     def drop(self, slot: _Slot) -> None:
         """Give the slot's device memory back (idempotent; nothing may read it any more)."""
@@ -342,9 +344,8 @@ class ResidentBlock(CArrayMeta):
     # -- host copies ----------------------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
-        if out.nbytes:
-            self._store.read(self._slot, out)
-            profiling.record(bytes_downloaded=out.nbytes, device=self.pool.label)
+        if out.nbytes and self._store.read(self._slot, out):
+            profiling.record(bytes_downloaded=out.nbytes)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __getitem__(self, key: Any) -> np.ndarray:

@@ -67,9 +67,9 @@ def _within_chunks(rng: np.random.Generator, n: int, chunk: int) -> np.ndarray:
     return np.concatenate([lo + rng.permutation(min(chunk, n - lo)) for lo in range(0, n, chunk)])
 
 
-def _one_pool(pool, arr: lf.Array) -> lf.Array:
+def _one_pool(pool, arr: lf.Array, **knobs) -> lf.Array:
     """`arr` persisted with every block on `pool` alone (blocks spread over that device only)."""
-    return arr.persist(device=True, devices=str(pool.info.index))
+    return arr.persist(device=True, devices=str(pool.info.index), **knobs)
 
 
 @pytest.fixture
@@ -183,6 +183,7 @@ def test_a_device_number_that_names_no_pool_is_refused(pools, data):
 def test_each_pool_spills_under_its_own_budget_bit_exact(pools, data):
     first, second = pools
     a, mask, _ = data
+    gc.collect()  # no pinned result of an earlier test left in the pools' budgets
     block = 12 * 40 * 4
     budget = 2 * block + 100  # two blocks of x per pool
     xp = lf.from_array(a, chunks=(12, 40)).persist(device=True, device_memory_budget=budget)
@@ -194,10 +195,27 @@ def test_each_pool_spills_under_its_own_budget_bit_exact(pools, data):
     mp = _one_pool(first, lf.from_array(mask, chunks=(12, 40)))  # every mask block on one pool
     idx = _within_chunks(np.random.default_rng(), 96, 12)
     y = xp.index_select(0, idx).masked_fill(mp, FILL)
-    assert _same(y.compute(device_memory_budget=budget), np.where(mask, FILL, a[idx]))
+    with lf.profile() as p:
+        assert _same(y.compute(device_memory_budget=budget), np.where(mask, FILL, a[idx]))
+    assert p.devices == {first.label: 4, second.label: 4}  # each task where its x block lies
     assert store_of(second).device_bytes <= budget  # blocks read by the other pool stay in budget
     assert sum(b.spills for b in blocks) > 4  # spilled blocks came back and others went out
     assert _same(xp.compute(device_memory_budget=budget), a)
+
+
+def test_a_spilled_block_reaches_the_other_pool_from_its_host_copy(pools, data):
+    first, second = pools
+    a, mask, idx = data
+    gc.collect()
+    xp = lf.from_array(a, chunks=(24, 40)).persist(device=True)  # x blocks on both pools
+    mp = _one_pool(first, lf.from_array(mask, chunks=(24, 40)),
+                   device_memory_budget=24 * 40 + 16)  # one mask block on the device at a time
+    assert sum(b.spilled for b in _blocks(mp)) == 3
+    want = np.where(mask, FILL, a[idx])
+    with lf.profile() as p:
+        assert _same(xp.index_select(0, idx).masked_fill(mp, FILL).compute(), want)
+    assert p.devices == {first.label: 2, second.label: 2}
+    assert p.bytes_downloaded == want.nbytes  # spilled bytes are on the host already: not downloaded
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

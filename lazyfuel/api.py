@@ -323,7 +323,7 @@ class Array:
     __dask_scheduler__ = staticmethod(dask.threaded.get)
 
 
-def _device_choice(device: Any) -> int | None | bool:
+def _device_choice(device: Any) -> int | bool | None:
     """`compute`'s `device`: False (a host result), None (a DeviceArray where most bytes lie) or a
     device number. TypeError for anything else, naming what is accepted."""
     if device is False or device is None:

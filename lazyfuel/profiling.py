@@ -51,7 +51,8 @@ _lock = threading.Lock()
 
 
 def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
-           bytes_downloaded: int = 0, bytes_peer: int = 0, device_seconds: float = 0.0, kernel_seconds: float = 0.0,
+           bytes_downloaded: int = 0, bytes_peer: int = 0, device_seconds: float = 0.0,
+           kernel_seconds: float = 0.0,
            bindings: tuple[str, ...] = (), programs: int = 0, device: str | None = None,
            backend: str | None = None) -> None:
     """Add to every active profile (cheap when none is active); `backend` and `device` name where

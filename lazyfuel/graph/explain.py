@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from lazyfuel import notices
 from dask.core import flatten
 
+from lazyfuel import notices
 from lazyfuel.backends.base import block_home, devices, is_device_block
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing

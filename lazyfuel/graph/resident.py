@@ -70,7 +70,8 @@ def assembled(held: da.Array, device: int | None = None) -> Any:
         raise IndexError(f"compute(device={device}): the result can go to device 0..{len(names) - 1} "
                          f"of {home[0].name} ({', '.join(names)}: lazyfuel.config.devices, "
                          "LAZYFUEL_DEVICES)")
-    return _holder(device, None if home is None else (home[0], device)).assemble(blocks, held.chunks, held.dtype)
+    holder = _holder(device, None if home is None else (home[0], device))
+    return holder.assemble(blocks, held.chunks, held.dtype)
 
 
 def result_device(blocks: list[Any]) -> int:

@@ -81,7 +81,7 @@ def data():
 
 
 def test_a_chain_over_one_pools_blocks_runs_there_and_keeps_its_results_there(pools, data):
-    first, second = pools
+    first, _ = pools
     a, mask, _ = data
     xp = _one_pool(first, lf.from_array(a, chunks=(24, 40)))
     mp = _one_pool(first, lf.from_array(mask, chunks=(24, 40)))
@@ -173,10 +173,10 @@ def test_compute_on_the_device_by_default_goes_where_most_of_the_result_is(pools
 def test_a_device_number_that_names_no_pool_is_refused(pools, data):
     a, _, _ = data
     xp = lf.from_array(a, chunks=(24, 40)).persist(device=True)
-    with pytest.raises(IndexError, match=r"compute\(device=2\): the result can go to device 0\.\.1 of Vulkan"):
+    with pytest.raises(IndexError, match=r"compute\(device=2\): the result can go to device 0\.\.1 "):
         xp.compute(device=2)
     for bad in ("1", -1, 1.0):
-        with pytest.raises(TypeError, match="device takes False .* or a device number >= 0"):
+        with pytest.raises(TypeError, match=r"device takes False .* or a device number >= 0"):
             xp.compute(device=bad)
 
 

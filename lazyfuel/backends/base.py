@@ -38,6 +38,8 @@ A third keeps blocks on a device between computes (`Array.persist(device=True)`,
   (`home`: (backend, device number among `devices(backend)`), or None) and how its bytes reach
   another block's device (`reach(other)`: words for `lf.explain`); `block_home(value)` reads the
   first, so the graph runs a program where its resident inputs lie (`graph.task.home_device`).
+  `reshape(shape)`, where present, sees the same bytes in another C-order shape (a gather's
+  read task ravels its chunk so).
 """
 
 from __future__ import annotations
@@ -141,6 +143,12 @@ class BlockHolder(Protocol):
                  dtype: np.dtype) -> object:
         """One array in this executor's device memory of the whole result whose blocks (row-major
         over `chunks`) are `blocks`, wherever they lie: what `compute(device=True)` returns."""
+        ...
+
+    def concatenate(self, parts: Sequence[tuple[object, int, int]], axis: int) -> object | None:
+        """Rows `lo:hi` along `axis` of each `(block, lo, hi)` (device blocks, wherever they lie,
+        or host arrays) joined along `axis` into one device block of this executor's device; None
+        where it cannot (the caller concatenates on the host)."""
         ...
 
 

@@ -190,6 +190,13 @@ class VulkanExecutor:
 
         return assemble(blocks, chunks, dtype, self.pool)
 
+    def concatenate(self, parts: Sequence[tuple[Any, int, int]], axis: int) -> ResidentBlock | None:
+        """Row ranges of blocks joined along `axis` into one resident block of this pool
+        (`joined.joined`), or None where their rows are not contiguous bytes."""
+        from lazyfuel.backends.vulkan.joined import joined
+
+        return joined(self.pool, parts, axis)
+
     # -- checks ---------------------------------------------------------------------------------
     @classmethod
     def _inputs(cls, program: Program, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray],

@@ -85,20 +85,22 @@ def describe(src: DevicePool, dst: DevicePool) -> str:
     return f"through host memory ({why})"
 
 
-def bind(block: ResidentBlock, batch: Batch) -> Allocation | None:
-    """`block`'s bytes (a block of another pool than `batch`'s) bound for `batch`'s kernels,
-    moved device to device (see the module docstring); None where no path exists."""
+def bind(block: ResidentBlock, batch: Batch, offset: int = 0, nbytes: int | None = None
+         ) -> Allocation | None:
+    """`block`'s bytes (a block of another pool than `batch`'s; `nbytes` from byte `offset`, default
+    all) bound for `batch`'s kernels, moved device to device (see the module docstring), starting
+    at the allocation's first byte; None where no path exists."""
     src, dst = block.pool, batch.pool
     if path(src, dst) is not None or block.spilled:  # a spilled block: its bytes are on the host
         return None
-    nbytes = block.nbytes
+    nbytes = block.nbytes - offset if nbytes is None else nbytes
     exported = ExportedMemory.allocate(src, nbytes)
     imported = None
     try:
         allocation = block.pin()
         try:
             with src.batch() as copy:
-                copy.copy(allocation, 0, exported.allocation, 0, nbytes)
+                copy.copy(allocation, offset, exported.allocation, 0, nbytes)
                 copy.run()
         finally:
             block.unpin()

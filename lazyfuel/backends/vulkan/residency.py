@@ -324,6 +324,18 @@ class ResidentBlock(CArrayMeta):
         batch.after_close(lambda: self._store.release(self._slot), keep=self)
         return allocation
 
+    def reshape(self, shape: tuple[int, ...]) -> ResidentBlock:
+        """The same bytes in another C-order `shape` of as many elements: a handle that keeps this
+        one alive (its memory is freed with this one). ValueError for another size."""
+        shape = tuple(int(n) for n in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot see a resident block of shape {self.shape} as shape {shape}")
+        view = ResidentBlock.__new__(ResidentBlock)
+        view.pool, view.shape, view.dtype = self.pool, shape, self.dtype
+        view._store, view._slot, view._base = self._store, self._slot, self
+        view._finalizer = weakref.finalize(view, lambda: None)  # the base frees the memory
+        return view
+
     def pin(self) -> Allocation:
         """Pin the block on its pool's device (brought back if spilled); its memory until `unpin`."""
         return self._store.touch(self._slot)

@@ -118,6 +118,29 @@ def test_a_chain_mixing_blocks_of_both_pools_moves_them_device_to_device(pools, 
            "to device (exported memory)" in text
 
 
+@pytest.mark.parametrize("op", ["index_select", "gather"])
+def test_a_select_reading_blocks_of_both_pools_joins_its_pieces_on_the_device(pools, data, op):
+    first, second = pools
+    a, _, _ = data
+    rng = np.random.default_rng()
+    xp = lf.from_array(a, chunks=(24, 40)).persist(device=True)  # blocks 0, 2 first; 1, 3 second
+    if op == "index_select":
+        idx = rng.integers(0, 96, 50)  # every output block reads rows of several blocks
+        y, want = xp.index_select(0, idx), a[idx]
+    else:
+        idx = rng.integers(0, 96, (30, 40))
+        y, want = xp.gather(0, idx), np.take_along_axis(a, idx, 0)
+    with lf.profile() as p:
+        yp = y.persist(device=True)
+    # read tasks select on their block's pool and leave the pieces there; each output block joins
+    # its pieces on one pool, the other pool's moved device to device; only positions go up
+    assert p.bytes_downloaded == 0 and p.bytes_peer > 0
+    assert p.bytes_uploaded <= 2 * idx.size * 4
+    assert set(p.devices) == {first.label, second.label}
+    assert _same(yp.compute(), want)
+    assert _same(y.compute(), want)
+
+
 def test_without_a_device_path_blocks_cross_through_host_memory_and_explain_says_why(pools, data):
     first, second = pools
     a, mask, idx = data

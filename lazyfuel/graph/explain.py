@@ -79,14 +79,9 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
 
 def _byte_order_conversions(root: Node) -> list[str]:
     """A line per source given in non-native byte order: where it is converted to native order."""
-    lines, seen, todo = [], set(), [root]
-    while todo:
-        node = todo.pop()
-        if node.name in seen:
-            continue
-        seen.add(node.name)
-        todo.extend(node.inputs)
-        if isinstance(node, Source) and node.stored is not None:
+    lines = []
+    for node in _sources(root):
+        if node.stored is not None:
             lines.append(f"  source {node.name} {node.shape}: stored as {node.stored.str} (non-native byte "
                          f"order); each chunk is converted to native {node.dtype} once as it is read (a "
                          f"byte-swapping pass in a task of its own), before any kernel")
@@ -112,7 +107,8 @@ def _resident_sources(root: Node) -> list[str]:
                 homes.setdefault(home, b)
         where = ", ".join(f"{n} on {_label(h)}" for h, n in sorted(count.items(), key=lambda kv: str(kv[0])))
         lines.append(f"  source {node.name} {node.shape}: {len(held)} block(s) resident in device memory "
-                     f"({where}); tasks run where their resident inputs lie (most bytes)")
+                     f"({where}); tasks run where their resident inputs lie (most bytes); numpy views and "
+                     "rechunks of them are read through host memory")
     ordered = sorted(homes)
     for i, one in enumerate(ordered):
         for other in ordered[i + 1:]:

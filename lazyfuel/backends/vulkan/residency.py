@@ -163,6 +163,13 @@ class ResidentStore:
     def _place(self, slot: _Slot) -> None:
         """Give `slot` (pinned) device memory, spilling others first to stay under the budget."""
         with self._lock:
+            largest = self.pool.info.max_memory_allocation_size
+            if slot.nbytes > largest:  # no spilling makes room for one buffer past the device's limit
+                raise MemoryError(
+                    f"a resident block of {slot.nbytes} bytes is larger than the largest allocation "
+                    f"{self.pool.label} makes (maxMemoryAllocationSize {largest} bytes); use smaller "
+                    "chunks (compute(device=True) puts the whole result in one allocation: "
+                    "persist(device=True) keeps it block by block)")
             budget = self.budget
             if slot.nbytes > budget:
                 raise MemoryError(

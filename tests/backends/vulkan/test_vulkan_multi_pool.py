@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import lazyfuel as lf
 from lazyfuel.backends.vulkan.memtypes import Mode
-from lazyfuel.backends.vulkan.residency import store_of
+from lazyfuel.backends.vulkan.residency import ResidentBlock, store_of
 from lazyfuel.backends.vulkan.transfer import in_mode
 
 FILL = np.float32(-1.5)
@@ -271,3 +271,14 @@ def test_any_placement_gives_numpy_bits(pools, rows, cols, row_chunk, mask_chunk
         r = y.compute(device=True if target is None else target)
         assert target is None or r.pool is pools[target]
         assert _same(np.from_dlpack(r), want)
+
+
+def test_a_result_past_the_largest_allocation_is_refused_before_anything_spills(pools, data):
+    first, _ = pools
+    a, _, _ = data
+    xp = _one_pool(first, lf.from_array(a, chunks=(24, 40)))
+    largest = first.info.max_memory_allocation_size
+    want = rf"block of {largest + 4} bytes is larger than the largest allocation .* \(maxMemoryAllocationSize"
+    with lf.config(device_memory_budget=2**50), pytest.raises(MemoryError, match=want):  # a budget past it
+        ResidentBlock.reserve(first, ((largest + 4) // 4,), np.float32)
+    assert not any(b.spilled for b in _blocks(xp))  # spilling could not have helped: nothing went

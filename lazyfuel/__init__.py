@@ -137,12 +137,13 @@ def empty_pinned(shape: Any, dtype: Any = "float32") -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """`lazyfuel.DeviceArray` (what `compute(device=True)` returns), imported on first use: it
-    needs the Vulkan backend, which `import lazyfuel` does not load."""
+    """`lazyfuel.DeviceArray` (what `compute(device=True)` returns), looked up on first use: the
+    class of the best backend that keeps results in device memory (`backends.catalog`), which
+    `import lazyfuel` does not load."""
     if name == "DeviceArray":
-        from lazyfuel.backends.vulkan.device_array import DeviceArray
+        from lazyfuel.backends.catalog import device_array_type
 
-        return DeviceArray
+        return device_array_type()
     raise AttributeError(f"module 'lazyfuel' has no attribute {name!r}")
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lazyfuel.contracts import ContractError, format_text, parse_document
-from lazyfuel.contracts.model import Backend, OpKind
+from lazyfuel.contracts.model import OpKind
 from lazyfuel.contracts.parse import read_document
 from lazyfuel.dtypes import DType
 from lazyfuel.notices import LOGGER
@@ -84,7 +84,7 @@ def _contracts_fmt(args: argparse.Namespace) -> int:
 
 
 def _devices(args: argparse.Namespace) -> int:
-    from lazyfuel.backends.vulkan.devices import describe_devices
+    from lazyfuel.backends.catalog import describe_devices
 
     print(describe_devices())
     return 0
@@ -100,7 +100,7 @@ def _select(args: argparse.Namespace) -> Callable[[Binding], bool]:
 def _judge(args: argparse.Namespace) -> int:
     from lazyfuel.judge import JudgeCache, Progress
     from lazyfuel.measured import judge_registry, measured_costs
-    from lazyfuel.tuned import tune_vulkan
+    from lazyfuel.tuned import tunable, tune_kernels
 
     cache = JudgeCache()
     backends = available_backends(args.backend)
@@ -121,16 +121,16 @@ def _judge(args: argparse.Namespace) -> int:
         print(f"transfers on {backend} ({t.mode}): submit {t.submit_s * 1e6:.1f} µs; host to device "
               f"{t.up_fixed_s * 1e6:.1f} µs + {t.up_bytes_per_s / 1e9:.2f} GB/s; device to host "
               f"{t.down_fixed_s * 1e6:.1f} µs + {t.down_bytes_per_s / 1e9:.2f} GB/s per array")
-    if Backend.Vulkan in backends and not args.op and not args.dtype:
-        _print_tuning(tune_vulkan(cache, quick=args.quick, force=args.force))
+    if tunable(backends) and not args.op and not args.dtype:
+        _print_tuning(tune_kernels(cache, quick=args.quick, force=args.force, backends=backends))
     print(f"{sum(v.measured for v in verdicts)} measured, {sum(not v.measured for v in verdicts)} "
           f"cached; cache {cache.path}")
     return 1 if any(v.judgement is None for v in verdicts) else 0
 
 
 def _print_tuning(picks: Sequence[tuple[TuningPick, bool]]) -> None:
-    """One line per tuned Vulkan family: the choice, why, and each candidate's median (spread)."""
-    print("Vulkan kernel shapes (workgroup x elements per invocation; kernel clock, median ± spread):")
+    """One line per tuned kernel family: the choice, why, and each candidate's median (spread)."""
+    print("kernel shapes (workgroup x elements per invocation; kernel clock, median ± spread):")
     for pick, measured in picks:
         times = ", ".join(f"{t.shape[0]}x{t.shape[1]} {t.seconds * 1e3:.2f} ms ±{t.spread:.0%}"
                           for t in pick.timings)
@@ -165,25 +165,25 @@ def _use_device(args: argparse.Namespace) -> None:
 
 
 def _check_device(wanted: str) -> None:
-    from lazyfuel.backends.vulkan.devices import choose, list_devices
+    from lazyfuel.backends.catalog import choose_device
 
     try:
-        choose(list_devices(), wanted.strip(), source="--device")
-    except Exception as err:  # no device matches, or no Vulkan at all: say which devices there are
+        choose_device(wanted.strip(), "--device")
+    except Exception as err:  # no device matches, or no device backend at all: say which there are
         raise UsageError(str(err) if str(err).startswith("--device") else
                          f"--device={wanted!r}: no Vulkan device can be listed here: {err}") from err
 
 
 def _device_name() -> str:
-    """Where kernels may run (for bench's title): the Vulkan device the pool picks and the numpy
-    reference, or numpy alone."""
-    from lazyfuel import devices
-    from lazyfuel.backends.vulkan.devices import choose
-    from lazyfuel.contracts.model import Backend
+    """Where kernels may run (for bench's title): the device the best device backend picks and
+    the numpy reference, or numpy alone."""
+    from lazyfuel.backends import catalog
 
-    if Backend.Vulkan in available_backends():
-        info = choose(devices())
-        return f"{info.name} [{info.index}, {info.kind}] (Vulkan) and the CPU (numpy)"
+    usable = available_backends()
+    for found in catalog.registered():
+        if found.choose_device is not None and found.backend in usable:
+            info = found.choose_device(None, "LAZYFUEL_DEVICE")
+            return f"{info.name} [{info.index}, {info.kind}] ({found.backend.name}) and the CPU (numpy)"
     return "the CPU via numpy (cpu backend)"
 
 

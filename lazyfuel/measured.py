@@ -9,8 +9,9 @@ transfer term, for the backends whose executors time transfers: `transfer_modes(
 
     planner = Planner(registry, backends, costs=measured_costs(registry, backends))
 
-Importing it also makes Vulkan pools start from the judge's cached kernel shapes for their device
-(`vulkan_picks`, `install_picks`; tuned by `lazyfuel.tuned.tune_vulkan`).
+Importing it also makes the devices of every backend with tunable kernel shapes
+(`BackendInfo.tuning`: Vulkan's workgroup sizes) start from the judge's cached shapes for their
+device (`install_picks`; tuned by `lazyfuel.tuned.tune_kernels`).
 """
 
 from __future__ import annotations
@@ -20,33 +21,26 @@ from typing import Any
 
 from lazyfuel.backends import catalog
 from lazyfuel.backends.base import executor
-from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
-from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, use_picks
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, MeasuredCosts, Progress, TransferProbe, Verdict, cached_picks
-from lazyfuel.judge.priors import device_prior
 from lazyfuel.providers import available_backends, default_registry, register_builtin_providers
 from lazyfuel.registry import Registry
 
 
-def vulkan_revisions() -> dict[str, str]:
-    """Each tuned shader family's SPIR-V revision (what the judge's shape picks are keyed by)."""
-    from lazyfuel.backends.vulkan.kernels import family_revision
-
-    return {family: family_revision(family) for family in TUNED_FAMILIES}
-
-
-def vulkan_picks(info: Any, cache: JudgeCache | None = None) -> dict[str, tuple[int, int]]:
-    """The judge's shapes for the Vulkan device `info` that differ from its kind's defaults."""
-    cache = cache if cache is not None else JudgeCache()
-    return cached_picks(cache.load_tuning(), Backend.Vulkan.name, vulkan_fingerprint(info),
-                        vulkan_revisions(), dict(default_tuning(info.kind).groups))
+def cached_shapes(backend: Backend) -> Callable[[str, dict[str, str], dict[str, Any]], dict[str, Any]]:
+    """The judge cache's kernel shapes of `backend` for a device (`fingerprint`, the families'
+    `revisions`, the kind's `defaults`) that differ from the defaults: what its devices start from."""
+    def shapes(fingerprint: str, revisions: dict[str, str], defaults: dict[str, Any]) -> dict[str, Any]:
+        return cached_picks(JudgeCache().load_tuning(), backend.name, fingerprint, revisions, defaults)
+    return shapes
 
 
 def install_picks() -> None:
-    """Make Vulkan pools created from now on start from the judge's cached shapes for their device
-    (done when this module is imported; `lazyfuel.api` imports it)."""
-    use_picks(vulkan_picks)
+    """Make the devices opened from now on of every backend with tunable kernel shapes start from
+    the judge's cached shapes for them (done when this module is imported; `lazyfuel.api` imports it)."""
+    for found in catalog.registered():
+        if found.tuning is not None:
+            found.tuning.use_cached(cached_shapes(found.backend))
 
 
 def device_fingerprint(backend: Backend) -> str:
@@ -103,22 +97,12 @@ def measured_costs(registry: Registry | None = None, backends: Sequence[Backend]
                    cache: JudgeCache | None = None) -> MeasuredCosts:
     """The cached measurements of `registry`'s bindings on this process's devices, and their
     transfer terms (measures nothing; bindings and transfers never judged are priced by the
-    priors of their device's kind, `judge.priors`, with one warning per process)."""
+    priors of their device, `backends.catalog.device_prior`, with one warning per process)."""
     registry = registry if registry is not None else default_registry()
     chosen = _backends(backends)
     prints = {b: device_fingerprint(b) for b in chosen}
-    priors = {b: device_prior(b, device_kind(b)) for b in chosen}
+    priors = {b: catalog.device_prior(b) for b in chosen}
     return MeasuredCosts.load(registry.bindings(), prints, cache, transfer_modes(chosen), priors)
-
-
-def device_kind(backend: Backend) -> str | None:
-    """The kind of device `backend` runs on here, where it reports one (Vulkan: `DeviceInfo.kind`,
-    e.g. `cpu` for lavapipe, `discrete`); None for the others. What its cost priors depend on."""
-    if backend is not Backend.Vulkan:
-        return None
-    from lazyfuel.backends.vulkan import get_pool
-
-    return get_pool().info.kind
 
 
 install_picks()

@@ -32,7 +32,7 @@ def backend_priority() -> tuple[Backend, ...]:
 
 
 # What `LAZYFUEL_BACKEND` and every `--backend` accept: auto (plan over every usable one) or one name.
-BACKEND_CHOICES = ("auto", *(b.name.lower() for b in backend_priority()))
+BACKEND_CHOICES = catalog.backend_choices()
 
 _lock = threading.Lock()
 _default: Registry | None = None

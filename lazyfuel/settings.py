@@ -32,7 +32,7 @@ A new knob is one `Knob` row in `KNOBS` (or `_one_of` for a choice) and one row 
 table (tests/test_config.py checks the table names every knob and its variable).
 
 Nothing here imports the rest of lazyfuel at import time (every layer reads its knobs here); the
-backend's choices come from `providers.BACKEND_CHOICES`, looked up when the value is checked.
+backend's choices come from `backends.catalog.backend_choices()`, looked up when the value is checked.
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ def _choice(choices: Callable[[], tuple[str, ...]] | tuple[str, ...]) -> Callabl
 
 
 def _backend_choices() -> tuple[str, ...]:
-    from lazyfuel.providers import BACKEND_CHOICES  # the planner's list, one home
+    from lazyfuel.backends.catalog import backend_choices  # the registered backends, one home
 
-    return BACKEND_CHOICES
+    return backend_choices()
 
 
 def _optional_text(value: Any) -> str | None:
@@ -144,6 +144,18 @@ def _flag(value: Any) -> bool:
     if not isinstance(value, bool):
         raise Invalid("expected True or False")
     return value
+
+
+def _on_off(value: Any) -> bool:
+    """True or False, or their text: 1/0, on/off, true/false, yes/no (any case)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "on", "true", "yes"):
+        return True
+    if text in ("0", "off", "false", "no"):
+        return False
+    raise Invalid("expected 1 or 0 (on/off, true/false, yes/no)")
 
 
 def _auto_flag(value: Any) -> bool | None:
@@ -229,6 +241,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of the heap or bytes",
          "the device memory each pool may keep resident blocks in (`persist(device=True)`); "
          "least recently used blocks spill to host memory past it"),
+    Knob("link_probe", "LAZYFUEL_LINK_PROBE", _on_off, True, "1, 0",
+         "measure a new Vulkan pool's link to host memory (both ways, pageable and page-locked) and "
+         "the device's copy rate in at most 100 ms, once per device (cached in `cache_dir`), for "
+         "the transfer priors; 0: the priors of the device kind"),
     Knob("read_budget", "LAZYFUEL_READ_BUDGET", _budget, 0.25,
          "fraction of host memory or bytes",
          "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "

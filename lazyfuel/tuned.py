@@ -1,30 +1,30 @@
-"""The judge's launch-shape tuning wired to the Vulkan pool (`judge.tuning`, decision 40).
+"""The judge's launch-shape tuning wired to each backend that has tunable kernels (decision 40).
 
-- `tune_vulkan(cache, quick=..., force=...)`: times, per family of `TUNED_FAMILIES`, the device
-  kind's default workgroup size x elements per invocation and a few neighbours on one F32 binding
-  of the family (at one rung quick, two otherwise, on the kernel clock), stores each pick in the
-  judge cache and applies the picks to this process's pool. What `lazyfuel judge` runs.
-Pools read the cached picks through `lazyfuel.measured.vulkan_picks` (the environment's overrides
-still win, tuning.py).
+- `tune_kernels(cache, quick=..., force=..., backends=...)`: for every registered backend with a
+  `BackendInfo.tuning` (Vulkan: its workgroup size x elements per invocation) among `backends`,
+  times, per tuned family, the device's default shape and a few neighbours on one F32 binding of
+  the family that the judge has workloads for (at one rung quick, two otherwise, on the kernel
+  clock), stores each pick in the judge cache and applies the picks to this process's device.
+  What `lazyfuel judge` runs.
+Devices read the cached picks through `lazyfuel.measured.install_picks` (the environment's
+overrides still win, e.g. Vulkan's tuning.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from lazyfuel.backends import catalog
 from lazyfuel.backends.base import executor
-from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
-from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, choose_tuning, default_tuning
+from lazyfuel.backends.catalog import BackendInfo, TunedFamily
 from lazyfuel.contracts.model import Backend
-from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, TuningPick, TuningTarget, neighbours
 from lazyfuel.judge.measure import run_workload
 from lazyfuel.judge.tuning import Shape
 from lazyfuel.judge.workloads import ladder_workloads, supported
-from lazyfuel.measured import vulkan_revisions
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Registry
 from lazyfuel.registry.model import Binding
@@ -33,57 +33,53 @@ QUICK_RUNGS = (1 << 20,)  # output elements of the workloads a candidate is time
 FULL_RUNGS = (1 << 20, 1 << 22)
 
 
-def family_binding(registry: Registry, family: str) -> Binding:
-    """An F32 Vulkan binding the judge has workloads for whose kernel is the shader `family`."""
-    for b in registry.bindings():
-        if (b.backend is Backend.Vulkan and getattr(b.kernel_ref.impl, "family", None) == family
-                and b.dtypes[0] is DType.F32 and supported(b)):
+def family_binding(registry: Registry, family: TunedFamily) -> Binding:
+    """The binding of `family` the judge has workloads for, to time its shapes on."""
+    for b in family.binding_of(registry.bindings()):
+        if supported(b):
             return b
-    raise LookupError(f"no F32 Vulkan binding with a judge workload runs the {family} shader")
+    raise LookupError(f"no F32 binding with a judge workload runs the {family.family} shader")
 
 
-def _rung(runner: Any, family: str, run: Callable[[], float | None]) -> Callable[[Shape], float | None]:
+def _rung(family: TunedFamily, run: Callable[[], float | None]) -> Callable[[Shape], float | None]:
     """Run a workload once with `family`'s shape set to the one given (restored after)."""
-    def with_shape(shape: Shape) -> float | None:
-        groups = runner.pool.groups
-        saved = groups[family]
-        groups[family] = shape
-        try:
-            return run()
-        finally:
-            groups[family] = saved
-    return with_shape
+    return lambda shape: family.with_shape(shape, run)
 
 
-def vulkan_targets(runner: Any, registry: Registry, rungs: tuple[int, ...],
-                   seed: int = 0) -> list[TuningTarget]:
-    """One `TuningTarget` per tuned family on `runner`'s pool (the slowest view where the ladder
-    has two: contiguize's transposed one)."""
-    pool = runner.pool
-    defaults = default_tuning(pool.info.kind).groups
-    revisions = vulkan_revisions()
+def targets(runner: Any, found: BackendInfo, registry: Registry, rungs: tuple[int, ...],
+            seed: int = 0) -> list[TuningTarget]:
+    """One `TuningTarget` per family `found` tunes on `runner`'s device (the slowest view where
+    the ladder has two: contiguize's transposed one)."""
     rng = np.random.default_rng(seed)
-    targets = []
-    for family in TUNED_FAMILIES:
+    made = []
+    for family in found.tuning.families(runner):
         binding = family_binding(registry, family)
-        runs = tuple(_rung(runner, family, run_workload(runner, ladder_workloads(binding, n, rng)[-1]))
+        runs = tuple(_rung(family, run_workload(runner, ladder_workloads(binding, n, rng)[-1]))
                      for n in rungs)
-        default = defaults[family]
-        targets.append(TuningTarget(family, revisions[family], default,
-                                    tuple(neighbours(default, pool.info.max_workgroup_size)), runs))
-    return targets
+        made.append(TuningTarget(family.family, family.revision, family.default,
+                                 tuple(neighbours(family.default, family.max_workgroup_size)), runs))
+    return made
 
 
-def tune_vulkan(cache: JudgeCache | None = None, *, quick: bool = False, force: bool = False,
-                registry: Registry | None = None) -> list[tuple[TuningPick, bool]]:
-    """Tune the Vulkan kernels' shapes on this process's default device (module docstring); each
-    pick with whether it was measured now (False: cached). This process's pool runs them after."""
+def tunable(backends: Sequence[Backend] | None = None) -> list[BackendInfo]:
+    """The registered backends among `backends` (default: every one) whose kernel shapes are tuned."""
+    return [found for found in catalog.registered() if found.tuning is not None
+            and (backends is None or found.backend in backends)]
+
+
+def tune_kernels(cache: JudgeCache | None = None, *, quick: bool = False, force: bool = False,
+                 registry: Registry | None = None, backends: Sequence[Backend] | None = None
+                 ) -> list[tuple[TuningPick, bool]]:
+    """Tune the kernel shapes of every tunable backend among `backends` on this process's default
+    device (module docstring); each pick with whether it was measured now (False: cached). This
+    process's devices run them after."""
     registry = registry if registry is not None else default_registry()  # registers the executors
-    runner = executor(Backend.Vulkan)
-    judge = Judge(runner, vulkan_fingerprint(runner.pool.info), cache, quick=quick)
-    targets = vulkan_targets(runner, registry, QUICK_RUNGS if quick else FULL_RUNGS)
-    found = judge.tune(targets, force=force)
-    pool = runner.pool
-    picks = {p.family: p.chosen for p, _ in found if p.changed}
-    pool.groups.update(choose_tuning(pool.info.kind, pool.info.max_workgroup_size, picks=picks).groups)
-    return found
+    found_picks: list[tuple[TuningPick, bool]] = []
+    for found in tunable(backends):
+        runner = executor(found.backend)
+        judge = Judge(runner, found.fingerprint(), cache, quick=quick)
+        found_now = judge.tune(targets(runner, found, registry, QUICK_RUNGS if quick else FULL_RUNGS),
+                               force=force)
+        found.tuning.apply(runner, {p.family: p.chosen for p, _ in found_now if p.changed})
+        found_picks += found_now
+    return found_picks

@@ -77,3 +77,18 @@ def monkeypatch(monkeypatch: pytest.MonkeyPatch):
     yield monkeypatch
     monkeypatch.undo()
     config.reload()
+
+
+@pytest.fixture
+def unmeasured_quietly():
+    """Plan with the priors and no warning about it: the once-per-process unmeasured-cost notice
+    silenced, and free to be given again after the test (`judge.costs.reset_warning`)."""
+    import warnings
+
+    from lazyfuel.judge.costs import reset_warning
+
+    reset_warning()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+    reset_warning()

@@ -31,7 +31,8 @@ a host round trip (`graph.crossing`, decision 42); an executor has one by having
 A third keeps blocks on a device between computes (`Array.persist(device=True)`, issue 18):
 - `BlockHolder` (Vulkan): `run_resident(program, inputs)` runs a program of one output and keeps
   the result in its device memory, returning a device block; `hold(array)` puts a host array
-  there. A device block (`is_device_block`: its class sets `__lazyfuel_device_block__`) has
+  there. A device block (`is_device_block`: its class sets `__lazyfuel_device_block__`, to its
+  `Backend` where the planner should know where it lies: `block_backend`) has
   `shape`, `dtype`, `strides`, and `np.asarray(block)` downloads a copy: executors that cannot
   read it in place (Cpu) take it that way; `holder(backend, device)` gives the capability.
   Where its backend spreads over several devices, a device block also says where it lies
@@ -155,7 +156,14 @@ class BlockHolder(Protocol):
 def is_device_block(value: object) -> bool:
     """Whether `value` is a block that lives in device memory (a resident block, a chunk left in
     exported memory): tasks pass it on as it is, and `np.asarray` downloads it."""
-    return getattr(type(value), "__lazyfuel_device_block__", False)
+    return bool(getattr(type(value), "__lazyfuel_device_block__", False))
+
+
+def block_backend(value: object) -> Backend | None:
+    """The backend whose device memory holds `value` where its class says (a resident block's
+    `__lazyfuel_device_block__` is its backend), else None: host memory, as the planner prices it."""
+    found = getattr(type(value), "__lazyfuel_device_block__", None)
+    return found if isinstance(found, Backend) else None
 
 
 def block_home(value: object) -> tuple[Backend, int] | None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dask.core import flatten
 
 from lazyfuel import notices
-from lazyfuel.backends.base import block_home, devices, is_device_block
+from lazyfuel.backends.base import block_backend, block_home, devices, is_device_block
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
@@ -37,6 +37,7 @@ from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
 from lazyfuel.graph.touched import priced, row_bound
 from lazyfuel.planner import Planner, Program, describe_choices, describe_program
 from lazyfuel.planner.explain import seconds
+from lazyfuel.planner.placement import Placement
 from lazyfuel.planner.plan import left_out_notice
 from lazyfuel.registry import NoBindingError
 from lazyfuel.settings import config
@@ -209,12 +210,13 @@ def _group(number: int, node: Node, partition: Partition,
     ops = [n.op for n in task.recipe.chain.nodes]
     lines.append(f"  chain (one task, one program): {' -> '.join(ops)}")
     dtypes, layouts = task.recipe.signature(task.metas)
+    placement = _placement(task, partition.rooted_at(node).leaves(node))
     try:
-        program = planner.plan(task.recipe.chain, dtypes, layouts)
+        program = planner.plan(task.recipe.chain, dtypes, layouts, placement)
     except NoBindingError as err:
         lines.append(f"  no plan: {err}")
         return lines, None, ops
-    program = _staging(task, dtypes, layouts, planner, program, lines)
+    program = _staging(task, dtypes, layouts, planner, program, lines, placement)
     lines.append(describe_program(program, indent="  "))
     lines.append(describe_choices(program, indent="  ", forced=_forced(planner)))
     lines.append(_devices(program.backend, len(blocks)))
@@ -227,16 +229,38 @@ def _group(number: int, node: Node, partition: Partition,
     return lines, program.backend, ops
 
 
+def _placement(task: Task, leaves: list[Node]) -> Placement:
+    """Where the representative block's program inputs are: a chunk read as it is from a source
+    whose graph holds it in device memory (`persist(device=True)`) is there, the rest in host
+    memory (what the block task sees, `backends.base.block_backend`); so is a select's source of
+    one such chunk."""
+    sources = {leaf.name: leaf for leaf in leaves if isinstance(leaf, Source)}
+    where: list[Backend | None] = []
+    for spec in task.recipe.inputs:
+        found = None
+        if isinstance(spec, Gathered) and len(spec.parts) == 1:
+            spec_part = spec.parts[0]  # one source chunk is read as it is (`Gathered.arrays`)
+        else:
+            spec_part = spec
+        if isinstance(spec_part, Part) and not spec_part.views:
+            key = task.keys[spec_part.arg]
+            source = sources.get(key[0]) if isinstance(key, tuple) else None
+            if source is not None:
+                found = block_backend(source.array.__dask_graph__().get(key))
+        where += [found] + [None] * (len(spec.signature(task.metas)) - 1)
+    return Placement.of(where)
+
+
 def _staging(task: Task, dtypes: list, layouts: list, planner: Planner, program: Program,
-             lines: list[str]) -> Program:
+             lines: list[str], placement: Placement) -> Program:
     """The program a block runs once each select source that may be staged as the rows its indices
     touch (`graph.touched`) is staged or not, as the planner prices them; a line for each such
     source says which and why."""
     position = 0
     for spec in task.recipe.inputs:
         here, position = position, position + len(spec.signature(task.metas))
-        if not isinstance(spec, Gathered):
-            continue
+        if not isinstance(spec, Gathered) or placement.input(here) is not None:
+            continue  # a resident source is read in place, never staged (`touched.staged_where_cheaper`)
         shape = layouts[here].shape
         bound = row_bound(task.recipe.chain, here, spec.axis, layouts[here],
                           math.prod(layouts[here + 1].shape))

@@ -26,25 +26,15 @@ import dask.array as da
 import numpy as np
 from dask.core import flatten
 
-from lazyfuel.backends import base, catalog
+from lazyfuel.backends import base
 from lazyfuel.contracts.model import Backend
-from lazyfuel.graph.task import Runtime, device_for, home_device
+from lazyfuel.graph.task import Runtime, block_holder, home_device
 
 
 def _holder(number: int, home: tuple[Backend, int] | None = None) -> base.BlockHolder:
-    """The executor that keeps block `number` in device memory: the first backend (by rank) whose
-    executor keeps blocks, on device `home` where that backend's (a block's `base.block_home`),
-    else on `device_for(number)`. RuntimeError naming why where none can here."""
-    why = []
-    for found in catalog.registered():
-        backend = found.backend
-        device = home[1] if home is not None and home[0] is backend else device_for(number, backend)
-        holder = base.holder(backend, device)
-        if not isinstance(holder, str):
-            return holder
-        why.append(holder)
-    raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
-                       f"here: {'; '.join(why)}; persist() keeps them in host memory")
+    """The executor that keeps block `number` in device memory (`task.block_holder`): on device
+    `home` where given (a block's `base.block_home`), else on block `number`'s device."""
+    return block_holder(number, home)[1]
 
 
 def hold_block(chunk: Any, runtime: Runtime, numblocks: tuple[int, ...],

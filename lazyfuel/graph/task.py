@@ -42,7 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
-from lazyfuel.backends import base
+from lazyfuel.backends import base, catalog
 from lazyfuel.backends.base import devices, executor
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
@@ -55,6 +55,7 @@ from lazyfuel.graph.touched import staged_where_cheaper
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import decode_key
+from lazyfuel.planner.placement import Placement
 from lazyfuel.settings import config
 
 ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
@@ -428,6 +429,23 @@ def home_device(inputs: Sequence[Any], backend: Backend) -> int | None:
     return min(held, key=lambda d: (-held[d], d)) if held else None
 
 
+def block_holder(number: int, home: tuple[Backend, int] | None = None) -> tuple[Backend, base.BlockHolder]:
+    """The backend (and its executor) that keeps block `number` in device memory: the first by
+    rank whose executor keeps blocks, on device `home` where that is the backend's (a block's
+    `base.block_home`), else on block `number`'s device. RuntimeError naming why where none can
+    here."""
+    why = []
+    for found in catalog.registered():
+        backend = found.backend
+        device = home[1] if home is not None and home[0] is backend else device_for(number, backend)
+        holder = base.holder(backend, device)
+        if not isinstance(holder, str):
+            return backend, holder
+        why.append(holder)
+    raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
+                       f"here: {'; '.join(why)}; persist() keeps them in host memory")
+
+
 def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
             handover: bool = False, resident: bool = False
             ) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
@@ -437,11 +455,15 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
     with `handover` left on the device where `crossing.hand_over` can, or with `resident` kept in
     the device's memory where its backend can (`base.BlockHolder`: `persist(device=True)`)."""
     def run(chain: Chain, inputs: list[np.ndarray]) -> np.ndarray:
-        program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs])
+        keep = resident and into is None
+        placement = Placement.of([base.block_backend(a) for a in inputs],
+                                 block_holder(block)[0] if keep else None)
+        program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs],
+                                         placement)
         device = home_device(inputs, program.backend)
         if device is None:
             device = device_for(block, program.backend)
-        if resident and into is None:
+        if keep:
             holder = base.holder(program.backend, device)
             if not isinstance(holder, str):
                 return holder.run_resident(program, inputs)

@@ -10,7 +10,8 @@ one: the copy shader) and the first
 step of a program adds `latency_s - dispatch_s` (the submit and wait paid once per program), so a
 one-step program costs exactly the fitted line `latency + bytes / bandwidth` (`cost_fn(binding)`).
 A binding with no measurement is priced by the prior of its backend's device kind
-(`judge.priors`: a rate per byte of its `bytes_moved`; without one, its shared cost function
+(`DevicePrior`, registered by its backend package: a rate per byte of its `bytes_moved`; without
+one, its shared cost function
 `binding.cost_fn`, the priors of `lazyfuel.registry.cost`), and the first such lookup in the
 process warns once, naming the binding and how to measure it. Ties are as wide as the measured
 spread (at least `NOISE_FLOOR`).
@@ -34,10 +35,9 @@ from lazyfuel import notices
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import NOISE_FLOOR, Judgement, judgement_key
-from lazyfuel.judge.priors import DevicePrior
 from lazyfuel.judge.transfers import TransferJudgement, transfer_key
 from lazyfuel.layout import Layout
-from lazyfuel.registry.cost import CostFn, expression_cost
+from lazyfuel.registry.cost import CostFn, DevicePrior, expression_cost
 from lazyfuel.registry.model import Binding
 
 
@@ -92,7 +92,7 @@ class MeasuredCosts:
              priors: Mapping[Backend, DevicePrior] | None = None) -> MeasuredCosts:
         """The cached judgements of `bindings` on the devices `fingerprints` (one per backend), and
         the transfer term of each backend in `transfer_modes` (its device's transfer mode);
-        `priors` price what is not measured (`judge.priors.device_prior` of each backend).
+        `priors` price what is not measured (`backends.catalog.device_prior` of each backend).
 
         Bindings of a backend with no fingerprint, or with no judgement of their current revision
         on that device, stay unmeasured.

@@ -18,11 +18,10 @@ def describe_program(program: Program, indent: str = "  ") -> str:
 
     lines = [f"{indent}program on {program.backend}: {len(program.steps)} step(s), "
              f"estimated {seconds(program.cost)}"]
-    if program.transfer_cost:
-        up, down = program.transfer_bytes()
-        lines.append(f"{indent}  transfers ~{seconds(program.transfer_cost)}: one submit, {len(up)} "
-                     f"input(s) {_bytes(sum(up))} in, {len(down)} result(s) {_bytes(sum(down))} out; "
-                     f"steps ~{seconds(program.steps_cost)}")
+    if program.steps:
+        costs = (f"transfers ~{seconds(program.transfer_cost)}, steps ~{seconds(program.steps_cost)}; "
+                 if program.transfer_cost else "")
+        lines.append(f"{indent}  {costs}{describe_links(program)}")
     for i, step in enumerate(program.steps):
         args = ", ".join(name(a) for a in step.args)
         line = (f"{indent}  s{i} = {step.binding.op_kind}({args}) via {step.binding.key} "
@@ -57,6 +56,17 @@ def _choice(choice: Choice, indent: str, forced: str) -> list[str]:
                  if c.transfer and not math.isnan(c.cost) else "")
         lines.append(f"{indent}  {mark} {cost}  {c.plan}{split}")
     return lines
+
+
+def describe_links(program: Program) -> str:
+    """The bytes `program` moves over each device link, up (host to device) and down, and where
+    its steps run: what `explain` prints per program."""
+    where = f"steps run on {program.backend.name}"
+    if not program.links:
+        return f"bytes per link: none ({where}, in host memory)"
+    parts = [f"{b.name} up {_bytes(sum(up))} ({len(up)} array(s)), down {_bytes(sum(down))} "
+             f"({len(down)} array(s))" for b, up, down in program.links]
+    return f"bytes per link: {'; '.join(parts)} ({where})"
 
 
 def _bytes(n: int) -> str:

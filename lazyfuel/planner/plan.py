@@ -22,9 +22,12 @@ overhead (a submit and its wait are paid once per program, not per step), and a 
 the incumbent only when it is cheaper by more than the measured noise of both, so ties go to the
 earlier backend in `backends` and the earlier binding in the registry (the declared priority) and
 plans stay stable run to run. The model also prices a program's transfers apart from its steps
-(`CostModel.transfer_cost`: one submit, the inputs in and the results out; zero for a backend whose
-steps were timed by wall clock): `Program.transfer_cost` is part of what the backend choice
-compares, and plays no part in choosing among one backend's bindings, which move the same data.
+(`CostModel.transfer_cost` per device link: one submit, the inputs in and the results out; zero for
+a backend whose steps were timed by wall clock), counting only what moves given where the inputs
+are and the result is wanted (`planner.placement`: a block resident on the device uploads nothing,
+a resident block read on the host pays a download, a result kept on the device no download):
+`Program.transfer_cost` is part of what the backend choice compares, and plays no part in choosing
+among one backend's bindings, which move the same data.
 
 A planner may be told which backends are left out and why (`left_out`: not usable here, or not
 chosen); `left_out_for(ops)` names those that ship bindings for some of `ops` (what `explain`
@@ -54,8 +57,10 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.chain import Chain, OpNode, decode_key
 from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
+from lazyfuel.planner.placement import Placement, link_bytes
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry import Binding, NoBindingError, Registry
+from lazyfuel.registry.cost import host_backend
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,12 @@ class Planner:
         self._cache: OrderedDict[tuple[Any, ...], Program] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
-    def plan(self, chain: Chain, dtypes: Sequence[DType], in_layouts: Sequence[Layout]) -> Program:
-        """The cheapest program for `chain` on these inputs; NoBindingError if no backend can run it."""
-        key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry))
+    def plan(self, chain: Chain, dtypes: Sequence[DType], in_layouts: Sequence[Layout],
+             placement: Placement | None = None) -> Program:
+        """The cheapest program for `chain` on these inputs, where `placement` says they are and
+        the result is wanted (None: host memory, `planner.placement`); NoBindingError if no
+        backend can run it."""
+        key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry), placement)
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
@@ -129,7 +137,8 @@ class Planner:
         reasons: list[str] = []
         for backend in self.backends:
             try:
-                program = _Builder(self.registry, backend, dtypes, in_layouts, self.costs).build(chain)
+                program = _Builder(self.registry, backend, dtypes, in_layouts, self.costs,
+                                   placement).build(chain)
             except _Unplannable as why:
                 reasons.append(f"  {backend}: {why}")
                 programs.append(None)
@@ -157,10 +166,12 @@ class Planner:
 
     def host_copy_cost(self, dtype: DType, shape: Sequence[int]) -> float:
         """Seconds the host takes to copy an array of `dtype` and `shape` (what staging the rows a
-        select touches costs): the Cpu Contiguize binding's cost, measured or prior (numpy's copy),
-        whether or not the Cpu backend is among this planner's."""
+        select touches costs): the Contiguize binding of the backend that runs in host memory
+        (`registry.cost.host_backend`: numpy's copy), measured or prior, whether or not that backend
+        is among this planner's."""
+        host = host_backend()
         bindings = [b for b in self.registry.candidates(OpKind.Contiguize, (dtype, dtype))
-                    if b.backend is Backend.Cpu]
+                    if b.backend is host]
         if not bindings:
             return 0.0
         params = _contiguize_params(Layout.contiguous(tuple(shape)))
@@ -196,8 +207,10 @@ class _Builder:
     """Builds one backend's program for a chain, step by step."""
 
     def __init__(self, registry: Registry, backend: Backend, dtypes: Sequence[DType],
-                 in_layouts: Sequence[Layout], costs: CostModel | None = None) -> None:
+                 in_layouts: Sequence[Layout], costs: CostModel | None = None,
+                 placement: Placement | None = None) -> None:
         self.registry, self.backend, self.costs = registry, backend, costs
+        self.placement = placement
         self.n_inputs = len(dtypes)
         self.input_dtypes, self.input_layouts = tuple(dtypes), tuple(in_layouts)
         self.values = [_Value(d, lay, i) for i, (d, lay) in enumerate(zip(dtypes, in_layouts))]
@@ -212,10 +225,13 @@ class _Builder:
                         for v in chain.outputs)
         program = Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs,
                           tuple(self.choices))
-        if self.costs is None or not self.steps:
+        if not self.steps:
             return program
-        transfer = self.costs.transfer_cost(self.backend, *program.transfer_bytes())
-        return dataclasses.replace(program, transfer_cost=transfer)
+        moves = link_bytes(self.backend, *program.transfer_bytes(), self.placement)
+        links = tuple((b, tuple(up), tuple(down)) for b, (up, down) in moves.items())
+        transfer = 0.0 if self.costs is None else sum(
+            self.costs.transfer_cost(b, up, down) for b, (up, down) in moves.items())
+        return dataclasses.replace(program, transfer_cost=transfer, links=links)
 
     def _node(self, node: OpNode) -> _Value:
         view = _VIEWS.get(node.op)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.choice import Choice
@@ -56,6 +57,9 @@ class Program:
     # estimated seconds of moving the inputs in and the results out (one submit included), where
     # the cost model prices them apart from the steps (a device-clocked backend: `judge.transfers`)
     transfer_cost: float = 0.0
+    # the bytes of each array moved over each device link, up (host to device) and down, given where
+    # the inputs were and the result is wanted (`planner.placement.link_bytes`), for `explain`
+    links: tuple[tuple[Backend, tuple[int, ...], tuple[int, ...]], ...] = field(default=(), compare=False)
 
     @property
     def n_inputs(self) -> int:

@@ -90,20 +90,9 @@ def test_asking_for_an_unregistered_backend_names_the_registered_ones(monkeypatc
     assert catalog.listed_devices() == []
 
 
-# Where a layer above backends/ still names a concrete backend, and why (issue 17 item 3):
-# the Vulkan kernel-shape tuning wired to the judge (tuned.py, measured.vulkan_picks, the judge
-# command that runs it, bench's title), the cost priors by backend name (registry/cost.py) and by
-# backend and device kind (judge/priors.py, measured.device_kind), and the host copy that staging
-# touched rows costs (the Cpu Contiguize binding, planner/plan.py). The priors belong in each
-# backend's BackendInfo once registry/ can find them without importing backends/.
-STILL_NAMED = {
-    "cli.py": 2,
-    "tuned.py": 2,
-    "measured.py": 2,
-    "registry/cost.py": 4,
-    "judge/priors.py": 4,
-    "planner/plan.py": 1,
-}
+# No layer above backends/ names a concrete backend (issue 17 item 3): each backend's priors, its
+# kernel-shape tuning, its devices and its device-resident result class come from its BackendInfo.
+STILL_NAMED: dict[str, int] = {}
 
 
 def test_no_layer_above_backends_names_a_concrete_backend_beyond_the_listed_places():
@@ -117,6 +106,34 @@ def test_no_layer_above_backends_names_a_concrete_backend_beyond_the_listed_plac
         if count:
             found[relative] = count
     assert found == STILL_NAMED
+
+
+# Imports of a concrete backend package above backends/: the audit's reference is the numpy
+# kernels themselves (the Cpu package's), and dask.distributed workers pin and report Vulkan
+# devices. Nothing else imports a backend package by name.
+STILL_IMPORTED = {"audit.py": 2, "distributed.py": 2}
+
+
+def test_no_layer_above_backends_imports_a_backend_package_beyond_the_listed_places():
+    named = re.compile(r"^\s*(?:from|import) lazyfuel\.backends\.(?:vulkan|cpu|vkfft)\b", re.M)
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if not relative.startswith("backends/"):
+            count = len(named.findall(path.read_text(encoding="utf-8")))
+            if count:
+                found[relative] = count
+    assert found == STILL_IMPORTED
+
+
+def test_priors_tuning_devices_and_the_device_array_come_from_the_packages():
+    assert catalog.info(CPU).in_host_memory and not catalog.info(V).in_host_memory
+    assert catalog.device_prior(CPU).link is None and catalog.device_prior(V).link is not None
+    assert catalog.info(V).tuning is not None and catalog.info(CPU).tuning is None
+    assert lazyfuel.DeviceArray is catalog.device_array_type()
+    assert lazyfuel.DeviceArray.__module__.startswith("lazyfuel.backends.")
+    assert catalog.backend_choices() == BACKEND_CHOICES
+    assert catalog.choose_device().index == lazyfuel.devices()[0].index or len(lazyfuel.devices()) > 1
 
 
 def test_a_backend_info_is_plain_data():

@@ -4,18 +4,17 @@ belongs on wins on the first run: the Cpu on lavapipe, the GPU on a discrete dev
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
+from lazyfuel.backends import catalog
+from lazyfuel.backends.cpu.priors import host_prior
+from lazyfuel.backends.vulkan.priors import BY_KIND, kind_prior
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import MeasuredCosts
-from lazyfuel.judge.costs import reset_warning
-from lazyfuel.judge.priors import VULKAN_PRIORS, device_prior
 from lazyfuel.layout import Layout
-from lazyfuel.measured import device_kind, measured_costs
+from lazyfuel.measured import measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.providers import default_registry
 
@@ -25,17 +24,12 @@ SELECT_FILL = Chain(3, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),
 
 
 @pytest.fixture(autouse=True)
-def _quiet():
-    reset_warning()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-    reset_warning()
+def _quiet(unmeasured_quietly):
+    """Every test here plans with the priors (`unmeasured_quietly`)."""
 
 
 def _priors(kind: str) -> MeasuredCosts:
-    return MeasuredCosts(priors={Backend.Cpu: device_prior(Backend.Cpu),
-                                 Backend.Vulkan: device_prior(Backend.Vulkan, kind)})
+    return MeasuredCosts(priors={Backend.Cpu: host_prior(), Backend.Vulkan: kind_prior(kind)})
 
 
 def _select(rows: int, cols: int = 256, ids: int | None = None):
@@ -64,7 +58,7 @@ def test_an_unmeasured_step_costs_in_proportion_to_its_bytes(backend) -> None:
 
 def test_an_unmeasured_transfer_is_priced_by_the_bytes_crossing_the_link() -> None:
     costs = _priors("discrete")
-    link = VULKAN_PRIORS["discrete"].link
+    link = BY_KIND["discrete"].link
     small = costs.transfer_cost(Backend.Vulkan, [1 << 20], [1 << 20])
     large = costs.transfer_cost(Backend.Vulkan, [1 << 30], [1 << 20])
     assert large - small == pytest.approx(((1 << 30) - (1 << 20)) / link.up_bytes_per_s)
@@ -73,7 +67,7 @@ def test_an_unmeasured_transfer_is_priced_by_the_bytes_crossing_the_link() -> No
 
 def test_a_gather_from_a_large_table_stays_where_the_table_is() -> None:
     # 4096 rows out of 2M (2 GiB): shipping the whole span costs more than numpy's take, on any kind
-    for kind in VULKAN_PRIORS:
+    for kind in BY_KIND:
         program = _plan(kind, SELECT, _select(2 << 20, ids=4096))
         assert program.backend is Backend.Cpu, kind
         vulkan = program.choices[0].candidates[0]
@@ -89,7 +83,7 @@ def test_select_fill_goes_to_a_discrete_gpu_and_stays_on_the_cpu_under_lavapipe(
 def test_measured_costs_of_this_process_know_the_vulkan_device_kind(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LAZYFUEL_CACHE_DIR", str(tmp_path))  # an empty judge cache
     costs = measured_costs(default_registry(), [Backend.Vulkan, Backend.Cpu])
-    assert costs.priors[Backend.Vulkan].kind == device_kind(Backend.Vulkan) == "cpu"  # lavapipe here
+    assert costs.priors[Backend.Vulkan].kind == catalog.device_prior(Backend.Vulkan).kind == "cpu"  # lavapipe
     program = Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=costs).plan(
         SELECT_FILL, *_select_fill(8192))
     assert program.backend is Backend.Cpu

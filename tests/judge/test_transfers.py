@@ -166,7 +166,9 @@ def test_a_program_pays_its_transfers_once_and_explain_shows_them() -> None:
     assert program.transfer_cost == pytest.approx(_transfer().seconds(up, down))
     assert program.transfer_cost == pytest.approx(200e-6 + 3 * 10e-6 + (sum(up) + sum(down)) * 1e-9)
     assert program.cost == pytest.approx(program.steps_cost + program.transfer_cost)
-    assert "transfers ~" in describe_program(program) and "2 input(s)" in describe_program(program)
+    assert "transfers ~" in describe_program(program)
+    assert "bytes per link: Vulkan up 260.0 KiB (2 array(s)), down 256.0 KiB (1 array(s))" in \
+        describe_program(program)
     assert "+ transfers ~" in describe_choices(program)
 
 

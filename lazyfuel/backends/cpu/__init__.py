@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from lazyfuel.backends.catalog import BackendInfo
 from lazyfuel.backends.catalog import register as register_backend
+from lazyfuel.backends.cpu.priors import KERNELS, host_prior
 from lazyfuel.contracts.model import Backend
 
 
@@ -36,4 +37,5 @@ def fingerprint() -> str:
 
 # the numpy reference: last where costs tie
 register_backend(BackendInfo(Backend.Cpu, rank=90, documents=("cpu.md",), plug_in=register,
-                             fingerprint=fingerprint))
+                             fingerprint=fingerprint, kernels=KERNELS, prior=host_prior,
+                             in_host_memory=True))

@@ -16,6 +16,11 @@ from functools import partial
 from lazyfuel.backends.catalog import BackendInfo
 from lazyfuel.backends.catalog import register as register_backend
 from lazyfuel.contracts.model import Backend
+from lazyfuel.registry.cost import Throughput
+
+# before any measurement: a CUDA launch costs ~20 µs, an OpenCL one ~200 µs (the judge refines both)
+CUDA_KERNELS = Throughput(20e-6, 1e12, 1e13)
+OPENCL_KERNELS = Throughput(200e-6, 4e9, 10e9)
 
 
 def register() -> None:
@@ -50,6 +55,6 @@ def fingerprint(backend: Backend) -> str:
 
 # of the two FFT backends, Cuda before OpenCL where costs tie (docs/decisions.md)
 register_backend(BackendInfo(Backend.Cuda, rank=20, documents=("vkfft_cuda.md",), plug_in=register,
-                             fingerprint=partial(fingerprint, Backend.Cuda)))
+                             fingerprint=partial(fingerprint, Backend.Cuda), kernels=CUDA_KERNELS))
 register_backend(BackendInfo(Backend.OpenCL, rank=30, documents=("vkfft.md",), plug_in=register,
-                             fingerprint=partial(fingerprint, Backend.OpenCL)))
+                             fingerprint=partial(fingerprint, Backend.OpenCL), kernels=OPENCL_KERNELS))

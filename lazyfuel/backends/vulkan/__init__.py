@@ -9,7 +9,9 @@ Public entry points (no Vulkan handles or cffi types leave this package):
   (`fuel_vulkan_backend::fkc::ENTRY_POINTS`, `lazyfuel::vulkan::ENTRY_POINTS`).
 Importing this package registers its `BackendInfo` (`backends.catalog`: first where costs tie,
 its results may stay in device memory for Cuda, page-locked host memory for `lf.empty_pinned`, the
-devices `lf.devices` lists) and touches no device; the pool opens on first use.
+devices `lf.devices` lists and `lazyfuel devices` shows, its cost priors by device kind
+(`priors.py`), the kernel shapes the judge tunes (`tuning_hook.py`), `lf.DeviceArray`) and touches
+no device; the pool opens on first use.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from lazyfuel.backends.catalog import BackendInfo
 from lazyfuel.backends.catalog import register as register_backend
+from lazyfuel.backends.vulkan.priors import KERNELS, device_prior
+from lazyfuel.backends.vulkan.tuning_hook import TUNING
 from lazyfuel.contracts.model import Backend
 
 if TYPE_CHECKING:
@@ -98,8 +102,24 @@ def fingerprint() -> str:
     return vulkan_fingerprint()
 
 
+def choose_device(wanted: str | None = None, source: str = "LAZYFUEL_DEVICE") -> Any:
+    """The `DeviceInfo` `wanted` names (None: the one the pool picks); RuntimeError naming them."""
+    from lazyfuel.backends.vulkan.devices import choose
+
+    return choose(list_devices(), wanted, source=source)
+
+
+def device_array() -> type:
+    """The class of a whole result kept in Vulkan memory (`lf.DeviceArray`)."""
+    from lazyfuel.backends.vulkan.device_array import DeviceArray
+
+    return DeviceArray
+
+
 register_backend(BackendInfo(
     Backend.Vulkan, rank=10,
     documents=("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md"),
     plug_in=register, fingerprint=fingerprint, shares_memory_with=(Backend.Cuda,),
-    pinned=pinned_host, devices=list_devices))
+    pinned=pinned_host, devices=list_devices, describe_devices=describe_devices,
+    choose_device=choose_device, kernels=KERNELS, prior=device_prior, tuning=TUNING,
+    device_array=device_array))

@@ -44,6 +44,7 @@ from lazyfuel.backends.vulkan.devices import (
 from lazyfuel.backends.vulkan.export import EXTENSION as EXPORT_FD
 from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
+from lazyfuel.backends.vulkan.link_probe import LinkProbe, probed_link
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pinned import PinnedHost
 from lazyfuel.backends.vulkan.pipelines import Pipelines
@@ -103,6 +104,8 @@ class DevicePool:
         self.lost = False  # a submit or wait reported VK_ERROR_DEVICE_LOST: get_pool replaces it
         self._active = 0  # batches holding a context; the last to close destroys a closed pool
         self._destroyed = False
+        # what moving bytes costs here, probed once per device (cached) for the transfer priors
+        self.link_probe: LinkProbe | None = probed_link(self)
 
     @property
     def label(self) -> str:

@@ -253,7 +253,7 @@ class ResidentBlock(CArrayMeta):
     """A C-contiguous block of `shape` and `dtype` held by `pool`'s `ResidentStore`; see the module
     docstring. Looks enough like an array for the planner (`shape`, `dtype`, `strides`, `size`)."""
 
-    __lazyfuel_device_block__ = True  # `backends.base.is_device_block`
+    __lazyfuel_device_block__ = Backend.Vulkan  # `backends.base.is_device_block`, `block_backend`
 
     def __init__(self, pool: DevicePool, shape: tuple[int, ...], dtype: np.dtype, slot: _Slot) -> None:
         self.pool, self.shape, self.dtype = pool, tuple(int(n) for n in shape), np.dtype(dtype)

@@ -1,4 +1,4 @@
-"""The judge's kernel shapes on the real device: `tune_vulkan` times and stores a pick per family,
+"""The judge's kernel shapes on the real device: `tune_kernels` times and stores a pick per family,
 a new pool starts from the cached picks (the environment's overrides win, no picks: the defaults),
 and the kernels stay bit-exact under a pick that is not the default. Decisions that need a given
 outcome are made on fixed timings (a fake timing source), never on the loaded machine's clock."""
@@ -15,13 +15,18 @@ from lazyfuel.backends.vulkan.executor import VulkanExecutor
 from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
 from lazyfuel.backends.vulkan.kernels import family_revision
 from lazyfuel.backends.vulkan.pool import DevicePool
-from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning
+from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, measured_picks
+from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, TuningTarget
-from lazyfuel.measured import vulkan_picks
-from lazyfuel.tuned import tune_vulkan
+from lazyfuel.tuned import tune_kernels
 
 PICK = (128, 16)  # not a default of any device kind
+
+
+def vulkan_picks(pool: DevicePool) -> dict[str, tuple[int, int]]:
+    """The judge cache's shapes a new pool on `pool`'s device would start from."""
+    return measured_picks(pool.info, pool.info.max_workgroup_size)
 
 
 @pytest.fixture
@@ -60,7 +65,7 @@ def store_picks(executor, pool, cache, winners: dict[str, tuple[int, int]]) -> N
 def test_tuning_times_every_family_on_the_kernel_clock_and_stores_what_the_pool_then_runs(
         executor, pool, cache, monkeypatch):
     monkeypatch.setattr(pool, "groups", dict(pool.groups))  # the session's pool gets its shapes back
-    found = tune_vulkan(cache, quick=True)
+    found = tune_kernels(cache, quick=True, backends=[Backend.Vulkan])
     assert [p.family for p, _ in found] == list(TUNED_FAMILIES) and all(m for _, m in found)
     defaults = default_tuning(pool.info.kind).groups
     for pick, _ in found:
@@ -68,8 +73,8 @@ def test_tuning_times_every_family_on_the_kernel_clock_and_stores_what_the_pool_
         assert pick.timings[0].shape == pick.default and len(pick.timings) >= 3
         assert all(t.seconds > 0 for t in pick.timings) and pick.reason.startswith(pick.family)
         assert pool.groups[pick.family] == pick.chosen
-    assert vulkan_picks(pool.info) == {p.family: p.chosen for p, _ in found if p.changed}
-    assert all(not m for _, m in tune_vulkan(cache, quick=True))  # cached now
+    assert vulkan_picks(pool) == {p.family: p.chosen for p, _ in found if p.changed}
+    assert all(not m for _, m in tune_kernels(cache, quick=True, backends=[Backend.Vulkan]))  # cached now
 
 
 def test_a_new_pool_starts_from_the_picks_under_the_environment_overrides(executor, pool, cache, new_pool,
@@ -77,7 +82,7 @@ def test_a_new_pool_starts_from_the_picks_under_the_environment_overrides(execut
     defaults = default_tuning(pool.info.kind).groups
     assert new_pool().groups == defaults  # nothing measured: the device kind's table, as before
     store_picks(executor, pool, cache, {"index_select": PICK, "masked_fill": PICK})
-    assert vulkan_picks(pool.info) == {"index_select": PICK, "masked_fill": PICK}  # gather: a tie
+    assert vulkan_picks(pool) == {"index_select": PICK, "masked_fill": PICK}  # gather: a tie
     picked = new_pool()
     assert picked.groups == {**defaults, "index_select": PICK, "masked_fill": PICK}
     monkeypatch.setenv("LAZYFUEL_VULKAN_GROUPS", "index_select=64x4")
@@ -89,7 +94,7 @@ def test_a_pick_of_an_older_shader_revision_is_not_applied(executor, pool, cache
     store_picks(executor, pool, cache, {"gather": PICK})
     raw_file = cache.path.read_text().replace(family_revision("gather"), "0123456789abcdef")
     cache.path.write_text(raw_file)
-    assert vulkan_picks(pool.info) == {}
+    assert vulkan_picks(pool) == {}
 
 
 def test_kernels_are_bit_exact_on_a_pool_running_the_picks(executor, pool, cache, new_pool):

@@ -260,11 +260,17 @@ class Array:
         keyword arguments as `compute`'s.
 
         With `device=True` each block is held in the device memory of the Vulkan pool that computed
-        it (block i on `task.device_for(i)`'s device; blocks computed elsewhere are copied there):
-        the dask graph holds small handles (`backends/vulkan/residency.py`), graphs over the Array
-        read the blocks where they lie (no upload; a Cpu step downloads a copy), least recently
-        used blocks spill to host memory past `lazyfuel.config.device_memory_budget`, and the
-        memory goes back when the last Array holding it goes (`graph/resident.py`)."""
+        it (a task runs where its resident inputs lie, else block i on `task.device_for(i)`'s
+        device; blocks computed elsewhere are copied there): the dask graph holds small handles
+        (`backends/vulkan/residency.py`), graphs over the Array read the blocks where they lie (no
+        upload; a Cpu step downloads a copy), least recently used blocks spill to host memory past
+        `lazyfuel.config.device_memory_budget`, and the memory goes back when the last Array
+        holding it goes (`graph/resident.py`). `device` takes True or False only: blocks are spread
+        over the devices (`compute(device=N)` gathers a result onto device N)."""
+        if not isinstance(device, (bool, np.bool_)):
+            raise TypeError(f"persist(device={device!r}): device takes True (blocks kept in device memory, "
+                            "each where it was computed) or False; to gather a result onto device N, "
+                            "use compute(device=N)")
         knobs, dask_kwargs = config.split(kwargs)
         with config(**knobs):
             if device:

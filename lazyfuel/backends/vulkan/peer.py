@@ -94,7 +94,10 @@ def bind(block: ResidentBlock, batch: Batch, offset: int = 0, nbytes: int | None
     if path(src, dst) is not None or block.spilled:  # a spilled block: its bytes are on the host
         return None
     nbytes = block.nbytes - offset if nbytes is None else nbytes
-    exported = ExportedMemory.allocate(src, nbytes)
+    # kernels read whole words (up to 16 bytes) past a value's last byte, as every allocation of the
+    # pool allows (`memory.size_class`): the buffer must not end inside the last word
+    align = max(src.allocator.align, dst.allocator.align)
+    exported = ExportedMemory.allocate(src, -(-max(nbytes, 1) // align) * align)
     imported = None
     try:
         allocation = block.pin()

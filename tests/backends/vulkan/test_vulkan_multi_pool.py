@@ -201,6 +201,8 @@ def test_a_device_number_that_names_no_pool_is_refused(pools, data):
     for bad in ("1", -1, 1.0):
         with pytest.raises(TypeError, match=r"device takes False .* or a device number >= 0"):
             xp.compute(device=bad)
+    with pytest.raises(TypeError, match=r"persist\(device=1\): device takes True .* compute\(device=N\)"):
+        xp.persist(device=1)  # device=0 would have been a host persist, 1 a resident one: refused
 
 
 def test_each_pool_spills_under_its_own_budget_bit_exact(pools, data):
@@ -241,6 +243,17 @@ def test_a_spilled_block_reaches_the_other_pool_from_its_host_copy(pools, data):
     assert p.bytes_downloaded == want.nbytes  # spilled bytes are on the host already: not downloaded
 
 
+def test_a_block_of_odd_bytes_from_the_other_pool_reads_to_its_last_byte(pools):
+    # 18 bytes of mask: the kernel reads them as words, the second one partly past the bytes
+    a = np.random.default_rng().integers(0, 2**31, (2, 18), dtype=np.int32)
+    mask = np.ones((2, 18), bool)
+    xp = _one_pool(pools[0], lf.from_array(a, chunks=(1, 18)))
+    mp = lf.from_array(mask, chunks=(1, 18)).persist(device=True)  # block 1 on the second pool
+    with lf.profile() as p:
+        got = lf.masked_fill(xp, mp, -7).compute()
+    assert p.bytes_peer == 18 and _same(got, np.full((2, 18), -7, np.int32))
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.integers(1, 48), cols=st.integers(1, 20), row_chunk=st.integers(1, 48),
        mask_chunk=st.integers(1, 48), x_where=st.sampled_from(["first", "spread"]),
@@ -252,7 +265,7 @@ def test_any_placement_gives_numpy_bits(pools, rows, cols, row_chunk, mask_chunk
     a = rng.integers(-2**31, 2**31 - 1, (rows, cols), dtype=np.int32)
     mask = rng.random((rows, cols)) < 0.5
     chunk = min(row_chunk, rows)
-    budget = chunk * cols * 4 + 16 if spill else 0.8
+    budget = max(chunk * 4, min(mask_chunk, rows)) * cols + 16 if spill else 0.8  # one block of either
     idx = _within_chunks(rng, rows, chunk) if within else rng.integers(0, rows, rows)
 
     def placed(value: np.ndarray, rows_per_chunk: int, where: str):

@@ -20,7 +20,7 @@ same run: x = (N, 1024) float32 of `--w3-gib` GiB (16) in chunks of `--w3-chunk-
 with `x.persist(device=True)` (once spread over the first device alone, once over both: each
 block in the pool that holds it), y = masked_fill(index_select(x, 0, idx), mask (N, 1), -1) with
 idx permuting rows inside each chunk, its result kept on the GPUs with `y.persist(device=True)`
-(a result per GPU block, where its input lies). TB/s counts x read once and y written once (2 x
+(a result per GPU block, where its input lies). GB/s counts x read once and y written once (2 x
 bytes of x) over the wall time of one persist, median of `--rounds` rounds alternating one GPU /
 two GPUs; `lf.profile` gives the bytes through the host (the indices and mask, uploaded each
 compute) and device to device per compute. Then `y.compute(device=True)` gathers the result onto
@@ -174,10 +174,10 @@ def w3_line(slots_env: list[str], gib: float, chunk_mib: int, rounds: int) -> bo
             with lf.config(devices=envs[n], backend="vulkan"), lf.profile() as p:
                 t = time.perf_counter()
                 yp = y.persist(device=True)
-                found[n].append(moved / (time.perf_counter() - t) / 1e12)
+                found[n].append(moved / (time.perf_counter() - t) / 1e9)
             profiles[n] = p
             del yp
-        print(f"W3 round {r + 1}: 1 GPU {found[1][-1]:.4g} TB/s, 2 GPUs {found[2][-1]:.4g} TB/s")
+        print(f"W3 round {r + 1}: 1 GPU {found[1][-1]:.1f} GB/s, 2 GPUs {found[2][-1]:.1f} GB/s")
     one, two = statistics.median(found[1]), statistics.median(found[2])
     for n, p in profiles.items():
         print(f"W3 {n} GPU(s) per compute: {p.bytes_uploaded / 2**20:.1f} MiB up, "
@@ -214,8 +214,8 @@ def w3_line(slots_env: list[str], gib: float, chunk_mib: int, rounds: int) -> bo
         want = np.where(mask[rows], np.float32(FILL), x[idx[rows]])
         reference &= np.asarray(two_blocks[c]).tobytes() == want.tobytes()
     print(f"W3 checked in {time.perf_counter() - t:.1f} s")
-    print(f"RESULT W3 resident (public API, result kept on the GPUs): 1 GPU {one:.4g} TB/s, 2 GPUs "
-          f"{two:.4g} TB/s, ratio {two / one:.2f}x; 2-GPU result bit-equal to 1-GPU: {equal}; to numpy: "
+    print(f"RESULT W3 resident (public API, result kept on the GPUs): 1 GPU {one:.1f} GB/s, 2 GPUs "
+          f"{two:.1f} GB/s, ratio {two / one:.2f}x; 2-GPU result bit-equal to 1-GPU: {equal}; to numpy: "
           f"{reference}")
     return equal and reference
 

@@ -95,11 +95,10 @@ def _resident_sources(root: Node) -> list[str]:
     lines: list[str] = []
     homes: dict[tuple[Backend, int], object] = {}  # one block per device, to ask `reach`
     for node in _sources(root):
-        graph = node.array.__dask_graph__()
-        held = [graph.get(k) for k in flatten(node.array.__dask_keys__())]
-        held = [b for b in held if is_device_block(b)]
-        if not held:
+        graph, keys = node.array.__dask_graph__(), list(flatten(node.array.__dask_keys__()))
+        if not keys or not is_device_block(graph.get(keys[0])):  # a persisted source holds them all
             continue
+        held = [b for b in map(graph.get, keys) if is_device_block(b)]
         count: dict[tuple[Backend, int] | None, int] = {}
         for b in held:
             home = block_home(b)

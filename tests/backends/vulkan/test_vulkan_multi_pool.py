@@ -141,6 +141,29 @@ def test_a_select_reading_blocks_of_both_pools_joins_its_pieces_on_the_device(po
     assert _same(y.compute(), want)
 
 
+def test_device_local_pools_as_a_discrete_gpu_has_them_move_blocks_device_to_device(pools, data):
+    """Both pools in staged mode (device memory not mapped, as on a discrete GPU): the exported
+    copy and its import are unmapped device memory too, and the chain still moves no host bytes
+    but its indices (staged mode counts every host byte it moves)."""
+    first, second = pools
+    a, mask, idx = data
+    want = np.where(mask, FILL, a[idx])
+    with in_mode(first, Mode.STAGED), in_mode(second, Mode.STAGED):
+        xp = _one_pool(first, lf.from_array(a, chunks=(24, 40)))
+        mp = lf.from_array(mask, chunks=(24, 40)).persist(device=True)
+        with lf.profile() as p:
+            yp = xp.index_select(0, idx).masked_fill(mp, FILL).persist(device=True)
+        assert p.bytes_uploaded == idx.size * 4 and p.bytes_downloaded == 0
+        assert p.bytes_peer == 2 * 24 * 40
+        assert _same(yp.compute(), want)
+        with lf.profile() as p:
+            r = yp.compute(device=1)  # gathered onto the second pool, device to device
+        assert r.pool is second and p.bytes_peer == a.nbytes and p.bytes_downloaded == 0
+        assert _same(np.asarray(r), want)
+        del xp, mp, yp, r
+        gc.collect()
+
+
 def test_without_a_device_path_blocks_cross_through_host_memory_and_explain_says_why(pools, data):
     first, second = pools
     a, mask, idx = data

@@ -1,4 +1,4 @@
-"""The user-facing API: `lazyfuel.Array` and the functions docs/architecture.md lists.
+"""The user-facing API: the functions docs/architecture.md lists, over `lazyfuel.Array`.
 
 Every function accepts numpy arrays (and array-likes), dask arrays and lazyfuel arrays for data,
 indices and masks, and returns a lazy `Array`; nothing runs until `.compute()`, `np.asarray(x)`,
@@ -16,380 +16,21 @@ the process it runs in, under the `lazyfuel.config` blocks open where the graph 
 
 from __future__ import annotations
 
-import math
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import dask
 import dask.array as da
-import dask.local
-import dask.threaded
 import numpy as np
-from dask.base import get_scheduler
 
 from lazyfuel import zarr_io
-from lazyfuel.graph import fft as fft_ops
+from lazyfuel.array import Array, _data, _node
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
-from lazyfuel.graph.held import overlapping
-from lazyfuel.graph.ir import Deferred, Node, Source
-from lazyfuel.graph.lower import lower, lower_into
-from lazyfuel.graph.resident import assembled, on_device
-from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
-from lazyfuel.planner import Planner
-from lazyfuel.providers import available_backends, default_registry, left_out
-from lazyfuel.settings import config
-
-
-@dataclass(frozen=True)
-class DefaultRuntime:
-    """The planner a task uses (the default registry over the backends `backend` names) and the
-    `lazyfuel.config` values set by the blocks open where the graph was lowered (`overrides`),
-    which its tasks run under (`applied`).
-
-    Picklable (it travels inside tasks to dask workers); each process builds its planner once.
-    """
-
-    backend: str = "auto"
-    overrides: tuple[tuple[str, Any], ...] = ()
-
-    @classmethod
-    def current(cls) -> DefaultRuntime:
-        """The runtime of the config in force here."""
-        return cls(config.backend, config.overrides())
-
-    def planner(self) -> Planner:
-        return _planner(self.backend.lower())
-
-    def applied(self) -> AbstractContextManager[Any]:
-        """A block of the captured config values (what a task runs under)."""
-        return config.applied(self.overrides)
-
-    def __dask_tokenize__(self) -> tuple[str, str, str]:
-        # what names it in task keys; dask's default for a dataclass pickles it on every lowering
-        return ("lazyfuel.DefaultRuntime", self.backend, repr(self.overrides))
-
-
-@cache
-def _planner(choice: str) -> Planner:
-    """The process's planner for `choice`: the default registry, with the judge's cached costs; it
-    knows the backends left out and why, and (`auto`) mentions one once where work needs it."""
-    registry, backends = default_registry(), available_backends(choice)
-    return Planner(registry, backends, costs=measured_costs(registry, backends),
-                   left_out=left_out(choice), mention_left_out=choice == "auto")
-
-
-class Array:
-    """A lazy n-d array: a node of lazyfuel's graph, lowered to dask when computed.
-
-    `.shape .dtype .ndim .chunks` describe it without running anything. Methods mirror the
-    module functions (`x.gather(dim, idx)` is `lf.gather(x, dim, idx)`); `x.T` and `x[::2, 1:]`
-    are views. It is a dask collection: `dask.compute(x)` and `dask.persist(x)` work.
-    """
-
-    __slots__ = ("_given", "_lowered")
-
-    def __init__(self, node: Node) -> None:
-        self._given = node
-        self._lowered: dict[DefaultRuntime, da.Array] = {}
-
-    @property
-    def _node(self) -> Node:
-        """The graph node; a select on indices of unknown chunk sizes (`ir.Deferred`) is built
-        for real here, on first use by anything but the description below."""
-        if isinstance(self._given, Deferred):
-            self._given = self._given.resolved
-        return self._given
-
-    # --- description (NaN along an axis whose size the indices will tell, as in dask) --------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._given.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._given.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self._given.ndim
-
-    @property
-    def chunks(self) -> tuple[tuple[int, ...], ...]:
-        return self._given.chunks
-
-    @property
-    def size(self) -> int:
-        if isinstance(self._given, Deferred):
-            return math.nan
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-    @property
-    def name(self) -> str:
-        """A deterministic name of this array's graph."""
-        return self._given.name
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
-
-    def __repr__(self) -> str:
-        return (f"lazyfuel.Array<{self._given.label}, shape={self.shape}, dtype={self.dtype}, "
-                f"chunks={self.chunks}>")
-
-    # --- ops (mirror the functions) ----------------------------------------------------------
-    @property
-    def T(self) -> Array:  # noqa: N802 - numpy's name
-        return transpose(self)
-
-    def transpose(self, *axes: Any) -> Array:
-        """`lf.transpose(self, axes)`; accepts `x.transpose(1, 0)` and `x.transpose((1, 0))`."""
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
-        return transpose(self, axes or None)
-
-    def __getitem__(self, key: Any) -> Array:
-        return Array(ops.getitem(self._node, key))
-
-    def index_select(self, dim: int, indices: Any) -> Array:
-        return index_select(self, dim, indices)
-
-    def gather(self, dim: int, indices: Any) -> Array:
-        return gather(self, dim, indices)
-
-    def masked_fill(self, mask: Any, value: Any) -> Array:
-        return masked_fill(self, mask, value)
-
-    def broadcast_to(self, shape: Any) -> Array:
-        return broadcast_to(self, shape)
-
-    def contiguous(self) -> Array:
-        return contiguous(self)
-
-    def fft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
-        return fft(self, axis, n, norm)
-
-    def ifft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
-        return ifft(self, axis, n, norm)
-
-    def rfft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
-        return rfft(self, axis, n, norm)
-
-    def irfft(self, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
-        return irfft(self, axis, n, norm)
-
-    # --- running -----------------------------------------------------------------------------
-    def to_dask(self) -> da.Array:
-        """The dask array computing this one (built once per backend choice and config block);
-        nothing runs."""
-        runtime = DefaultRuntime.current()
-        found = self._lowered.get(runtime)
-        if found is None:
-            found = self._lowered[runtime] = lower(self._node, runtime)
-        return found
-
-    def compute(self, out: np.ndarray | None = None, device: bool | int = False, **kwargs: Any) -> Any:
-        """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
-        dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Keyword
-        arguments that name a `lazyfuel.config` knob set it for this call (`backend="cpu"`); the
-        others go to `dask.compute` (scheduler …).
-
-        On dask's local schedulers (threads, sync) the result is allocated once (or is `out`) and
-        each block is written into it by the task that computes it: by the kernels themselves
-        where the block's region is contiguous (`Executor.run(out=)`), else copied there as soon
-        as it is done. No block is held and no thread concatenates at the end. Elsewhere
-        (dask.distributed) dask gathers the blocks and concatenates them (then copied into `out`).
-
-        With `device=True` the result stays in Vulkan device memory: a `lazyfuel.DeviceArray`
-        (`backends/vulkan/device_array.py`), the blocks kept on the device as `persist(device=True)`
-        keeps them and assembled there into one allocation; `np.from_dlpack` reads it in place
-        where the device's memory is host-visible (lavapipe, integrated GPUs). Over several devices
-        (`lazyfuel.config.devices`) the blocks are gathered onto one: `device=1` names it (as
-        torch's `cuda:1`: the number among the devices blocks are spread over), `device=True` takes
-        the one holding most of the result's bytes (device 0 on a tie).
-        """
-        where = _device_choice(device)
-        knobs, dask_kwargs = config.split(kwargs)
-        with config(**knobs):
-            if where is not False:
-                if out is not None:
-                    raise ValueError("compute(device=...) returns a DeviceArray; out= is for host results")
-                return self._on_device(dask_kwargs, where)
-            return self._compute(out, dask_kwargs)
-
-    def _on_device(self, dask_kwargs: dict[str, Any], device: int | None = None) -> Any:
-        """The result as one DeviceArray on device number `device` (None: see `compute`)."""
-        return assembled(self._persisted_on_device(dask_kwargs), device)
-
-    def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
-        """The dask array of this one persisted with every block in device memory."""
-        with config(_resident=True):
-            runtime = DefaultRuntime.current()
-            return on_device(self.to_dask(), runtime).persist(**dask_kwargs)
-
-    def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
-        node = self._node
-        if out is not None:
-            _check_out(out, node.shape, node.dtype)
-            _check_out_apart(out, node)
-        scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
-        if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
-            result = np.empty(node.shape, node.dtype) if out is None else out
-            found = lower_into(node, DefaultRuntime.current(), result)
-            if found is not None:
-                graph, keys = found
-                kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
-                scheduler(graph, keys, **kwargs)
-                return result
-        computed = np.asarray(self.to_dask().compute(**dask_kwargs))
-        if out is None:
-            return computed
-        out[...] = computed
-        return out
-
-    def persist(self, device: bool = False, **kwargs: Any) -> Array:
-        """An Array whose chunks are computed and held (in memory, or on a distributed cluster);
-        keyword arguments as `compute`'s.
-
-        With `device=True` each block is held in the device memory of the Vulkan pool that computed
-        it (a task runs where its resident inputs lie, else block i on `task.device_for(i)`'s
-        device; blocks computed elsewhere are copied there): the dask graph holds small handles
-        (`backends/vulkan/residency.py`), graphs over the Array read the blocks where they lie (no
-        upload; a Cpu step downloads a copy), least recently used blocks spill to host memory past
-        `lazyfuel.config.device_memory_budget`, and the memory goes back when the last Array
-        holding it goes (`graph/resident.py`). `device` takes True or False only: blocks are spread
-        over the devices (`compute(device=N)` gathers a result onto device N)."""
-        if not isinstance(device, (bool, np.bool_)):
-            raise TypeError(f"persist(device={device!r}): device takes True (blocks kept in device memory, "
-                            "each where it was computed) or False; to gather a result onto device N, "
-                            "use compute(device=N)")
-        knobs, dask_kwargs = config.split(kwargs)
-        with config(**knobs):
-            if device:
-                return Array(Source(self._persisted_on_device(dask_kwargs)))
-            return Array(Source(self.to_dask().persist(**dask_kwargs)))
-
-    def to_zarr(self, url: Any, component: str | None = None, overwrite: bool = False,
-                compute: bool = True, **kwargs: Any) -> Any:
-        """Compute and store into a zarr array at `url` (a path or store); with `compute=False`
-        the dask collection that does it.
-
-        Never leaves a result that reads as complete before it is (`lazyfuel.zarr_io`): a local
-        path is written beside itself and renamed into place when whole (an existing store stays
-        until then; `overwrite=True` replaces a zarr store, never a folder that is not one, which
-        is a FileExistsError); other stores carry `lazyfuel: {complete: false}` from their first
-        metadata until the last chunk is in. Every chunk carries a crc32c and the marker records
-        each chunk's, so `lf.from_zarr` detects missing, swapped and truncated chunks. Zarr chunks
-        are regular, so uneven chunks (a reversed slice, a select's last block) are first
-        rechunked to the largest chunk of each axis; keyword arguments go to zarr's
-        `create_array` (TypeError for `return_stored`, `region`, `mode`, `chunks`, `shards`, and for a
-        `zarr.Array` as `url`).
-        """
-        arr = self.to_dask()
-        if not all(_regular(c) for c in arr.chunks):
-            arr = arr.rechunk(tuple(max(c) for c in arr.chunks))
-        return zarr_io.write(arr, url, component, overwrite, compute, kwargs)
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        out = self.compute()
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-    # --- the dask collection protocol: delegated to the lowered dask array -------------------
-    def __dask_graph__(self) -> Any:
-        return self.to_dask().__dask_graph__()
-
-    def __dask_keys__(self) -> Any:
-        return self.to_dask().__dask_keys__()
-
-    def __dask_layers__(self) -> Any:
-        return self.to_dask().__dask_layers__()
-
-    def __dask_tokenize__(self) -> Any:
-        return ("lazyfuel.Array", self._given.name, DefaultRuntime.current())
-
-    def __dask_postcompute__(self) -> Any:
-        return self.to_dask().__dask_postcompute__()
-
-    def __dask_postpersist__(self) -> Any:
-        rebuild, args = self.to_dask().__dask_postpersist__()
-        return _persisted, (rebuild, args)
-
-    @staticmethod
-    def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
-        return da.Array.__dask_optimize__(dsk, keys, **kwargs)
-
-    __dask_scheduler__ = staticmethod(dask.threaded.get)
-
-
-def _device_choice(device: Any) -> int | bool | None:
-    """`compute`'s `device`: False (a host result), None (a DeviceArray where most bytes lie) or a
-    device number. TypeError for anything else, naming what is accepted."""
-    if device is False or device is None:
-        return False
-    if device is True:
-        return None
-    if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device >= 0:
-        return int(device)
-    raise TypeError(f"compute(device={device!r}): device takes False (a numpy result), True (a "
-                    "DeviceArray on the device holding most of it) or a device number >= 0 (a "
-                    "DeviceArray there, as torch's cuda:N)")
-
-
-def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """ValueError / TypeError unless `out` is a writeable numpy array of `shape` and `dtype`."""
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-    if out.dtype != dtype:
-        raise TypeError(f"out has dtype {out.dtype}; this array's dtype is {dtype}")
-    if out.shape != tuple(shape):
-        raise ValueError(f"out has shape {out.shape}; this array's shape is {tuple(shape)}")
-    if not out.flags.writeable:
-        raise ValueError("out is read-only; pass a writeable array")
-
-
-def _check_out_apart(out: np.ndarray, node: Node) -> None:
-    """ValueError when `out` shares memory with an array the graph reads: blocks written into it
-    would overwrite values other blocks have still to read (numpy copies the input first; lazyfuel
-    reads in place, so it refuses)."""
-    found = overlapping(out, node)
-    if found is not None:
-        role, a = found
-        raise ValueError(f"out shares memory with {role} (shape {a.shape}, {a.dtype}), which this "
-                         "computation reads while it writes out; pass a new array (or a copy of the "
-                         "input), or call compute() without out=")
-
-
-def _regular(axis_chunks: tuple[int, ...]) -> bool:
-    """Every chunk the same size but the last, which may be smaller (what zarr stores)."""
-    return all(c == axis_chunks[0] for c in axis_chunks[:-1]) and axis_chunks[-1] <= axis_chunks[0]
-
-
-def _persisted(dsk: Any, rebuild: Any, args: tuple[Any, ...], rename: Any = None) -> Array:
-    arr = rebuild(dsk, *args, rename=rename) if rename else rebuild(dsk, *args)
-    return Array(Source(arr))
-
-
-def _node(x: Any) -> Any:
-    """The graph node of a lazyfuel Array; anything else unchanged (ops decides what it is)."""
-    return x._node if isinstance(x, Array) else x
-
-
-def _indices(x: Any) -> Any:
-    """Indices as the ops take them: a lazyfuel Array's node as it was given (indices of unknown
-    chunk sizes stay so: the select on them is deferred too, `ops.unknown_sizes`)."""
-    return x._given if isinstance(x, Array) else x
-
-
-def _data(x: Any) -> Node:
-    return ops.source(_node(x))
+from lazyfuel.runtime import DefaultRuntime, _planner  # noqa: F401 - api._planner: the tests reset it
+
+__all__ = ["Array", "DefaultRuntime", "asarray", "broadcast_to", "contiguous", "explain",
+           "fft", "from_array", "from_zarr", "gather", "ifft", "index_select", "irfft", "masked_fill",
+           "rfft", "transpose"]
 
 
 def from_array(a: Any, chunks: Any = "auto") -> Array:
@@ -465,7 +106,7 @@ def index_select(x: Any, dim: int, indices: Any) -> Array:
     array([[2., 0.],
            [5., 3.]], dtype=float32)
     """
-    return Array(ops.index_select(_data(x), dim, _indices(indices)))
+    return asarray(x).index_select(dim, indices)
 
 
 def gather(x: Any, dim: int, indices: Any) -> Array:
@@ -483,7 +124,7 @@ def gather(x: Any, dim: int, indices: Any) -> Array:
     array([[1., 1.],
            [4., 3.]])
     """
-    return Array(ops.gather(_data(x), dim, _indices(indices)))
+    return asarray(x).gather(dim, indices)
 
 
 def masked_fill(x: Any, mask: Any, value: Any) -> Array:
@@ -503,7 +144,7 @@ def masked_fill(x: Any, mask: Any, value: Any) -> Array:
     >>> masked_fill(np.array([1.0, 2.0, 3.0]), np.array([True, False, True]), -1).compute()
     array([-1.,  2., -1.])
     """
-    return Array(ops.masked_fill(_data(x), _node(mask), value))
+    return asarray(x).masked_fill(mask, value)
 
 
 def transpose(x: Any, axes: Any = None) -> Array:
@@ -513,12 +154,12 @@ def transpose(x: Any, axes: Any = None) -> Array:
 
 def broadcast_to(x: Any, shape: Any) -> Array:
     """`x` stretched to `shape` by numpy's rules; a stride-0 view. ValueError if it does not fit."""
-    return Array(ops.broadcast_to(_data(x), shape))
+    return asarray(x).broadcast_to(shape)
 
 
 def contiguous(x: Any) -> Array:
     """An explicit Contiguize: `x` copied into fresh contiguous chunks by a kernel."""
-    return Array(ops.contiguous(_data(x)))
+    return asarray(x).contiguous()
 
 
 def fft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
@@ -536,12 +177,12 @@ def fft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -
     >>> fft(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)).compute()
     array([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex64)
     """
-    return Array(fft_ops.transform(_data(x), "Fft", axis, n, norm))
+    return asarray(x).fft(axis, n, norm)
 
 
 def ifft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
     """`numpy.fft.ifft(x, n, axis, norm)`, lazily; as `fft` (same dtypes and errors)."""
-    return Array(fft_ops.transform(_data(x), "Ifft", axis, n, norm))
+    return asarray(x).ifft(axis, n, norm)
 
 
 def rfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
@@ -551,14 +192,14 @@ def rfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) 
     >>> rfft(np.array([1.0, 2.0, 3.0, 4.0])).compute()
     array([10.+0.j, -2.+2.j, -2.+0.j])
     """
-    return Array(fft_ops.transform(_data(x), "Rfft", axis, n, norm))
+    return asarray(x).rfft(axis, n, norm)
 
 
 def irfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None) -> Array:
     """`numpy.fft.irfft(x, n, axis, norm)`, lazily: `n` real points (default 2 * (m - 1));
     as `fft`, but C64 -> F32 and C128 -> F64 only (real input: TypeError; numpy casts it).
     """
-    return Array(fft_ops.transform(_data(x), "Irfft", axis, n, norm))
+    return asarray(x).irfft(axis, n, norm)
 
 
 def explain(x: Any) -> str:

@@ -69,6 +69,10 @@ SELECT_CASES = (Case((97,), 0, 41), Case((37, 13), 0, 50), Case((37, 13), 1, 7),
                 Case((5, 6, 7), 2, 3), Case((3, 4, 5), 0, 1), Case((64, 33), 1, 64), Case((1,), 0, 3))
 SELECT_VIEW_CASES = (Case((12, 9), 1, 5, "transposed"), Case((11, 7), 0, 6, "reversed"),
                      Case((10, 6), 0, 4, "offset-strided"), Case((8, 5), 1, 3, "broadcast"))
+# select_fill runs rows of whole 16-byte words (its `misfit`): inner extents of 16 and 32 elements
+SELECT_FILL_CASES = (Case((37, 16), 0, 50), Case((5, 6, 16), 1, 9), Case((3, 4, 32), 0, 1),
+                     Case((2, 3, 16), 1, 7), Case((1, 48), 0, 3), Case((64, 32), 0, 64),
+                     Case((7, 2, 2, 16), 1, 5), Case((16, 64), 0, 20))
 
 
 def _fft_case(shape: tuple[int, ...], dim: int, norm: str, view: str = "contiguous",
@@ -96,6 +100,7 @@ CASES: dict[OpKind, tuple[tuple[Case, ...], tuple[Case, ...]]] = {
     OpKind.Gather: (SELECT_CASES, SELECT_VIEW_CASES),
     OpKind.MaskedFill: (SELECT_CASES, SELECT_VIEW_CASES),
     OpKind.Contiguize: (SELECT_CASES, SELECT_VIEW_CASES),
+    OpKind.SelectFill: (SELECT_FILL_CASES, ()),
     **{kind: (FFT_CASES, FFT_VIEW_CASES) for kind in FFT_POINTS_IN},
 }
 
@@ -126,6 +131,8 @@ REFERENCE: dict[OpKind, Callable[[Inputs, Attrs], np.ndarray]] = {
     OpKind.Gather: lambda a, at: reference.gather(a[0], at["dim"], a[1]),
     OpKind.MaskedFill: lambda a, at: reference.masked_fill(a[0], a[1], at["value"]),
     OpKind.Contiguize: lambda a, at: reference.contiguize(a[0]),
+    OpKind.SelectFill: lambda a, at: reference.masked_fill(reference.index_select(a[0], at["dim"], a[1]),
+                                                           a[2], at["value"]),
     OpKind.Fft: _fft_reference(fft_reference.fft),
     OpKind.Ifft: _fft_reference(fft_reference.ifft),
     OpKind.Rfft: _fft_reference(fft_reference.rfft),
@@ -148,6 +155,7 @@ COMPARE: dict[OpKind, Callable[[np.ndarray, np.ndarray, Binding, Attrs], Mismatc
     OpKind.Gather: _elementwise,
     OpKind.MaskedFill: _elementwise,
     OpKind.Contiguize: _elementwise,
+    OpKind.SelectFill: _elementwise,
     **{kind: _per_row for kind in FFT_POINTS_IN},
 }
 
@@ -158,10 +166,15 @@ def _split(n: int, pieces: int) -> list[slice]:
 
 
 def _by_indices(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
-    """Fewer indices per piece; the results join along `dim`."""
+    """Fewer indices per piece (and the inputs after them, a select_fill's mask, the same part of
+    `dim`); the results join along `dim`."""
     dim, idx = attrs["dim"], inputs[1]
     axis = 0 if idx.ndim == 1 else dim
-    parts = [([inputs[0], np.ascontiguousarray(np.take(idx, range(s.start, s.stop), axis=axis))], attrs)
+
+    def part(a: np.ndarray, along: int, s: slice) -> np.ndarray:
+        return np.ascontiguousarray(np.take(a, range(s.start, s.stop), axis=along))
+
+    parts = [([inputs[0], part(idx, axis, s), *(part(m, dim, s) for m in inputs[2:])], attrs)
              for s in _split(idx.shape[axis], pieces)]
     return parts, dim
 
@@ -190,6 +203,7 @@ CHUNKINGS: dict[OpKind, Callable[[Inputs, Attrs, int], tuple[list[tuple[Inputs, 
     OpKind.Gather: _by_indices,
     OpKind.MaskedFill: _by_rows,
     OpKind.Contiguize: _by_rows,
+    OpKind.SelectFill: _by_indices,
     **{kind: _by_batch for kind in FFT_POINTS_IN},
 }
 

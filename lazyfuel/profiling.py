@@ -40,7 +40,7 @@ class Profile:
         where = "; devices: " + ", ".join(f"{k} x{n}" for k, n in sorted(self.devices.items()))
         return (f"{self.programs} program(s), {self.submits} submit(s), {self.dispatches} dispatch(es), "
                 f"{self.bytes_uploaded} B up, {self.bytes_downloaded} B down, "
-                f"{self.bytes_peer} B device to device, "
+                f"{f'{self.bytes_peer} B device to device, ' if self.bytes_peer else ''}"
                 f"{self.device_seconds * 1e3:.3f} ms on the device ({self.kernel_seconds * 1e3:.3f} ms "
                 f"in kernels); bindings: {used}"
                 f"{where if self.devices else ''}")

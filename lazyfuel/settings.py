@@ -25,8 +25,9 @@ default. `KNOBS` says, per knob, its variable, its type or choices, its default 
 - Knobs read when a Vulkan pool opens (validation, queues, transfer mode, groups, mapping, memory)
   apply to pools opened afterwards; an open pool keeps what it opened with.
 - Knobs whose names start with `_` are internal switches and thresholds that tests and probes set
-  (which kernel variant runs, when a progress bar shows); they have no variable and users leave
-  them alone.
+  (the shaders' 64-bit positions on small data, when a progress bar shows); they have no variable
+  and users leave them alone. Which kernel runs is no switch: another code path of a kernel is a
+  binding of its own, asked for by name (`pin_kernels`).
 
 A new knob is one `Knob` row in `KNOBS` (or `_one_of` for a choice) and one row of the README's
 table (tests/test_config.py checks the table names every knob and its variable).
@@ -158,10 +159,20 @@ def _on_off(value: Any) -> bool:
     raise Invalid("expected 1 or 0 (on/off, true/false, yes/no)")
 
 
-def _auto_flag(value: Any) -> bool | None:
-    if value is not None and not isinstance(value, bool):
-        raise Invalid("expected None (auto), True or False")
-    return value
+_KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")  # a contract's `kernel:` name
+
+
+def _kernel_names(value: Any) -> tuple[str, ...]:
+    """Contract kernel names: a comma-separated text or a sequence of names; () when empty."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise Invalid("expected kernel names: a comma-separated text or a list of names")
+    names = tuple(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
+    bad = [n for n in names if not _KERNEL_NAME.fullmatch(n)]
+    if bad:
+        raise Invalid(f"{bad[0]!r} is not a kernel name (letters, digits, _ . -); expected kernel "
+                      "names such as select_fill, index_select_strided")
+    return names
 
 
 @dataclass(frozen=True)
@@ -249,17 +260,13 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of host memory or bytes",
          "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "
          "checked, not used yet"),
-    Knob("_fuse_select_fill", None, _auto_flag, None, "None, True, False",
-         "internal: run index_select + masked_fill as one Vulkan kernel (None: on GPUs, not on "
-         "lavapipe)"),
+    Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
+         "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
+         "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),
     Knob("_resident", None, _flag, False, "bool",
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
     Knob("_force_wide", None, _flag, False, "bool",
          "internal: Vulkan kernels use their 64-bit-position variant whatever the sizes"),
-    Knob("_aligned_rows", None, _flag, True, "bool",
-         "internal: Vulkan index_select uses its aligned-rows variant where rows allow it"),
-    Knob("_gather_quads", None, _flag, True, "bool",
-         "internal: Vulkan gather reads its indices four at a time"),
     Knob("_progress_after_s", None, _seconds, 0.5, "seconds >= 0",
          "internal: `lazyfuel run` shows no progress bar for runs shorter than this"),
 )}

@@ -19,7 +19,7 @@ END = "<!-- support-table:end -->"
 
 def support_table(registry: Registry | None = None) -> str:
     """Markdown: one row per (op kind, backend, kernel_source), the data dtypes it binds."""
-    registry = registry or default_registry()
+    registry = registry if registry is not None else default_registry()  # an empty one is falsy
     rows: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for b in registry.bindings():
         rows[(b.op_kind.name, b.backend.name, b.kernel_source)].append(b.dtypes[0].name)

@@ -211,7 +211,7 @@ def test_a_graph_lowered_in_a_block_runs_under_it_wherever_it_is_computed(vulkan
     want = np.where(mask, np.float32(-2), a[idx]).tobytes()
     lowered = {}
     for fuse in (False, True):
-        with lf.config(_fuse_select_fill=fuse):
+        with lf.config(pin_kernels=["select_fill"] if fuse else []):
             lowered[fuse] = y.to_dask()
     counts = []
     for fuse in (False, True):
@@ -258,13 +258,14 @@ def test_the_readme_table_lists_every_knob():
     assert settings.OTHER_VARIABLES  # the other variables read with them are named in settings.py
 
 
-def test_the_kernel_switches_reach_the_specialisation_constants(vulkan):
-    """`_force_wide` and `_gather_quads` pick the variant the pipeline is built for (constants 2, 5)."""
+def test_the_wide_switch_reaches_the_specialisation_constants(vulkan):
+    """`_force_wide` picks the 64-bit-position pipeline (constant 2); quads (constant 5) are the
+    kernel's, which the gather_scalar binding builds without."""
     from lazyfuel.backends.vulkan import get_pool
     from lazyfuel.backends.vulkan.kernels import spec_constants
 
     with get_pool().batch() as batch:
         plain = spec_constants(batch, "gather", False)
-        with lf.config(_force_wide=True, _gather_quads=False):
-            switched = spec_constants(batch, "gather", False)
+        with lf.config(_force_wide=True):
+            switched = spec_constants(batch, "gather", False, quads=False)
     assert (plain[2], plain[5]) == (0, 1) and (switched[2], switched[5]) == (1, 0)

@@ -38,7 +38,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
-import lazyfuel as lf
 from benchmarks.kernels import BenchStep, Device, optional
 from benchmarks.probes.gpu_clocks import Clocks, vulkan_uuid
 from lazyfuel.backends.vulkan.kernels import (
@@ -166,10 +165,10 @@ def vulkan_round(dev: Timed, data: dict, groups: list[tuple[int, int]], clocks: 
             pool.groups[family] = (local, elems)
         run("index_select rows", config, lambda b: IndexSelectKernel().record(
             b, is_step, [xd, data["ridx_d"]], out, slot), moved["index_select"], expect["index_select"])
-        for quads in (True, False):
-            with lf.config(_gather_quads=quads):
-                run("gather dim -1" + ("" if quads else " scalar"), config, lambda b: GatherKernel().record(
-                    b, g_step, [xd, data["gidx_d"]], out, slot), moved["gather"], expect["gather"])
+        for quads in (True, False):  # GatherKernel(quads=False): the gather_scalar binding's kernel
+            gather = GatherKernel(quads)
+            run("gather dim -1" + ("" if quads else " scalar"), config, lambda b, k=gather: k.record(
+                b, g_step, [xd, data["gidx_d"]], out, slot), moved["gather"], expect["gather"])
         run("masked_fill", config, lambda b: MaskedFillKernel().record(
             b, mf_step, [xd, data["mask_d"]], out, None), moved["masked_fill"], expect["masked_fill"])
     return results

@@ -40,7 +40,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 
 from kernels import BenchStep, Device, copy_shader
 
-import lazyfuel as lf
 import lazyfuel.backends.vulkan.pipelines as pipelines_mod
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
@@ -77,17 +76,17 @@ def setups(dev: Device, n: int, rng: np.random.Generator) -> dict[str, Setup]:
     idx_d = dev.put(idx)
     step = BenchStep({"outer_count": 1, "source_dim_size": rows, "n_indices": rows, "inner_count": inner},
                      (rows, inner))
-    ops["index_select_rows"] = (lambda b: IndexSelectKernel().record(b, step, [xd, idx_d], out, slot),
+    ops["index_select_rows"] = (lambda b: _select().record(b, step, [xd, idx_d], out, slot),
                                 2 * n * w + 4 * rows, (out, x.reshape(rows, inner)[idx]))
     ident = np.arange(rows, dtype=np.uint32)
     ident_d = dev.put(ident)
     ops["index_select_rows_in_order"] = (
-        lambda b: IndexSelectKernel().record(b, step, [xd, ident_d], out, slot), 2 * n * w + 4 * rows,
+        lambda b: _select().record(b, step, [xd, ident_d], out, slot), 2 * n * w + 4 * rows,
         (out, x))
     idx_e = rng.integers(0, n, n).astype(np.uint32)
     idx_ed = dev.put(idx_e)
     step_e = BenchStep({"outer_count": 1, "source_dim_size": n, "n_indices": n, "inner_count": 1}, (n,))
-    ops["index_select_elements"] = (lambda b: IndexSelectKernel().record(b, step_e, [xd, idx_ed], out, slot),
+    ops["index_select_elements"] = (lambda b: _select().record(b, step_e, [xd, idx_ed], out, slot),
                                     2 * n * w + 4 * n, (out, x[idx_e]))
     g_idx = rng.integers(0, inner, (rows, inner)).astype(np.uint32)
     g_idx_d = dev.put(g_idx)
@@ -105,6 +104,12 @@ def setups(dev: Device, n: int, rng: np.random.Generator) -> dict[str, Setup]:
 
 BEFORE = {"on": False}  # the `before` config is running: modules come from --before's SPIR-V
 ALIGNED = {"on": True}  # index_select's aligned-rows variant (off for the `/general` configs)
+
+
+def _select() -> IndexSelectKernel:
+    """The index_select kernel of the config being recorded: aligned rows, or the general path (the
+    index_select_general binding's kernel) for the `/general` configs."""
+    return IndexSelectKernel(aligned_rows=ALIGNED["on"])
 
 
 def use_before(pool: Any, revision: str, folder: Path) -> None:
@@ -128,7 +133,7 @@ def configure(pool: Any, config: str, table: tuple[dict, bool]) -> None:
     if config == "before":
         config = "L64/E4/s/general"
     config = config.removeprefix("before+")  # before+table: --before's modules, today's groups
-    ALIGNED["on"] = not config.endswith("/general")  # lazyfuel.config._aligned_rows when recording
+    ALIGNED["on"] = not config.endswith("/general")  # off: the index_select_general binding's kernel
     config = config.removesuffix("/general")
     if config == "table":
         pool.groups.update(table[0])
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             record, _, expect = ops[op]
             if config != "-":
                 configure(pool, config, saved)
-            with lf.config(_aligned_rows=ALIGNED["on"]), pool.batch() as batch:
+            with pool.batch() as batch:
                 record(batch)
                 t = time.perf_counter()
                 batch.run()

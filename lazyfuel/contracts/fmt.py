@@ -153,6 +153,10 @@ def block_lines(c: KernelContract) -> list[Line]:
                     ("caps", "fast_paths", i)))
     out += [(f"  {k}: {scalar(getattr(caps, k))}", ("caps", k))
             for k in ("in_place", "alignment_bytes", "access_granularity_bits")]
+    if caps.device_kinds:
+        out.append((f"  device_kinds: [{', '.join(caps.device_kinds)}]", ("caps", "device_kinds")))
+    if caps.misfit is not None:
+        out.append((f"  misfit: {quoted(caps.misfit.text)}", ("caps", "misfit")))
     cost = c.cost
     out += [("cost:", ("cost",)), (f"  provenance: {cost.provenance.name}", ("cost", "provenance")),
             (f"  class: {scalar(cost.cls)}", ("cost", "class")),

@@ -49,6 +49,8 @@ _RULE = re.compile(r"^\s*(?P<kind>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)\s*$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _KERNEL_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 COST_NAMES = ("dtype_bytes", "n")  # names a cost expression may use besides the op-param fields
+# the kinds of device `caps.device_kinds` may name (a Vulkan device's `DeviceInfo.kind`)
+DEVICE_KINDS = ("discrete", "integrated", "virtual", "cpu", "other")
 
 
 def read_kernel(sec: Section, node: yaml.Node | None, fence_line: int, provider: Provider) -> KernelContract:
@@ -83,7 +85,7 @@ def read_kernel(sec: Section, node: yaml.Node | None, fence_line: int, provider:
     inputs = _inputs(sec, top.pop_mapping("accept", "accept", schema.ACCEPT.keys))
     op_params = _op_params(sec, top.pop_mapping("op_params", "op_params", schema.OP_PARAMS.keys))
     outputs = _outputs(sec, top.pop_mapping("return", "return", schema.RETURN.keys), inputs, op_params)
-    caps = _caps(sec, top.pop_mapping("caps", "caps", schema.CAPS.keys))
+    caps = _caps(sec, top.pop_mapping("caps", "caps", schema.CAPS.keys), op_params)
     cost = _cost(sec, top.pop_mapping("cost", "cost", schema.COST.keys), op_params)
     precision = _precision(sec, top.pop_mapping("precision", "precision", schema.PRECISION.keys))
     determinism = _enum(sec, top.pop("determinism"), "determinism", Determinism)
@@ -267,7 +269,7 @@ def _rule(sec: Section, node: yaml.Node, key: str, kinds: dict[str, list[str]],
     return match["kind"], args
 
 
-def _caps(sec: Section, entries: Entries) -> Caps:
+def _caps(sec: Section, entries: Entries, params: OpParams) -> Caps:
     strategy = _enum(sec, entries.pop("awkward_layout_strategy"), "awkward_layout_strategy",
                      AwkwardLayoutStrategy)
     fast_paths = []
@@ -280,9 +282,33 @@ def _caps(sec: Section, entries: Entries) -> Caps:
         strategy, tuple(fast_paths), sec.boolean(entries.pop("in_place"), "in_place"),
         sec.integer(entries.pop("alignment_bytes"), "alignment_bytes"),
         sec.integer(entries.pop("access_granularity_bits"), "access_granularity_bits"),
+        _device_kinds(sec, entries.pop_optional("device_kinds")),
+        _misfit(sec, entries.pop_optional("misfit"), params),
     )
     entries.done()
     return caps
+
+
+def _device_kinds(sec: Section, node: yaml.Node | None) -> tuple[str, ...]:
+    """`caps.device_kinds`: the kinds of device the planner considers the binding on (absent: any)."""
+    if node is None:
+        return ()
+    kinds = tuple(sec.string(k, "device_kinds") for k in sec.sequence(node, "device_kinds"))
+    unknown = [k for k in kinds if k not in DEVICE_KINDS]
+    if not kinds or unknown or len(set(kinds)) != len(kinds):
+        raise sec.error(node, "device_kinds", f"device_kinds must list device kinds, each once, from "
+                        f"{', '.join(DEVICE_KINDS)}; got [{', '.join(kinds)}]")
+    return kinds
+
+
+def _misfit(sec: Section, node: yaml.Node | None, params: OpParams) -> Expr | None:
+    """`caps.misfit`: an arithmetic expression over the op params (as a cost's) that is 0 exactly
+    where the kernel can run them; the planner passes the binding over elsewhere (absent: always)."""
+    if node is None:
+        return None
+    if not isinstance(node, yaml.ScalarNode):
+        raise sec.error(node, "misfit", f"misfit must be an arithmetic expression, got a {node.tag} value")
+    return Expr.parse(node.value, (*params.names, *COST_NAMES), sec.loc(node, "misfit"))
 
 
 def _cost(sec: Section, entries: Entries, params: OpParams) -> Cost:

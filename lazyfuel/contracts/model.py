@@ -73,6 +73,7 @@ class OpKind(_Named):
     Ifft = "Ifft"
     Rfft = "Rfft"
     Irfft = "Irfft"
+    SelectFill = "SelectFill"  # index_select, then masked_fill of its result: planned, never built
 
 
 class Backend(_Named):
@@ -242,11 +243,17 @@ class FastPath:
 
 @dataclass(frozen=True)
 class Caps:
+    """What a kernel can take. The optional `device_kinds` and `misfit` are plan conditions: the
+    planner considers the binding only on a device of a listed kind (empty: any device) and where
+    the `misfit` expression over the op params is 0 (None: always)."""
+
     awkward_layout_strategy: AwkwardLayoutStrategy
     fast_paths: tuple[FastPath, ...]
     in_place: bool
     alignment_bytes: int
     access_granularity_bits: int
+    device_kinds: tuple[str, ...] = ()
+    misfit: Expr | None = None
 
 
 @dataclass(frozen=True)

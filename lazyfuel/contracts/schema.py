@@ -68,7 +68,9 @@ CAPS = Map({
     "in_place": LEAF,
     "alignment_bytes": LEAF,
     "access_granularity_bits": LEAF,
-})
+    "device_kinds": LEAF,
+    "misfit": LEAF,
+}, optional=frozenset({"device_kinds", "misfit"}))
 COST = Map({k: LEAF for k in ("provenance", "class", "flops", "bytes_moved")})
 PRECISION = Map(
     {k: LEAF for k in (

@@ -95,6 +95,14 @@ def _masked_fill(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: 
     return [data, mask], {"value": _fill_value(data, rng)}
 
 
+def _select_fill(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
+                 rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """index_select's inputs, and masked_fill's mask (of the selection's shape) and fill value."""
+    (src, idx), attrs = _index_select(binding, shape, dim, n_indices, rng)
+    mask = rng.random((*shape[:dim], n_indices, *shape[dim + 1:])) < 0.5
+    return [src, idx, mask], {**attrs, "value": _fill_value(src, rng)}
+
+
 def _contiguize(binding: Binding, shape: tuple[int, ...], dim: int, n_indices: int,
                 rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     return [random_array(rng, binding.dtypes[0], shape)], {}
@@ -131,6 +139,7 @@ INPUTS: dict[OpKind, InputMaker] = {
     OpKind.Gather: _gather,
     OpKind.MaskedFill: _masked_fill,
     OpKind.Contiguize: _contiguize,
+    OpKind.SelectFill: _select_fill,
     **{kind: _fft for kind in FFT_POINTS_IN},
 }
 
@@ -222,7 +231,8 @@ def _select_ladder(binding: Binding, n: int, rng: np.random.Generator,
     """About `n` output elements in rows of 64 elements.
 
     IndexSelect picks as many rows as the source has (dim 0), Gather picks along the rows (dim 1),
-    MaskedFill fills half. A kernel of cost class `strided_read` reads a transposed source: the
+    MaskedFill fills half, SelectFill does both (its rows of 64 elements are whole 16-byte words).
+    A kernel of cost class `strided_read` reads a transposed source: the
     planner weighs it against Contiguize + a contiguous kernel for such chunks, so that is the cost
     to measure. Contiguize: see `_contiguize_ladder`.
     """
@@ -273,6 +283,7 @@ LADDERS: dict[OpKind, Ladder] = {
     OpKind.IndexSelect: _select_ladder,
     OpKind.Gather: _select_ladder,
     OpKind.MaskedFill: _select_ladder,
+    OpKind.SelectFill: _select_ladder,
     OpKind.Contiguize: _contiguize_ladder,
     **{kind: _fft_ladder for kind in FFT_POINTS_IN},
 }

@@ -79,8 +79,9 @@ def read(text: str, path: str) -> Y:
         raise GraphError(f"YAML syntax: {problem}", path, line) from None
     except yaml.reader.ReaderError as err:  # a character YAML refuses (control characters, NUL …)
         line = text.count("\n", 0, err.position) + 1
-        raise GraphError(f"character {err.character!r} is not allowed in YAML; remove it or write it as an "
-                         "escape inside a double-quoted string", path, line) from None
+        code = err.character if isinstance(err.character, int) else ord(err.character)  # pyyaml: its ord
+        raise GraphError(f"character {chr(code)!r} (U+{code:04X}) is not allowed in YAML; remove it or write "
+                         "it as an escape inside a double-quoted string", path, line) from None
     if root is None:
         raise GraphError("the graph is empty; expected a mapping with inputs, steps and outputs", path, 1)
     return _convert(root, path, yaml.SafeLoader(""))

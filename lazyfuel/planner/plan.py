@@ -57,10 +57,12 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.chain import Chain, OpNode, decode_key
 from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
+from lazyfuel.planner.fusion import PairPlanning, fusable_pairs
 from lazyfuel.planner.placement import Placement, link_bytes
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.registry import Binding, NoBindingError, Registry
 from lazyfuel.registry.cost import host_backend
+from lazyfuel.settings import config
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,16 @@ class Planner:
 
     def __init__(self, registry: Registry, backends: Sequence[Backend],
                  costs: CostModel | None = None, cache_size: int = PLAN_CACHE_SIZE,
-                 left_out: Mapping[Backend, str] | None = None, mention_left_out: bool = False) -> None:
+                 left_out: Mapping[Backend, str] | None = None, mention_left_out: bool = False,
+                 device_kinds: Mapping[Backend, str] | None = None) -> None:
         self.registry = registry
         self.backends = tuple(backends)
         self.costs = costs
+        # the kind of device each backend runs on (Vulkan's `DeviceInfo.kind`), for the bindings
+        # whose contracts name the kinds they are planned on (`caps.device_kinds`); a backend not
+        # here plans none of those unless they are pinned
+        self.device_kinds = dict(device_kinds or {})
+        self._kernel_names: tuple[int, frozenset[str]] = (-1, frozenset())  # (registry size, names)
         self.cache_size = cache_size
         self.left_out = dict(left_out or {})  # backend -> why it is not planned over
         self.mention_left_out = mention_left_out
@@ -123,8 +131,10 @@ class Planner:
              placement: Placement | None = None) -> Program:
         """The cheapest program for `chain` on these inputs, where `placement` says they are and
         the result is wanted (None: host memory, `planner.placement`); NoBindingError if no
-        backend can run it."""
-        key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry), placement)
+        backend can run it. Kernels pinned in `lazyfuel.config.pin_kernels` are taken wherever
+        they can run (ValueError for a name no binding of the registry has)."""
+        pins = self._pins()
+        key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry), placement, pins)
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
@@ -138,7 +148,7 @@ class Planner:
         for backend in self.backends:
             try:
                 program = _Builder(self.registry, backend, dtypes, in_layouts, self.costs,
-                                   placement).build(chain)
+                                   placement, self.device_kinds.get(backend), pins).build(chain)
             except _Unplannable as why:
                 reasons.append(f"  {backend}: {why}")
                 programs.append(None)
@@ -163,6 +173,20 @@ class Planner:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return best
+
+    def _pins(self) -> frozenset[str]:
+        """The pinned kernel names in force, each checked to name a kernel of the registry."""
+        pins = frozenset(config.pin_kernels)
+        if pins:
+            size, known = self._kernel_names
+            if size != len(self.registry):  # the registry grew: name its kernels again
+                known = frozenset(b.contract.kernel for b in self.registry.bindings())
+                self._kernel_names = (len(self.registry), known)
+            unknown = sorted(pins - known)
+            if unknown:
+                raise ValueError(f"lazyfuel.config: pin_kernels names {', '.join(unknown)}, which no "
+                                 f"binding has; kernels: {', '.join(sorted(known))}")
+        return pins
 
     def host_copy_cost(self, dtype: DType, shape: Sequence[int]) -> float:
         """Seconds the host takes to copy an array of `dtype` and `shape` (what staging the rows a
@@ -203,14 +227,16 @@ def left_out_notice(backend: Backend) -> tuple[str, str]:
     return ("left out", backend.name)
 
 
-class _Builder:
+class _Builder(PairPlanning):
     """Builds one backend's program for a chain, step by step."""
 
     def __init__(self, registry: Registry, backend: Backend, dtypes: Sequence[DType],
                  in_layouts: Sequence[Layout], costs: CostModel | None = None,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, device_kind: str | None = None,
+                 pins: frozenset[str] = frozenset()) -> None:
         self.registry, self.backend, self.costs = registry, backend, costs
         self.placement = placement
+        self.device_kind, self.pins = device_kind, pins
         self.n_inputs = len(dtypes)
         self.input_dtypes, self.input_layouts = tuple(dtypes), tuple(in_layouts)
         self.values = [_Value(d, lay, i) for i, (d, lay) in enumerate(zip(dtypes, in_layouts))]
@@ -219,8 +245,15 @@ class _Builder:
         self.choices: list[Choice] = []
 
     def build(self, chain: Chain) -> Program:
-        for node in chain.nodes:
-            self.values.append(self._node(node))
+        pairs = fusable_pairs(chain)
+        deferred = set(pairs.values())  # selects planned with the masked_fill reading them
+        for j, node in enumerate(chain.nodes):
+            if j in deferred:
+                self.values.append(None)  # type: ignore[arg-type]  # nothing else reads it
+            elif j in pairs:
+                self.values.append(self._pair(chain.nodes[pairs[j]], node, self.n_inputs + pairs[j]))
+            else:
+                self.values.append(self._node(node))
         outputs = tuple(self._as_program_value(v, "the result is returned contiguous")
                         for v in chain.outputs)
         program = Program(self.input_dtypes, self.input_layouts, tuple(self.steps), outputs,
@@ -244,18 +277,35 @@ class _Builder:
             return self._step_value(pid)
         return self._select(op_kind, node)
 
+    def _try_select(self, op_kind: OpKind, node: OpNode) -> _Value | None:
+        """`_select`, or None where no binding of this backend can run `node`."""
+        try:
+            return self._select(op_kind, node)
+        except _Unplannable:
+            return None
+
+    def _cheaper_of(self, cost: float, than: float, bindings: Sequence[Binding]) -> bool:
+        return _cheaper(cost, than, self.costs, bindings)
+
+    def _source_of(self, bindings: Sequence[Binding]) -> str:
+        return _source(self.costs, bindings)
+
     def _step_value(self, pid: int) -> _Value:
         step = self.steps[pid - self.n_inputs]
         return _Value(step.out_dtype, Layout.contiguous(step.out_shape), pid)
 
-    def _select(self, op_kind: OpKind, node: OpNode) -> _Value:
+    def _select(self, op_kind: OpKind, node: OpNode, number: int | None = None) -> _Value:
+        """Plan `node` (chain node `number`, default the next) with its cheapest binding."""
         args = [self.values[a] for a in node.args]
         in_dtypes = tuple(a.dtype for a in args)  # the output dtype is the binding's (its dtype rule)
         candidates = [b for b in self.registry.bindings() if b.op_kind is op_kind
                       and b.backend is self.backend and b.dtypes[:-1] == in_dtypes]
+        params, out_shape = PARAMS[op_kind]([a.layout.shape for a in args], args[0].dtype, node.attr)
+        candidates = [b for b in candidates if self._may_plan(b, params, out_shape)]
+        if any(b.contract.kernel in self.pins for b in candidates):
+            candidates = [b for b in candidates if b.contract.kernel in self.pins]
         if not candidates:
             raise _Unplannable(f"no {op_kind} binding for inputs [{','.join(d.name for d in in_dtypes)}]")
-        params, out_shape = PARAMS[op_kind]([a.layout.shape for a in args], args[0].dtype, node.attr)
         options: list[tuple[Binding, dict[int, str], list[Binding]]] = []
         priced: list[Candidate] = []
         for binding in candidates:  # registry order: the declared priority
@@ -272,7 +322,8 @@ class _Builder:
         def cheaper(i: int, j: int) -> bool:
             return _cheaper(priced[i].cost, priced[j].cost, self.costs, [*options[i][2], *options[j][2]])
 
-        choice = decide(f"{op_kind} (chain node {len(self.values) - self.n_inputs})", priced, cheaper)
+        number = len(self.values) - self.n_inputs if number is None else number
+        choice = decide(f"{op_kind} (chain node {number})", priced, cheaper)
         self.choices.append(choice)
         binding, reasons, _ = options[choice.chosen]
         pids = []
@@ -286,6 +337,15 @@ class _Builder:
                     _cost(binding, params, out_shape, self.costs) + self._overhead(binding))
         self.steps.append(step)
         return self._step_value(self.n_inputs + len(self.steps) - 1)
+
+    def _may_plan(self, binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...]) -> bool:
+        """Whether the contract's plan conditions hold: its `misfit` is 0 for these params, and the
+        device is of a kind it lists (`device_kinds`; a pinned kernel runs on any device)."""
+        caps = binding.contract.caps
+        if caps.misfit is not None and caps.misfit.evaluate(cost_env(binding, params, out_shape)) != 0:
+            return False
+        return not caps.device_kinds or self.device_kind in caps.device_kinds \
+            or binding.contract.kernel in self.pins
 
     def _candidate_cost(self, binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...],
                         needs: list[tuple[int, str]], args: tuple[int, ...]) -> tuple[float, list[Binding]]:
@@ -444,6 +504,12 @@ FFT_LENGTHS: dict[OpKind, tuple[Callable[[int], int], Callable[[int], int]]] = {
 FFT_NORMS = ("backward", "ortho", "forward")
 
 
+def _select_fill_params(shapes, dtype, attr):
+    """index_select's params over (source, indices) and masked_fill's fill bytes."""
+    params, out_shape = _index_select_params(shapes[:2], dtype, attr)
+    return {**params, **_masked_fill_params([out_shape], dtype, attr)[0]}, out_shape
+
+
 def _fft_params(op_kind: OpKind, shapes, dtype, attr):
     """Attrs `axis` (default -1), `n` (default: numpy's), `norm` (None = "backward") → op params.
 
@@ -477,6 +543,7 @@ PARAMS = {
     OpKind.IndexSelect: _index_select_params,
     OpKind.Gather: _gather_params,
     OpKind.MaskedFill: _masked_fill_params,
+    OpKind.SelectFill: _select_fill_params,
     **{kind: partial(_fft_params, kind) for kind in FFT_LENGTHS},
 }
 

@@ -18,6 +18,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.planner.choice import Choice
+from lazyfuel.planner.streams import streamed_inputs
 from lazyfuel.registry.model import Binding
 
 
@@ -69,6 +70,12 @@ class Program:
     def binding_names(self) -> tuple[str, ...]:
         """Each step's binding as text (what `lf.profile` counts), made once per plan."""
         return tuple(str(s.binding) for s in self.steps)
+
+    @cached_property
+    def streamed_inputs(self) -> tuple[bool, ...]:
+        """For each input, whether every step reading it reads it once, in order, in long runs
+        (`planner.streams`): what a backend may read in place over the link."""
+        return streamed_inputs(self)
 
     @property
     def cost(self) -> float:

@@ -62,7 +62,7 @@ class DevicePrior:
     link: LinkPrior | None = None
 
 
-# A device nobody described: a Vulkan-like submit + fence of ~100 µs (DESIGN.md "Facts") and the
+# A device nobody described: a Vulkan-like submit + fence of ~100 µs and the
 # bandwidths of a small device.
 UNKNOWN_DEVICE = Throughput(100e-6, 8e9, 20e9)
 

@@ -72,6 +72,7 @@ OP_SIGNATURES: dict[OpKind, KernelSignature] = {
     OpKind.Ifft: KernelSignature(OpKind.Ifft, (("source", None),), DtypeRule("source", "complex_of")),
     OpKind.Rfft: KernelSignature(OpKind.Rfft, (("source", None),), DtypeRule("source", "complex_of")),
     OpKind.Irfft: KernelSignature(OpKind.Irfft, (("source", None),), DtypeRule("source", "real_of")),
+    OpKind.SelectFill: KernelSignature(OpKind.SelectFill, (*_SELECT, ("mask", _BOOL)), DtypeRule("source")),
 }
 
 

@@ -6,13 +6,13 @@ are recorded into one batch, with a barrier only before a step that reads what a
 wrote since the last barrier (independent steps overlap on the GPU); intermediates stay on the device, and
 only `program.outputs` come back, as fresh contiguous arrays, or into the `out=` arrays given
 (imported and written by the last kernel in zero-copy mode, copied into by the device in import
-mode, else downloaded into). An index_select whose only reader is a masked_fill is recorded with
-it as one `select_fill` dispatch on GPUs (`select_fills`): the selected rows never reach device
-memory, and in zero-copy mode that one kernel reads and writes host memory at once. Kernels
-that take indices record the first out-of-range position in a status word; the executor then
-raises IndexError naming the value and its position, and returns nothing. A lost device rebuilds
-the pool and retries once; a second loss is a DeviceLostError saying so (the next run gets a
-fresh pool again).
+mode, else downloaded into). The executor runs the program's steps as planned and decides
+nothing: which kernel runs each op (an index_select and masked_fill as one `select_fill` dispatch,
+say) is the planner's binding, and which inputs are read in place as streams the program's
+(`Program.streamed_inputs`). Kernels that take indices record the first out-of-range position in
+a status word; the executor then raises IndexError naming the value and its position, and
+returns nothing. A lost device rebuilds the pool and retries once; a second loss is a
+DeviceLostError saying so (the next run gets a fresh pool again).
 Each run is recorded for `lazyfuel.profile()` (submits, dispatches, bytes moved, device time, and
 the pool's label); while a profile is active, GPU timestamps around the steps (after the
 uploads, before the downloads) also give `kernel_seconds`. For the judge, `time_kernels` runs a
@@ -29,7 +29,6 @@ blocks of the pool given as inputs are bound where they lie.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,23 +39,13 @@ from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, is_d
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
-from lazyfuel.backends.vulkan.kernels import (
-    STATUS_STRIDE,
-    DeviceValue,
-    IndexSelectKernel,
-    MaskedFillKernel,
-    SelectFillKernel,
-    StatusSlot,
-    VulkanKernel,
-    select_fill_fits,
-)
+from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
-from lazyfuel.settings import config
 
 NO_BAD = 0xFFFFFFFF
 SATURATED = NO_BAD - 1
@@ -243,8 +232,6 @@ class VulkanExecutor:
             layouts = [Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))]
             fix = "copy it with a Contiguize binding whose caps accept it (the copy shader reads any view)"
         for k, (spec, layout) in enumerate(zip(step.binding.contract.inputs, layouts)):
-            if layout is None:  # a fused select's result, never materialised (`select_fills`)
-                continue
             why = spec.layout.violation(layout) if layout.size else None
             if why is not None:
                 raise ValueError(f"step {i} ({step.binding.op_kind}) argument {k} has layout {layout} "
@@ -261,8 +248,7 @@ class VulkanExecutor:
         n_in = program.n_inputs
         timed = timed and timestamps.supported(pool)
         with pool.batch() as batch:
-            values = transfer.upload_all(batch, arrays, program.input_dtypes,
-                                         streamed_inputs(program, kernels))
+            values = transfer.upload_all(batch, arrays, program.input_dtypes, program.streamed_inputs)
             results_wanted = {v for v in program.outputs if v >= n_in}
             into = {v: d for v, d in zip(program.outputs, dests) if d is not None and v >= n_in}
             landed: dict[int, np.ndarray] = {}  # results the kernels wrote in place (zero-copy)
@@ -273,17 +259,11 @@ class VulkanExecutor:
             if timed:
                 batch.kernels_begin()
             unfenced: set[int] = set()  # values written since the last barrier
-            fused = select_fills(program, kernels, pool)
             reread = {a for step in program.steps for a in step.args}  # values later steps read
-            absorbed = set(fused.values())
             for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
                 args = [values[a] for a in step.args]
                 self._check_caps(i, step, args)
-                if i in absorbed:  # recorded with the masked_fill that reads it
-                    values.append(None)
-                    continue
-                reads = step.args if i not in fused else (*program.steps[fused[i]].args, step.args[1])
-                if unfenced.intersection(reads):
+                if unfenced.intersection(step.args):
                     batch.barrier()
                     unfenced.clear()
                 layout = Layout.contiguous(step.out_shape)
@@ -295,13 +275,7 @@ class VulkanExecutor:
                                                   into.get(len(values)), len(values) in reread)
                 if result is not None:
                     landed[len(values)] = result
-                if i in fused:
-                    j = fused[i]
-                    select = program.steps[j]
-                    src, idx = (values[a] for a in select.args)
-                    _SELECT_FILL.record(batch, select, step, src, idx, args[1], out, StatusSlot(status, j))
-                else:
-                    kernel.record(batch, step, args, out, StatusSlot(status, i))
+                kernel.record(batch, step, args, out, StatusSlot(status, i))
                 unfenced.add(len(values))
                 values.append(DeviceValue(out, step.out_dtype, layout))
             if unfenced:  # staging downloads copy on the device: they must see every write
@@ -354,60 +328,8 @@ class VulkanExecutor:
         return kernel.index_error(step, position, int(flat[position]))
 
 
-# Record an index_select whose only reader is a masked_fill as one select_fill dispatch with it:
-# `lazyfuel.config._fuse_select_fill`: None = where the device is not a CPU (lavapipe runs the two
-# storage-buffer kernels faster than one through device addresses); tests set True or False.
-_SELECT_FILL = SelectFillKernel()
-
-
-def select_fills(program: Program, kernels: list[VulkanKernel], pool: DevicePool) -> dict[int, int]:
-    """{masked_fill step: index_select step} for each pair recorded as one `SelectFillKernel`
-    dispatch: the masked_fill's data is the select's result, which nothing else reads and the
-    program does not return, and the select's rows are whole 16-byte words (`select_fill_fits`)."""
-    fuse = config._fuse_select_fill
-    if not (pool.info.kind != "cpu" if fuse is None else fuse):
-        return {}
-    n_in = program.n_inputs
-    reads = Counter(a for step in program.steps for a in step.args)
-    found = {}
-    for k, (step, kernel) in enumerate(zip(program.steps, kernels)):
-        i = step.args[0] - n_in if isinstance(kernel, MaskedFillKernel) else -1
-        if i < 0 or not isinstance(kernels[i], IndexSelectKernel):
-            continue
-        value = step.args[0]
-        if reads[value] == 1 and value not in program.outputs \
-                and select_fill_fits(program.steps[i], program.steps[i].out_dtype):
-            found[k] = i
-    return found
-
-
-STREAMED_ROW_BYTES = 512  # index_select rows at least this long are read as streams
-
-
-def streamed_inputs(program: Program, kernels: list[VulkanKernel]) -> list[bool]:
-    """For each program input, whether every step that reads it reads its bytes at most once and
-    in long runs: masked_fill's data and mask, index_select's indices, and its source when it picks
-    no more rows than the source has, each at least STREAMED_ROW_BYTES long. A page-locked input
-    read that way is bound in place (`transfer.upload_all`): the kernel reads it over the link,
-    instead of a copy engine moving it first (on the H200 kernels move data both ways over the
-    link at once, copy engines one way at a time; decision 47). Gather's scattered elements and
-    Contiguize's views are not streams."""
-    streamed = [True] * program.n_inputs
-    for step, kernel in zip(program.steps, kernels):
-        for k, value in enumerate(step.args):
-            if value >= program.n_inputs or isinstance(kernel, MaskedFillKernel):
-                continue
-            if isinstance(kernel, IndexSelectKernel):
-                p = step.param
-                row = int(p["inner_count"]) * step.out_dtype.itemsize
-                if k == 1 or (int(p["n_indices"]) <= int(p["source_dim_size"]) and row >= STREAMED_ROW_BYTES):
-                    continue
-            streamed[value] = False
-    return streamed
-
-
 def _index_bound(step: Step) -> int:
     p = step.param
-    if step.binding.op_kind is OpKind.IndexSelect:
+    if "source_dim_size" in p:  # a row select (index_select, select_fill)
         return int(p["source_dim_size"])
     return int((tuple(p["source_shape"]) or (1,))[int(p["dim"])])

@@ -26,8 +26,8 @@ WIDTHS = (1, 2, 4, 8, 16)
 # Each family's workgroup size and elements (or words) per invocation come from the pool
 # (`pool.groups`, chosen per device kind in tuning.py); benchmarks/probes/select_tuning.py and
 # benchmarks/probes/kernels_gpu.py measure the choices. Gather's quads need elements a multiple of 4.
-# gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5) unless
-# `lazyfuel.config._gather_quads` is off (benchmarks/probes/kernels_gpu.py times both).
+# gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5); the
+# `gather_scalar` binding (`GatherKernel(quads=False)`, contracts/vulkan_variants.md) moves one.
 MAX_RANK = 8
 U32_LIMIT = 1 << 32  # positions from here on need the shaders' 64-bit (WIDE) arithmetic
 I31_LIMIT = 1 << 31  # the same for signed offsets (contiguize)
@@ -81,18 +81,17 @@ def storage_buffers(batch: Batch, *nbytes: int) -> bool:
     return pool.ssbo and all(-(-n // 16) * 16 <= pool.info.max_storage_buffer_range for n in nbytes)
 
 
-# `lazyfuel.config._force_wide`: tests run the shaders' 64-bit position arithmetic on small data.
-# `lazyfuel.config._aligned_rows`: index_select's straight row copy where each invocation's words
-# lie in one row (specialisation constant 5); tests and benchmarks turn it off to run and time the
-# general path.
+# `lazyfuel.config._force_wide`: tests run the shaders' 64-bit position arithmetic on small data
+# (every kernel takes it by itself where sizes need it: a switch of the data, not a binding).
 
 
-def spec_constants(batch: Batch, family: str, wide: bool, rank: int = 1) -> tuple[int, ...]:
+def spec_constants(batch: Batch, family: str, wide: bool, rank: int = 1,
+                   quads: bool = True) -> tuple[int, ...]:
     """Specialisation constants 0-4: workgroup size, elements per invocation, 64-bit positions,
     rank (contiguize), coalesced mapping of positions to invocations (GPUs); gather adds 5: quads."""
     local, elems = batch.pool.groups[family]
     spec = (local, elems, int(wide or config._force_wide), rank, int(batch.pool.coalesced))
-    return (*spec, int(config._gather_quads)) if family == "gather" else spec
+    return (*spec, int(quads)) if family == "gather" else spec
 
 
 def per_group(batch: Batch, family: str) -> int:
@@ -256,13 +255,17 @@ class BufferCopyKernel(VulkanKernel):
 
 
 class IndexSelectKernel(VulkanKernel):
-    """index_select as a row copy: rows of `inner_count` elements moved as the widest words."""
+    """index_select as a row copy: rows of `inner_count` elements moved as the widest words; with
+    `aligned_rows`, a straight row copy where each invocation's words lie in one row (sequential
+    mapping: specialisation constant 5), else always the general path (the `index_select_general`
+    binding, which tests and benchmarks pin to run and time it)."""
 
     family = "index_select"
     checks_indices = True
 
-    def __init__(self, dtype: DType | None = None) -> None:
+    def __init__(self, dtype: DType | None = None, aligned_rows: bool = True) -> None:
         self.dtype = dtype  # the wrapper's dtype (None: dtype-agnostic)
+        self.aligned_rows = aligned_rows
 
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
@@ -282,7 +285,7 @@ class IndexSelectKernel(VulkanKernel):
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // word >= U32_LIMIT
         # 5: each invocation's words lie in one row (sequential mapping, rows a multiple of them)
-        aligned = (config._aligned_rows and not batch.pool.coalesced
+        aligned = (self.aligned_rows and not batch.pool.coalesced
                    and words_per_row % batch.pool.groups[self.family][1] == 0)
         spec = (*spec_constants(batch, self.family, wide), int(aligned))
         pipeline = self.pipeline(batch, word, spec, ssbo)
@@ -294,7 +297,8 @@ class IndexSelectKernel(VulkanKernel):
                           f"of range for an axis of size {dim}")
 
     def __repr__(self) -> str:
-        return f"IndexSelectKernel({self.dtype or 'any'})"
+        general = "" if self.aligned_rows else ", general"
+        return f"IndexSelectKernel({self.dtype or 'any'}{general})"
 
 
 def select_rows(step: Any, src: DeviceValue, idx: DeviceValue) -> tuple[int, int, int, int]:
@@ -322,10 +326,14 @@ def gather_params(step: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
 
 
 class GatherKernel(VulkanKernel):
-    """gather along `dim`: out[o, m, k] = src[o, idx[o, m, k], k]."""
+    """gather along `dim`: out[o, m, k] = src[o, idx[o, m, k], k]; with `quads` (GPUs) each step
+    moves 4 consecutive outputs, else one (the `gather_scalar` binding)."""
 
     family = "gather"
     checks_indices = True
+
+    def __init__(self, quads: bool = True) -> None:
+        self.quads = quads
 
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
@@ -347,8 +355,12 @@ class GatherKernel(VulkanKernel):
         buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
                    bind(status.allocation, 4, status.offset)) if ssbo else None
         wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
-        pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, wide), ssbo)
+        spec = spec_constants(batch, self.family, wide, quads=self.quads)
+        pipeline = self.pipeline(batch, width, spec, ssbo)
         batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(batch, self.family), buffers)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({'' if self.quads else 'quads=False'})"
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
         p = step.param
@@ -406,18 +418,24 @@ def fill_pattern(step: Any, dtype: DType) -> list[int]:
     return memoryview(fill * (16 // width)).cast("I").tolist()
 
 
-class SelectFillKernel:
-    """index_select, then masked_fill of its result, as one dispatch (`select_fill.comp`): what the
-    executor records for such a pair (`select_fill_fits`), never a binding of its own. Moves
-    16-byte words, through device addresses."""
+class SelectFillKernel(IndexSelectKernel):
+    """index_select, then masked_fill of its result, as one dispatch (`select_fill.comp`): the
+    binding of op kind SelectFill that the planner puts in place of such a pair (`planner.fusion`)
+    where its contract's conditions hold (rows of whole 16-byte words; a GPU). The selected rows
+    never reach device memory. Moves 16-byte words, through device addresses (five buffers: the
+    push-descriptor set has four); index errors read as the select's (`IndexSelectKernel`)."""
 
     family = "select_fill"
 
-    def record(self, batch: Batch, select: Any, fill: Any, src: DeviceValue, idx: DeviceValue,
-               mask: DeviceValue, out: Allocation, status: StatusSlot) -> None:
-        """Record out = masked_fill(index_select(src, idx), mask); index errors go to `status`
-        (the select step's slot, so they read as the select's)."""
-        outer, dim, n_idx, row = select_rows(select, src, idx)
+    def code(self) -> bytes:
+        """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
+        return b"".join(spirv(f"{self.family}_w{w}") for w in WIDTHS)
+
+    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
+               status: StatusSlot | None) -> None:
+        """Record out = masked_fill(index_select(source, indices), mask); index errors go to `status`."""
+        src, idx, mask = args
+        outer, dim, n_idx, row = select_rows(step, src, idx)
         require(row % 16 == 0, f"select_fill: rows of {row} bytes are not 16-byte words")
         width = src.dtype.itemsize
         n = outer * n_idx * (row // 16)
@@ -426,16 +444,12 @@ class SelectFillKernel:
         if n == 0:
             return
         values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
-                  *fill_pattern(fill, src.dtype), mask.allocation.address, row // 16, n_idx, dim]
+                  *fill_pattern(step, src.dtype), mask.allocation.address, row // 16, n_idx, dim]
         wide = n >= U32_LIMIT or outer * dim * (row // 16) >= U32_LIMIT
         # launch shape: masked_fill's (the same 16-byte words per invocation)
         spec = spec_constants(batch, "masked_fill", wide)
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         batch.dispatch(pipeline, "<QQQQQQ4IQIII", values, 4, n, per_group(batch, "masked_fill"))
 
-
-def select_fill_fits(select: Any, dtype: DType) -> bool:
-    """Whether an index_select step of `dtype` data can run fused with a masked_fill of its result:
-    its rows are whole 16-byte words (and not empty)."""
-    row = int(select.param["inner_count"]) * dtype.itemsize
-    return row > 0 and row % 16 == 0
+    def __repr__(self) -> str:
+        return "SelectFillKernel()"

@@ -5,9 +5,11 @@
 symbols resolve to four distinct KernelRefs; gather and masked_fill each dispatch through one
 dtype-agnostic wrapper, so all their symbols resolve to the same KernelRef.
 `lazyfuel_entry_points()` resolves `lazyfuel::vulkan::ENTRY_POINTS`, the kernels declared in
-`lazyfuel/contracts/vulkan.md` (contiguize, and the select family for the other dtypes),
-`lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source)
-and `lazyfuel/contracts/vulkan_copy.md` (Contiguize of a dense view as one vkCmdCopyBuffer).
+`lazyfuel/contracts/vulkan.md` (contiguize, the select family for the other dtypes, and
+select_fill: an index_select and the masked_fill of its result in one dispatch),
+`lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source),
+`lazyfuel/contracts/vulkan_copy.md` (Contiguize of a dense view as one vkCmdCopyBuffer) and
+`lazyfuel/contracts/vulkan_variants.md` (the other code paths of index_select and gather).
 Both are cached: a symbol resolves to the same KernelRef object every time.
 """
 
@@ -21,6 +23,7 @@ from lazyfuel.backends.vulkan.kernels import (
     GatherKernel,
     IndexSelectKernel,
     MaskedFillKernel,
+    SelectFillKernel,
     VulkanKernel,
 )
 from lazyfuel.backends.vulkan.strided import StridedGatherKernel, StridedIndexSelectKernel
@@ -47,6 +50,7 @@ OP_KINDS: dict[type[VulkanKernel], OpKind] = {
     ContiguizeKernel: OpKind.Contiguize, BufferCopyKernel: OpKind.Contiguize,
     IndexSelectKernel: OpKind.IndexSelect, StridedIndexSelectKernel: OpKind.IndexSelect,
     GatherKernel: OpKind.Gather, StridedGatherKernel: OpKind.Gather, MaskedFillKernel: OpKind.MaskedFill,
+    SelectFillKernel: OpKind.SelectFill,
 }
 
 
@@ -82,7 +86,13 @@ def lazyfuel_entry_points() -> dict[str, KernelRef]:
     masked_fill = _ref(f"{_OWN}masked_fill", MaskedFillKernel())
     strided_index_select = _ref(f"{_OWN}index_select_strided", StridedIndexSelectKernel())
     strided_gather = _ref(f"{_OWN}gather_strided", StridedGatherKernel())
+    select_fill = _ref(f"{_OWN}select_fill", SelectFillKernel())
+    general = _ref(f"{_OWN}index_select_general", IndexSelectKernel(aligned_rows=False))
+    scalar = _ref(f"{_OWN}gather_scalar", GatherKernel(quads=False))
     for dtype in CONTIGUIZE_DTYPES:
+        table[f"{_OWN}select_fill_{dtype.suffix}"] = select_fill
+        table[f"{_OWN}index_select_general_{dtype.suffix}"] = general
+        table[f"{_OWN}gather_scalar_{dtype.suffix}"] = scalar
         table[f"{_OWN}contiguize_{dtype.suffix}"] = contiguize
         table[f"{_OWN}copy_buffer_{dtype.suffix}"] = copy_buffer
         table[f"{_OWN}index_select_strided_{dtype.suffix}"] = strided_index_select

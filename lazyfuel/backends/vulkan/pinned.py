@@ -12,7 +12,7 @@ memory as a numpy array, as `torch.Tensor.pin_memory()` or `cupyx.empty_pinned` 
 - on a discrete GPU, a block of the host-cached type the allocator downloads into
   (HOST_VISIBLE|HOST_CACHED system memory, page-locked by the driver): kernels write results
   into it in place, and read inputs in place where the program reads them once in long rows
-  (`executor.streamed_inputs`) or the mode is `zero-copy`; other inputs are copied in with
+  (`Program.streamed_inputs`) or the mode is `zero-copy`; other inputs are copied in with
   vkCmdCopyBuffer, still with no CPU copy;
 - where device memory is the host's own (lavapipe, integrated GPUs), a mapped device block:
   kernels bind it directly, so inputs need no copy and results land in place.

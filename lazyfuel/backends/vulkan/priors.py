@@ -26,7 +26,7 @@ from lazyfuel.backends.vulkan.link_probe import LinkProbe
 from lazyfuel.registry.cost import DevicePrior, LinkPrior, Throughput
 from lazyfuel.settings import config
 
-# before any device is known: a submit + fence costs ~100 µs (DESIGN.md "Facts")
+# before any device is known: a submit + fence costs ~100 µs
 KERNELS = Throughput(100e-6, 8e9, 20e9)
 
 _HOST_LINK = LinkPrior(100e-6, 8e9, 8e9)  # host-memory devices: imports, or a CPU copy

@@ -17,7 +17,7 @@ What each does per `memtypes.Mode` (the allocator's `mode`):
 
 ("copy" is a vkCmdCopyBuffer in the same command buffer.) In the copying modes on a discrete GPU
 staging is page-locked host memory, so it is treated as `lf.empty_pinned` memory is: an input the
-program reads once in long rows (`executor.streamed_inputs`) is read by the kernels straight from
+program reads once in long rows (`Program.streamed_inputs`) is read by the kernels straight from
 its upload staging, and a result no later step reads is written by its kernel straight into its
 download staging: no device memory and no device copy for either, half the staging-sized
 buffers a task holds, and the link's both directions used at once by one kernel (decision 46).
@@ -40,7 +40,7 @@ multiple of 16 bytes (kernels write whole 16-byte words), take the copying way o
 from `lf.empty_pinned` (`pinned.py`), or views of them, move with no CPU copy and no import in
 every mode: kernels write page-locked results in place, and read page-locked inputs in place
 where device memory is host memory, the mode is zero-copy, or the program reads the input once in
-order (`executor.streamed_inputs`: masked_fill, index_select of long rows); elsewhere the device
+order (`Program.streamed_inputs`: masked_fill, index_select of long rows); elsewhere the device
 copies from them (offsets aligned for binding). Imported arrays stay alive
 and pinned until the batch closes, after its fence. Byte counts for `lazyfuel.profile()` count
 the host bytes the device read or wrote, however they moved.
@@ -75,7 +75,7 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
                streamed: Sequence[bool] = ()) -> list[DeviceValue]:
     """Each array's memory span on the device as a DeviceValue (layout relative to the span),
     the copies recorded before one barrier that later work waits on. `streamed[i]`: the program
-    reads array i once, in order (see `executor.streamed_inputs`), so where it is page-locked the
+    reads array i once, in order (see `Program.streamed_inputs`), so where it is page-locked the
     kernels read it in place in every mode."""
     allocator = batch.pool.allocator
     mode = allocator.mode

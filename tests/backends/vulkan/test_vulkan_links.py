@@ -57,11 +57,12 @@ def test_own_document_parses_is_canonical_and_links():
     text = VULKAN_MD.read_text(encoding="utf-8")
     assert format_text(text, str(VULKAN_MD)) == text
     contracts = parse_contracts(VULKAN_MD)
-    assert [c.kernel for c in contracts] == ["contiguize", "index_select", "gather", "masked_fill"]
+    assert [c.kernel for c in contracts] == ["contiguize", "index_select", "gather", "masked_fill",
+                                             "select_fill"]
     registry = Registry()
     registry.load(SEED)
     bindings = registry.load(VULKAN_MD)
-    assert len(bindings) == 44
+    assert len(bindings) == 59
     contiguize = [b for b in bindings if b.op_kind is OpKind.Contiguize]
     assert {b.dtypes[0] for b in contiguize} == set(DType)
     assert all(b.kernel_source == "lazyfuel-glsl" for b in bindings)

@@ -171,16 +171,17 @@ def test_streamed_pinned_inputs_are_read_in_place_in_every_mode(vulkan, monkeypa
 
 
 def test_which_inputs_are_streams():
-    """masked_fill's inputs and index_select's indices always; index_select's source only with rows
-    of at least STREAMED_ROW_BYTES and no more rows picked than it has; never gather's or a view's."""
+    """A property of the plan (`Program.streamed_inputs`), not of the executor: masked_fill's
+    inputs, index_select's and select_fill's indices (and select_fill's mask) always;
+    index_select's source only with rows of at least STREAMED_ROW_BYTES and no more rows picked
+    than it has; never gather's or a view's."""
     from vulkan_helpers import ProgramBuilder
 
-    from lazyfuel.backends.vulkan.executor import STREAMED_ROW_BYTES, streamed_inputs
     from lazyfuel.dtypes import DType
+    from lazyfuel.planner.streams import STREAMED_ROW_BYTES
 
     def streamed(builder: ProgramBuilder, out: int) -> list[bool]:
-        program = builder.program((out,))
-        return streamed_inputs(program, [s.binding.kernel_ref.impl for s in program.steps])
+        return list(builder.program((out,)).streamed_inputs)
 
     cols = STREAMED_ROW_BYTES // 4
     x, few, many = np.zeros((8, cols), np.float32), np.arange(8, dtype=np.uint32), np.zeros(9, np.uint32)
@@ -196,6 +197,10 @@ def test_which_inputs_are_streams():
     assert streamed(b, b.gather(0, x.shape, DType.F32, 0, 1, (8, cols))) == [False, False]
     b = ProgramBuilder(x.T)
     assert streamed(b, b.contiguize(0)) == [False]
+    b = ProgramBuilder(x, few, np.zeros((8, cols), np.bool_))  # the fused pair reads as the two did
+    assert streamed(b, b.select_fill(0, x.shape, DType.F32, 0, 1, 8, 2, bytes(4))) == [True, True, True]
+    b = ProgramBuilder(x, many, np.zeros((9, cols), np.bool_))
+    assert streamed(b, b.select_fill(0, x.shape, DType.F32, 0, 1, 9, 2, bytes(4))) == [False, True, True]
 
 
 def test_a_result_later_steps_read_again_stays_in_device_memory(vulkan, monkeypatch):

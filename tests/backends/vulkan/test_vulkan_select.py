@@ -28,17 +28,20 @@ SHAPES = {1: (7,), 2: (3, 5), 3: (2, 3, 5), 4: (2, 3, 1, 5)}
 RANKS = sorted(SHAPES)
 
 
-def index_select(executor, x: np.ndarray, dim: int, idx: np.ndarray) -> np.ndarray:
+def index_select(executor, x: np.ndarray, dim: int, idx: np.ndarray, kernel: str | None = None) -> np.ndarray:
+    """Run index_select by the first binding for its dtypes, or the one of contract kernel `kernel`."""
     b = ProgramBuilder(x, idx)
     src, iv = b.input(0), b.input(1)
     dt = DType.from_numpy(x.dtype)
-    return run_one(executor, b, b.index_select(src, x.shape, dt, dim, iv, idx.size))
+    return run_one(executor, b, b.index_select(src, x.shape, dt, dim, iv, idx.size, kernel))
 
 
-def gather(executor, x: np.ndarray, dim: int, idx: np.ndarray) -> np.ndarray:
+def gather(executor, x: np.ndarray, dim: int, idx: np.ndarray, kernel: str | None = None) -> np.ndarray:
+    """Run gather by the first binding for its dtypes, or the one of contract kernel `kernel`."""
     b = ProgramBuilder(x, idx)
     src, iv = b.input(0), b.input(1)
-    return run_one(executor, b, b.gather(src, x.shape, DType.from_numpy(x.dtype), dim, iv, idx.shape))
+    return run_one(executor, b, b.gather(src, x.shape, DType.from_numpy(x.dtype), dim, iv, idx.shape,
+                                         kernel))
 
 
 def masked_fill(executor, x: np.ndarray, mask: np.ndarray, fill: bytes) -> np.ndarray:

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from vulkan_helpers import ProgramBuilder, random_array, raw, run_one, same_bits
 
-import lazyfuel as lf
 from lazyfuel.backends.vulkan.memtypes import Mode, Use
 from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.dtypes import DType
@@ -73,10 +72,13 @@ def test_streamed_inputs_and_results_stay_in_staging(executor, pool, fused):
     select_only = ProgramBuilder(x, idx)
     select_only.index_select(0, (rows, cols), DType.F32, 0, 1, rows)
     chain = ProgramBuilder(x, idx, mask)
-    selected = chain.index_select(0, (rows, cols), DType.F32, 0, 1, rows)
-    chain.masked_fill(selected, (rows, cols), DType.F32, 2, np.float32(-1).tobytes())
+    if fused:
+        chain.select_fill(0, (rows, cols), DType.F32, 0, 1, rows, 2, np.float32(-1).tobytes())
+    else:
+        selected = chain.index_select(0, (rows, cols), DType.F32, 0, 1, rows)
+        chain.masked_fill(selected, (rows, cols), DType.F32, 2, np.float32(-1).tobytes())
     out = np.full((rows, cols), np.nan, np.float32)
-    with lf.config(_fuse_select_fill=fused), in_mode(pool, Mode.STAGED) as allocator:
+    with in_mode(pool, Mode.STAGED) as allocator:
         filled = np.where(mask, np.float32(-1), x[idx])
         for b, want, kept in ((select_only, x[idx], 0), (chain, filled, 1 - fused)):
             (got,) = executor.run(b.program((b.value_count() - 1,)), b.inputs, out=[out])

@@ -65,17 +65,39 @@ def test_select_kernels_are_bit_exact_under_each_group_choice(executor, pool, ma
             index_select(executor, random_array(rng, DType.F32, (37, inner)), 0, bad)
 
 
-@pytest.mark.parametrize("aligned", [True, False], ids=["aligned-rows", "general"])
+@pytest.mark.parametrize("kernel", ["index_select", "index_select_general"], ids=["aligned-rows", "general"])
 @pytest.mark.parametrize("dtype", [DType.F32, DType.U8, DType.F16], ids=str)
 def test_index_select_rows_of_whole_invocations_match_the_general_path(executor, pool, mapping, dtype,
-                                                                         aligned, monkeypatch):
+                                                                         kernel, monkeypatch):
     """Rows a multiple of an invocation's words take the straight row copy (sequential mapping);
-    the general path must give the same bits, over several outer slices and tiles."""
-    with lf.config(_aligned_rows=aligned):
-        monkeypatch.setattr(pool, "max_groups", 3)  # several dispatches: tiles start mid-array
-        rng = np.random.default_rng(7 + list(DType).index(dtype))
-        for shape, dim, m in (((5, 9, 64), 1, 11), ((300, 128), 0, 257), ((2, 3, 512), 2, 40)):
-            x = random_array(rng, dtype, shape)
-            idx = rng.integers(0, shape[dim], m).astype(np.uint32)
-            expected = np.take(raw(x), idx.astype(np.intp), axis=dim).view(x.dtype)
-            same_bits(index_select(executor, x, dim, idx), expected)
+    the general path (the `index_select_general` binding, asked for by name) must give the same
+    bits, over several outer slices and tiles."""
+    monkeypatch.setattr(pool, "max_groups", 3)  # several dispatches: tiles start mid-array
+    rng = np.random.default_rng(7 + list(DType).index(dtype))
+    for shape, dim, m in (((5, 9, 64), 1, 11), ((300, 128), 0, 257), ((2, 3, 512), 2, 40)):
+        x = random_array(rng, dtype, shape)
+        idx = rng.integers(0, shape[dim], m).astype(np.uint32)
+        expected = np.take(raw(x), idx.astype(np.intp), axis=dim).view(x.dtype)
+        same_bits(index_select(executor, x, dim, idx, kernel), expected)
+
+
+@pytest.mark.parametrize("kernel", ["index_select_general", "gather_scalar"])
+def test_a_variant_is_a_binding_the_planner_takes_when_it_is_pinned(vulkan, kernel):
+    """The other code path of a kernel is asked for by name (`lf.config(pin_kernels=...)`), not by
+    a switch: explain names it, it runs bit-equal, and without the pin the default path runs."""
+    rng = np.random.default_rng(41)
+    x = random_array(rng, DType.F32, (64, 32))
+    if kernel == "gather_scalar":
+        idx = rng.integers(0, 64, (64, 32))
+        y, want = lf.gather(lf.from_array(x, chunks=(64, 32)), 0, idx), np.take_along_axis(raw(x), idx, 0)
+    else:
+        idx = rng.integers(0, 64, 40)
+        y, want = lf.index_select(lf.from_array(x, chunks=(64, 32)), 0, idx), raw(x)[idx]
+    with lf.config(pin_kernels=[kernel]):
+        assert f"{kernel} [lazyfuel-glsl-variant]" in lf.explain(y)
+        with lf.profile() as p:
+            same_bits(y.compute(), want.view(x.dtype))
+    assert any(kernel in name for name in p.bindings)
+    with lf.profile() as p:
+        same_bits(y.compute(), want.view(x.dtype))
+    assert not any(kernel in name for name in p.bindings)

@@ -22,6 +22,7 @@ from lazyfuel.registry.model import Binding
 
 REPO = Path(__file__).resolve().parents[3]
 VULKAN_MD = REPO / "lazyfuel" / "contracts" / "vulkan.md"
+VARIANTS_MD = REPO / "lazyfuel" / "contracts" / "vulkan_variants.md"
 ALL_DTYPES = tuple(DType)
 # Bit patterns arithmetic would change: NaNs with payloads, -0.0, the smallest subnormal, -inf.
 SPECIALS = {
@@ -38,15 +39,16 @@ def registry() -> Registry:
     found = Registry()
     found.load(SEED)
     found.load(VULKAN_MD)
+    found.load(VARIANTS_MD)
     return found
 
 
-def binding(op: OpKind, *dtypes: DType) -> Binding:
-    """The Vulkan binding for (op, dtypes)."""
+def binding(op: OpKind, *dtypes: DType, kernel: str | None = None) -> Binding:
+    """The first Vulkan binding for (op, dtypes), or the one of contract kernel `kernel`."""
     for b in registry().bindings():
-        if b.op_kind is op and b.dtypes == dtypes:
+        if b.op_kind is op and b.dtypes == dtypes and kernel in (None, b.contract.kernel):
             return b
-    raise LookupError(f"no Vulkan binding for {op} {dtypes}")
+    raise LookupError(f"no Vulkan binding for {op} {dtypes}" + (f" of kernel {kernel}" if kernel else ""))
 
 
 def random_array(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
@@ -109,21 +111,34 @@ class ProgramBuilder:
                                ("offset", layout.offset)),
                               layout.shape, dt, reason="awkward input"))
 
-    def index_select(self, src: int, shape: tuple[int, ...], dt: DType, dim: int, idx: int, n: int) -> int:
+    def index_select(self, src: int, shape: tuple[int, ...], dt: DType, dim: int, idx: int, n: int,
+                     kernel: str | None = None) -> int:
         shape = shape or (1,)
         params = (("outer_count", math.prod(shape[:dim])), ("source_dim_size", shape[dim]),
                   ("n_indices", n), ("inner_count", math.prod(shape[dim + 1:])))
         out = (*shape[:dim], n, *shape[dim + 1:])
-        return self._add(Step(binding(OpKind.IndexSelect, dt, DType.U32, dt), (src, idx), params, out, dt))
+        return self._add(Step(binding(OpKind.IndexSelect, dt, DType.U32, dt, kernel=kernel), (src, idx),
+                              params, out, dt))
 
     def gather(self, src: int, shape: tuple[int, ...], dt: DType, dim: int, idx: int,
-               out_shape: tuple[int, ...]) -> int:
+               out_shape: tuple[int, ...], kernel: str | None = None) -> int:
         params = (("source_shape", shape), ("output_shape", out_shape), ("dim", dim))
-        return self._add(Step(binding(OpKind.Gather, dt, DType.U32, dt), (src, idx), params, out_shape, dt))
+        return self._add(Step(binding(OpKind.Gather, dt, DType.U32, dt, kernel=kernel), (src, idx), params,
+                              out_shape, dt))
 
     def masked_fill(self, data: int, shape: tuple[int, ...], dt: DType, mask: int, fill: bytes) -> int:
         return self._add(Step(binding(OpKind.MaskedFill, dt, DType.BOOL, dt), (data, mask),
                               (("fill_bytes", fill),), shape, dt))
+
+    def select_fill(self, src: int, shape: tuple[int, ...], dt: DType, dim: int, idx: int, n: int,
+                    mask: int, fill: bytes) -> int:
+        """One SelectFill step: masked_fill(index_select(src, dim, idx), mask, fill)."""
+        shape = shape or (1,)
+        params = (("outer_count", math.prod(shape[:dim])), ("source_dim_size", shape[dim]),
+                  ("n_indices", n), ("inner_count", math.prod(shape[dim + 1:])), ("fill_bytes", fill))
+        out = (*shape[:dim], n, *shape[dim + 1:])
+        return self._add(Step(binding(OpKind.SelectFill, dt, DType.U32, DType.BOOL, dt), (src, idx, mask),
+                              params, out, dt))
 
     def program(self, outputs: tuple[int, ...]) -> Program:
         return Program(tuple(DType.from_numpy(a.dtype) for a in self.inputs),

@@ -1,0 +1,73 @@
+"""`lazyfuel.backends.vulkan.device_array`: a result left in Vulkan memory (`compute(device=True)`)
+as one C-order DeviceArray, assembled from its blocks by device copies of contiguous runs; read
+in place through DLPack where the memory is host-visible (lavapipe), copied by `to_host`, bit for
+bit as numpy on fresh random data; what it cannot do refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+from lazyfuel.backends.vulkan.device_array import DL_CPU, DeviceArray, _runs, assemble
+
+RNG = np.random.default_rng()
+
+
+def place(block: tuple[int, ...], origin: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """Bytes of a C-order array of `shape` with a block of `block` copied in at `origin` by `_runs`."""
+    item = 4
+    src = RNG.integers(1, 2**31, block, dtype=np.int32) if all(block) else np.zeros(block, np.int32)
+    out = np.zeros(shape, np.int32)
+    flat_out, flat_src = out.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8)
+    for s, d, n in _runs(block, origin, shape, item):
+        flat_out[d:d + n] = flat_src[s:s + n]
+    want = np.zeros(shape, np.int32)
+    want[tuple(slice(o, o + b) for o, b in zip(origin, block))] = src
+    assert out.tobytes() == want.tobytes(), (block, origin, shape)
+    return out
+
+
+@pytest.mark.parametrize(("block", "origin", "shape"), [
+    ((2, 3), (4, 0), (6, 3)),          # whole rows: one run
+    ((2, 2), (1, 1), (4, 5)),          # a tile: one run per row
+    ((2, 3, 4), (1, 0, 0), (3, 3, 4)),  # whole trailing planes
+    ((1, 2, 2), (0, 1, 2), (2, 3, 4)),
+    ((0, 3), (0, 0), (2, 3)),          # empty: nothing
+])
+def test_runs_place_a_block_where_it_belongs(block, origin, shape):
+    place(block, origin, shape)
+    if all(block) and block[1:] == shape[1:]:
+        assert len(_runs(block, origin, shape, 4)) == 1
+
+
+def test_a_0d_block_is_one_element():
+    assert _runs((), (), (), 8) == [(0, 0, 8)]
+
+
+def test_a_chunked_result_is_one_device_array_read_in_place(vulkan):
+    a = RNG.standard_normal((9, 6)).astype(np.float32)
+    idx = RNG.integers(0, 9, 7)
+    r = lf.from_array(a, chunks=(4, 3)).index_select(0, idx).compute(device=True)
+    assert isinstance(r, DeviceArray) and (r.shape, r.dtype) == ((7, 6), np.float32)
+    assert r.to_host().tobytes() == a[idx].tobytes() == np.asarray(r).tobytes()
+    assert np.asarray(r, dtype=np.float64).dtype == np.float64
+    assert repr(r) == f"lazyfuel.DeviceArray(shape=(7, 6), dtype=float32, device={r.device!r})"
+    if r.host_visible:  # lavapipe: the mapped memory itself
+        assert r.__dlpack_device__() == (DL_CPU, 0)
+        view = np.from_dlpack(r)
+        assert view.tobytes() == a[idx].tobytes() and np.shares_memory(view, r._view())
+
+
+def test_a_result_of_one_block_is_that_block(vulkan):
+    a = RNG.integers(0, 100, (5, 4)).astype(np.int32)
+    r = lf.from_array(a, chunks=(5, 4)).masked_fill(a > 50, -1).compute(device=True)
+    assert r.to_host().tobytes() == np.where(a > 50, np.int32(-1), a).tobytes()
+
+
+def test_what_it_cannot_do_is_refused_by_name(vulkan):
+    r = lf.from_array(np.ones((2, 2), np.float32), chunks=1).contiguous().compute(device=True)
+    with pytest.raises(NotImplementedError, match=r"^handing a DeviceArray on .* to CUDA is not implemented"):
+        r.cuda()
+    with pytest.raises(ValueError, match=r"^assemble\(\) needs at least one resident block$"):
+        assemble([np.zeros((2, 2), np.float32)], ((2,), (2,)), np.float32)

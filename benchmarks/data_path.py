@@ -29,6 +29,7 @@ each of `--sweep-threads` (steady across thread counts?).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -159,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="first time making and destroying one block per memory use at 64 MiB, 192 MiB, "
                         "1 GiB (what a compute pays for each buffer it cannot reuse)")
     parser.add_argument("--json", default="", help="also write every timing here")
+    parser.add_argument("--workloads", default="w1", help="w1 and/or w3,w4 (resident, on the GPU)")
+    parser.add_argument("--resident-gib", type=float, default=16.0, help="W3/W4: size of resident x")
+    parser.add_argument("--resident-chunk-mib", type=int, default=1024, help="W3/W4: chunk size, MiB")
     args = parser.parse_args(argv)
     if args.quick:
         args.gib, args.mibs, args.threads, args.rounds, args.sweep_threads = 0.125, "8,16,32", 2, 1, ""
@@ -171,6 +175,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (CUDA)' if CUDA else ''}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
     if args.alloc:
         allocation_costs(pool)
+    workloads = set(args.workloads.split(","))
+    if workloads & {"w3", "w4"}:
+        resident = resident_workloads(args, pool)
+        if args.json and "w1" not in workloads:
+            with open(args.json, "w") as f:
+                json.dump({"resident": resident}, f, indent=1, default=str)
+        if "w1" not in workloads:
+            messages = pool.validation_messages
+            print(f"\nvalidation messages: {len(messages)}" + "".join(f"\n  {m}" for m in messages[:5]))
+            return 1 if messages else 0
     x, mask = make_inputs(args.gib)
     out = np.zeros_like(x)
     x_pinned = out_pinned = None
@@ -302,6 +316,218 @@ def torch_best_run(t: dict[str, Any], idx_pinned: Any, chunk_rows: int) -> Any:
             t["out"][rows].copy_(g.index_select(0, i).masked_fill(m, -1.0), non_blocking=True)
     torch.cuda.synchronize()
     return t["out"]
+
+
+
+# -- W3 / W4: resident data, results on the GPU, the torch hand-off (`--workloads w3,w4`) ----------
+def resident_workloads(args: argparse.Namespace, pool: Any) -> dict[str, Any]:
+    """W3 and W4 (issue 18), printed as two tables; the timings as a dict for `--json`.
+
+    W3: x of `--resident-gib` GiB f32 resident on the GPU (`lf.from_array` of a CUDA tensor:
+    device to device; without CUDA `persist(device=True)` of a host array), y = masked_fill(
+    index_select(x, 0, idx), mask (N, 1), -1) with idx permuting rows inside each chunk, result left
+    on the GPU (`y.persist(device=True)`: one block per chunk, each over maxMemoryAllocationSize
+    otherwise), best of `--rounds`; TB/s = (x read + y written) / wall, beside torch index_select +
+    masked_fill_ and CuPy take + copyto on the same resident tensors, for 1 KiB and 64-byte rows.
+    W4: `torch.from_dlpack(y.compute(device=True))` of one chunk's result against the compute alone
+    (best of `--rounds` each), no download in `lf.profile`, values bit-equal to torch's. Then the
+    resident store's budget under 16 threads: persisted blocks spilling under a small budget end
+    under it, bit-exact."""
+    results: dict[str, Any] = {}
+    gib = 1 / 16 if args.quick else args.resident_gib
+    chunk_mib = 4 if args.quick else args.resident_chunk_mib
+    rows_out: list[str] = []
+    for row_bytes in (1024, 64) if "w3" in args.workloads else ():
+        results[f"w3 {row_bytes}"] = _w3(pool, gib, chunk_mib, row_bytes, max(args.rounds, 2), rows_out)
+        gc.collect()  # x, its torch tensor and y go before the next
+    if rows_out:
+        print(f"\n### W3 resident: {gib:g} GiB f32 on the GPU, index_select (rows permuted within chunks "
+          f"of {chunk_mib} MiB) + masked_fill, result on the GPU; TB/s of x read + y written, best of "
+              f"{max(args.rounds, 2)}\n")
+        print("| row bytes | configuration | ms | TB/s | vs torch | MiB up / down (lf.profile) |\n"
+              "|---|---|---|---|---|---|")
+        print("\n".join(rows_out))
+    if "w4" in args.workloads:
+        results["w4"] = _w4(pool, gib, chunk_mib, max(args.rounds, 3))
+        gc.collect()
+        results["settle"] = _settle_under_threads(pool, 16)
+    return results
+
+
+def _resident_x(rows: int, cols: int, chunk_rows: int) -> tuple[Any, Any, np.ndarray | None]:
+    """(lazyfuel x resident on the GPU, the torch tensor or None, the host array without CUDA)."""
+    if CUDA:
+        xt = torch.rand((rows, cols), device="cuda", dtype=torch.float32)
+        xt[:, 0] = torch.arange(rows, device="cuda", dtype=torch.float32)
+        torch.cuda.synchronize()
+        return lf.from_array(xt, chunks=(chunk_rows, cols)), xt, None
+    xh = np.random.default_rng(3).standard_normal((rows, cols)).astype(np.float32)
+    return lf.from_array(xh, chunks=(chunk_rows, cols)).persist(device=True), None, xh
+
+
+def _best(run: Callable[[], Any], rounds: int) -> tuple[float, Any]:
+    """The best wall seconds of `rounds` runs (each synchronised) and the last run's value."""
+    best, got = float("inf"), None
+    for _ in range(rounds):
+        got = None
+        start = time.perf_counter()
+        got = run()
+        if CUDA:
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best, got
+
+
+def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows_out: list[str]) -> dict:
+    from lazyfuel.graph.resident import held_blocks
+
+    cols = row_bytes // 4
+    rows = int(gib * 2**30) // row_bytes
+    chunk_rows = max(1, (chunk_mib << 20) // row_bytes)
+    start = time.perf_counter()
+    x, xt, xh = _resident_x(rows, cols, chunk_rows)
+    made = time.perf_counter() - start
+    idx = permutation(rows, chunk_rows, row_bytes)
+    mask = np.random.default_rng(row_bytes).random((rows, 1)) < 0.5
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    nbytes = 2 * rows * row_bytes  # x read once, y written once
+    profiles = []
+
+    def lazyfuel_w3() -> Any:
+        with lf.profile() as p:
+            kept = y.persist(device=True)
+        profiles.append(p)
+        return kept
+
+    seconds, kept = _best(lazyfuel_w3, rounds)
+    host = xh if xh is not None else None
+    blocks = held_blocks(kept.to_dask())
+    first_block = np.asarray(blocks[0])
+    for c in sorted({0, len(blocks) // 2, len(blocks) - 1}):  # bit-equal with numpy
+        lo, hi = c * chunk_rows, min((c + 1) * chunk_rows, rows)
+        src = host[lo:hi] if host is not None else xt[lo:hi].cpu().numpy()
+        want = np.where(mask[lo:hi], np.float32(-1), src[idx[lo:hi] - lo])
+        if np.asarray(blocks[c]).tobytes() != want.tobytes():
+            raise SystemExit(f"W3 {row_bytes} B rows: block {c} differs from numpy")
+    del kept, blocks
+    p = profiles[-1]
+    found = {"rows": rows, "x_made_s": made, "lazyfuel_s": seconds, "up": p.bytes_uploaded,
+             "down": p.bytes_downloaded, "kernel_s": p.kernel_seconds, "device_s": p.device_seconds}
+    torch_s = None
+    if CUDA:
+        idx_t = torch.from_numpy(idx).cuda()
+        mask_t = torch.from_numpy(mask).cuda()
+        torch_s, yt = _best(lambda: torch.index_select(xt, 0, idx_t).masked_fill_(mask_t, -1.0), rounds)
+        if yt[:chunk_rows].cpu().numpy().tobytes() != first_block.tobytes():
+            raise SystemExit(f"W3 {row_bytes} B rows: torch's first block differs from lazyfuel's")
+        del yt
+        found["torch_s"] = torch_s
+        try:
+            import cupy
+        except ImportError:
+            cupy = None
+        if cupy is not None:
+            xc, idc, mc = cupy.asarray(xt), cupy.asarray(idx_t), cupy.asarray(mask_t)
+
+            def cupy_w3() -> Any:
+                out = cupy.take(xc, idc, axis=0)
+                cupy.copyto(out, cupy.float32(-1), where=mc)
+                return out
+
+            found["cupy_s"], _ = _best(cupy_w3, rounds)
+            del xc, idc, mc
+        x_gbs = rows * row_bytes / made / 1e9
+        found["from_array_gbs"] = x_gbs
+        del idx_t, mask_t
+        torch.cuda.empty_cache()  # the next row size makes its own tensors
+        if cupy is not None:
+            cupy.get_default_memory_pool().free_all_blocks()
+    link = f"{found['up'] / 2**20:.0f} / {found['down'] / 2**20:.0f}"
+    vs = f"{torch_s / seconds:.2f}x" if torch_s else "-"
+    rows_out.append(f"| {row_bytes} | lazyfuel persist(device=True) | {seconds * 1e3:.2f} | "
+                    f"{nbytes / seconds / 1e12:.3f} | {vs} | {link} |")
+    if torch_s:
+        rows_out.append(f"| {row_bytes} | torch index_select + masked_fill_ (resident) | "
+                        f"{torch_s * 1e3:.2f} | {nbytes / torch_s / 1e12:.3f} | 1.00x | - |")
+    if "cupy_s" in found:
+        c = found["cupy_s"]
+        rows_out.append(f"| {row_bytes} | CuPy take + copyto (resident) | {c * 1e3:.2f} | "
+                        f"{nbytes / c / 1e12:.3f} | {torch_s / c:.2f}x | - |")
+    rows_out.append(f"| {row_bytes} | (x made resident by lf.from_array: {made * 1e3:.1f} ms, "
+                    f"{rows * row_bytes / made / 1e9:.1f} GB/s) | | | | |")
+    print("\n".join(rows_out[-2 - (torch_s is not None) - ("cupy_s" in found):]), flush=True)
+    return found
+
+
+def _w4(pool: Any, gib: float, chunk_mib: int, rounds: int) -> dict:
+    """W4: one chunk's result (one block: no assembly) on the GPU, handed to torch or not."""
+    rows = int(gib * 2**30) // (COLS * 4)
+    chunk_rows = max(1, (chunk_mib << 20) // (COLS * 4))
+    x, xt, xh = _resident_x(rows, COLS, chunk_rows)
+    idx = np.random.default_rng(4).permutation(chunk_rows).astype(np.int64)  # rows of the first chunk
+    mask = np.random.default_rng(5).random((chunk_rows, 1)) < 0.5
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    src = xh[:chunk_rows] if xh is not None else xt[:chunk_rows].cpu().numpy()
+    want = np.where(mask, np.float32(-1), src[idx])
+    alone_runs, handed_runs, t = [], [], None
+    with lf.profile() as p:
+        for _ in range(rounds + 1):  # interleaved; the first of each (warm-up) not counted
+            alone_runs.append(_best(lambda: y.compute(device=True), 1)[0])
+            if CUDA:
+                t = None
+                seconds, t = _best(lambda: torch.from_dlpack(y.compute(device=True)), 1)
+                handed_runs.append(seconds)
+    alone = min(alone_runs[1:])
+    found: dict[str, Any] = {"rows": chunk_rows, "compute_s": alone, "compute_runs_s": alone_runs}
+    line = (f"compute(device=True) alone {alone * 1e3:.2f} ms (median "
+            f"{statistics.median(alone_runs[1:]) * 1e3:.2f})")
+    if CUDA:
+        handed = min(handed_runs[1:])
+        found["handoff_runs_s"] = handed_runs
+        r = y.compute(device=True)
+        same_memory = torch.from_dlpack(r).data_ptr() == r.__cuda_array_interface__["data"][0]
+        equal = t.cpu().numpy().tobytes() == want.tobytes()
+        found.update(handoff_s=handed, down=p.bytes_downloaded, same_memory=same_memory, equal=equal,
+                     kind=r.hand_off.kind)
+        line += (f"; torch.from_dlpack(compute(device=True)) {handed * 1e3:.2f} ms (median "
+                 f"{statistics.median(handed_runs[1:]) * 1e3:.2f}; best {handed / alone:.3f}x); MiB down "
+                 f"{p.bytes_downloaded / 2**20:.0f}; same memory {same_memory}; bit-equal {equal}")
+        del r, t
+    else:
+        r = y.compute(device=True)
+        found.update(kind=r.hand_off.kind, equal=np.from_dlpack(r).tobytes() == want.tobytes())
+        line += f"; hand-off {found['kind']}; bit-equal {found['equal']}"
+        del r
+    print(f"\n### W4 torch hand-off: one {chunk_rows * COLS * 4 / 2**20:.0f} MiB block, best of {rounds}\n"
+          f"\n{line}", flush=True)
+    return found
+
+
+def _settle_under_threads(pool: Any, threads: int) -> dict:
+    """Persisted blocks under a budget of a quarter of them, computed by `threads` dask threads:
+    the store ends under its budget and the blocks read back bit-exact (`ResidentStore.settle`)."""
+    from lazyfuel.backends.vulkan.residency import store_of
+
+    a = np.random.default_rng(6).standard_normal((threads * 16 * 1024, 256)).astype(np.float32)  # 256 blocks
+    budget = a.nbytes // 4
+    store = store_of(pool)
+    worst = 0
+    for _ in range(3):
+        xp = lf.from_array(a, chunks=(1024, 256)).persist(device=True, device_memory_budget=budget,
+                                                            scheduler="threads", num_workers=threads)
+        worst = max(worst, store.device_bytes)
+        equal = xp.compute(device_memory_budget=budget).tobytes() == a.tobytes()
+        del xp
+        gc.collect()
+        if not equal:
+            raise SystemExit("settle: persisted blocks differ from the host array")
+    ok = worst <= budget
+    print(f"\nresident store under {threads} threads: {a.nbytes / 2**20:.0f} MiB in 1 MiB blocks, budget "
+          f"{budget / 2**20:.0f} MiB; most held after a persist {worst / 2**20:.1f} MiB "
+          f"({'under' if ok else 'OVER'} the budget); bit-exact", flush=True)
+    if not ok:
+        raise SystemExit("settle: the store ended over its budget")
+    return {"budget": budget, "worst": worst}
 
 
 if __name__ == "__main__":

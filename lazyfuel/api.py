@@ -22,10 +22,12 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from lazyfuel import zarr_io
+from lazyfuel import dlpack, zarr_io
 from lazyfuel.array import Array, _data, _node
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
+from lazyfuel.graph.ir import Source
+from lazyfuel.graph.resident import from_cuda
 from lazyfuel.runtime import DefaultRuntime, _planner  # noqa: F401 - api._planner: the tests reset it
 
 __all__ = ["Array", "DefaultRuntime", "asarray", "broadcast_to", "contiguous", "explain",
@@ -38,8 +40,11 @@ def from_array(a: Any, chunks: Any = "auto") -> Array:
 
     `chunks` is anything dask's `from_array` takes ("auto", an int, a tuple per axis). A DLPack
     producer on the CPU (a torch CPU tensor, a host-visible `DeviceArray`) is read in place through
-    `np.from_dlpack`; one on a GPU is a NotImplementedError naming the device. The data is
-    not copied; its chunks reach kernels as numpy views. Data in non-native byte order (`>i4`)
+    `np.from_dlpack`: the data is not copied; its chunks reach kernels as numpy views. One on a
+    CUDA GPU (a torch / CuPy CUDA tensor) is copied now, device to device, into blocks in Vulkan
+    device memory on the same GPU (as `persist(device=True)` holds them: no upload, no host round
+    trip; `graph/resident.py:from_cuda`), NotImplementedError where Vulkan and CUDA do not share
+    the GPU; on another device a NotImplementedError naming it. Data in non-native byte order (`>i4`)
     is converted to native order chunk by chunk as it is read (`lf.explain` says so). TypeError
     for a dtype lazyfuel does not handle (e.g. float128, datetime64).
 
@@ -47,26 +52,30 @@ def from_array(a: Any, chunks: Any = "auto") -> Array:
     >>> x.chunks
     ((1, 1), (3,))
     """
+    if _dlpack_kind(a) == dlpack.CUDA:
+        return Array(Source(from_cuda(a, chunks, DefaultRuntime.current())))
     return Array(ops.source(_node(_from_dlpack(a)), chunks))
+
+
+def _dlpack_kind(a: Any) -> int | None:
+    """The DLPack device type of a producer that is not a numpy or dask array (None otherwise)."""
+    if isinstance(a, (np.ndarray, da.Array, Array)) or not hasattr(a, "__dlpack__"):
+        return None
+    return int(a.__dlpack_device__()[0])
 
 
 def _from_dlpack(a: Any) -> Any:
     """A DLPack producer that is not a numpy or dask array (a torch tensor, a DeviceArray) as
-    numpy: CPU ones read in place (`np.from_dlpack`); others are refused, naming the device."""
-    if isinstance(a, (np.ndarray, da.Array, Array)) or not hasattr(a, "__dlpack__"):
+    numpy: CPU ones read in place (`np.from_dlpack`); others but CUDA are refused, naming the device."""
+    kind = _dlpack_kind(a)
+    if kind is None:
         return a
-    kind, number = a.__dlpack_device__()
-    if int(kind) in (_DL_CPU, _DL_CUDA_HOST):
+    if kind in (dlpack.CPU, dlpack.CUDA_HOST):
         return np.from_dlpack(a)
     raise NotImplementedError(
-        f"from_array of a DLPack tensor on {_DL_NAMES.get(int(kind), f'device type {int(kind)}')} "
-        f"{int(number)}: reading device memory straight into Vulkan memory is not implemented; copy "
-        "it to the host first (torch: t.cpu().numpy(); CuPy: cupy.asnumpy(a))")
-
-
-_DL_CPU, _DL_CUDA_HOST = 1, 3  # dlpack.h device types the CPU reads in place
-_DL_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "CUDA managed memory",
-             14: "oneAPI"}
+        f"from_array of a DLPack tensor on {dlpack.NAMES.get(kind, f'device type {kind}')} "
+        f"{int(a.__dlpack_device__()[1])}: only CPU and CUDA tensors are read; copy it to the host "
+        "first (e.g. np.asarray)")
 
 
 def from_zarr(store_or_path: Any, component: str | None = None) -> Array:

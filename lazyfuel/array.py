@@ -173,7 +173,8 @@ class Array:
 
     def _on_device(self, dask_kwargs: dict[str, Any], device: int | None = None) -> Any:
         """The result as one DeviceArray on device number `device` (None: see `compute`)."""
-        return assembled(self._persisted_on_device(dask_kwargs), device)
+        with config(_resident_shared=True):  # a one-block result is handed to CUDA as it lies
+            return assembled(self._persisted_on_device(dask_kwargs), device)
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""

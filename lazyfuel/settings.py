@@ -265,6 +265,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),
     Knob("_resident", None, _flag, False, "bool",
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
+    Knob("_resident_shared", None, _flag, False, "bool",
+         "internal: kept results lie in memory CUDA can import where the GPU is CUDA's "
+         "(`compute(device=True)` sets it)"),
     Knob("_force_wide", None, _flag, False, "bool",
          "internal: Vulkan kernels use their 64-bit-position variant whatever the sizes"),
     Knob("_progress_after_s", None, _seconds, 0.5, "seconds >= 0",

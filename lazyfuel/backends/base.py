@@ -41,11 +41,15 @@ A third keeps blocks on a device between computes (`Array.persist(device=True)`,
   first, so the graph runs a program where its resident inputs lie (`graph.task.home_device`).
   `reshape(shape)`, where present, sees the same bytes in another C-order shape (a gather's
   read task ravels its chunk so).
+- `CudaReader` (Vulkan on a GPU CUDA shares): `read_cuda(source, origin, shape)` copies the region
+  of a CUDA array (`CudaSource`: pointer, CUDA device, shape, dtype, C-contiguous) starting at
+  `origin` into a new device block, device to device (`lf.from_array` of a torch / CuPy tensor).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -150,6 +154,26 @@ class BlockHolder(Protocol):
         """Rows `lo:hi` along `axis` of each `(block, lo, hi)` (device blocks, wherever they lie,
         or host arrays) joined along `axis` into one device block of this executor's device; None
         where it cannot (the caller concatenates on the host)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """A C-contiguous array in CUDA device memory: `pointer` on CUDA device `device`."""
+
+    pointer: int
+    device: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@runtime_checkable
+class CudaReader(Protocol):
+    """An executor that can copy CUDA device memory into device blocks of its own."""
+
+    def read_cuda(self, source: CudaSource, origin: tuple[int, ...], shape: tuple[int, ...]) -> object:
+        """The `shape` region of `source` at `origin` as a new device block (a device-to-device
+        copy, finished when this returns); NotImplementedError naming why where it cannot."""
         ...
 
 

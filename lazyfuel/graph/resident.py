@@ -16,17 +16,26 @@ numpy arrays; under dask.distributed each worker holds the blocks it computed on
 `compute(device=True)` assembles into one `DeviceArray` (`assembled`): on the device the caller
 names (`compute(device=1)`), else on the device holding most of the result's bytes (the lowest
 number on a tie: device 0 for an even round-robin spread, as torch's and CuPy's current device).
+
+`from_cuda(a, chunks)` is the same kind of dask array for a CUDA DLPack producer (a torch or CuPy
+tensor on the GPU): each block copied device to device into the device memory of block i's
+device (`base.CudaReader`), at once, so the tensor may change afterwards.
 """
 
 from __future__ import annotations
 
+import math
+import uuid
+from itertools import product
 from typing import Any
 
 import dask.array as da
 import numpy as np
 from dask.core import flatten
 
+from lazyfuel import dlpack
 from lazyfuel.backends import base
+from lazyfuel.backends.base import CudaSource
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph.task import Runtime, block_holder, home_device
 
@@ -89,3 +98,41 @@ def held_blocks(arr: da.Array) -> list[Any]:
                            f"{', '.join(kinds)} (dask.distributed keeps them on its workers); it runs "
                            "on dask's local schedulers: use persist(device=True) on a cluster")
     return blocks
+
+
+def cuda_source(a: Any) -> tuple[CudaSource, Any]:
+    """The CUDA array a DLPack producer on a CUDA device exports, and the capsule that keeps its
+    memory valid (hold it until the copies are done). Asked for the legacy default stream, so its
+    pending work is ordered before copies on that stream; TypeError for a strided tensor."""
+    capsule = a.__dlpack__(stream=1)
+    pointer, (kind, number), shape, strides, dtype = dlpack.read(capsule)
+    if kind != dlpack.CUDA:
+        raise TypeError(f"expected a tensor on a CUDA device, got one on {dlpack.NAMES.get(kind, kind)}")
+    contiguous = tuple(math.prod(shape[k + 1:]) * dtype.itemsize for k in range(len(shape)))
+    if any(s != c for s, c, n in zip(strides, contiguous, shape) if n > 1):
+        raise TypeError(f"from_array reads C-contiguous CUDA tensors; this one has byte strides {strides} "
+                        f"for shape {shape}: pass t.contiguous() (torch) or cupy.ascontiguousarray(a)")
+    return CudaSource(pointer, number, shape, dtype), capsule
+
+
+def from_cuda(a: Any, chunks: Any, runtime: Runtime) -> da.Array:
+    """A dask array of device blocks holding a copy of the CUDA tensor `a`, cut into `chunks` (as
+    dask's `from_array` takes them); see the module docstring."""
+    source, capsule = cuda_source(a)
+    chunks = da.core.normalize_chunks(chunks, source.shape, dtype=source.dtype)
+    starts = [np.concatenate(([0], np.cumsum(c)))[:-1] for c in chunks]
+    name = f"lazyfuel-cuda-{uuid.uuid4().hex}"
+    graph = {}
+    runtime.planner()  # the process's backends registered
+    with runtime.applied():
+        for number, where in enumerate(product(*(range(len(c)) for c in chunks))):
+            reader = _holder(number)
+            if not isinstance(reader, base.CudaReader):
+                raise NotImplementedError(f"{type(reader).__name__} cannot read CUDA memory; copy the "
+                                          "tensor to the host first (torch: t.cpu(); CuPy: cupy.asnumpy(a))")
+            origin = tuple(int(s[i]) for s, i in zip(starts, where))
+            shape = tuple(c[i] for c, i in zip(chunks, where))
+            graph[(name, *where)] = reader.read_cuda(source, origin, shape)
+    del capsule  # the producer's memory may go now: every block is a copy
+    meta = np.empty((0,) * len(source.shape), source.dtype)
+    return da.Array(graph, name, chunks, dtype=source.dtype, meta=meta)

@@ -8,17 +8,24 @@ is that block, no copy). A block on another pool comes device to device where a 
 
 The memory is a `residency.ResidentBlock` pinned for the DeviceArray's life (never spilled), so it
 counts against the pool's `device_memory_budget`. It is freed when the DeviceArray and every
-array made from it are gone: the host view the DLPack export comes from keeps the DeviceArray
-alive (`layout._Holder`), and numpy's DLPack capsule holds that view until its consumer lets go.
+array made from it are gone: each DLPack capsule (`lazyfuel.dlpack.capsule`) keeps the DeviceArray
+alive until its consumer calls the capsule's deleter (or, never consumed, until it dies).
 
-Hand-off, by where the memory lives:
+Hand-off, by where the memory lives (`shared.hand_off(pool)`, the `hand_off` property):
 - host-visible, host-coherent device memory (lavapipe, integrated GPUs: `allocator.direct`):
   `__dlpack_device__` is (kDLCPU, 0) and `__dlpack__` exports the mapped memory itself, so
   `np.from_dlpack(r)` (and `torch.from_dlpack(r)` on CPU) is zero-copy and shares it;
-- device-local memory (discrete GPUs): `__dlpack_device__` is (kDLVulkan, physical index) and
-  `__dlpack__` raises BufferError (no consumer reads Vulkan DLPack); `cuda()` is the seam where a
-  CUDA importer on the same GPU would map exported memory (as `graph.crossing` does for the FFT):
-  not implemented, NotImplementedError naming the device. Unverified on a GPU.
+- device-local memory on a GPU CUDA shares (same deviceUUID, VK_KHR_external_memory_fd): the
+  result lies in an exportable buffer (`shared.SharedBuffer`; a one-block result is the block the
+  program wrote, `compute(device=True)` reserving it so, else the assembly's one allocation), which
+  CUDA imports once, on the first CUDA consumer. `__dlpack_device__` is (kDLCUDA, CUDA device),
+  `__dlpack__(stream=...)` a kDLCUDA capsule (`lazyfuel.dlpack`) and `__cuda_array_interface__`
+  version 3 with `stream` None: the Vulkan work finished (the batch waited on its fence) before
+  `compute` returned, so no consumer stream waits for anything. `torch.from_dlpack(r)` and
+  `cupy.asarray(r)` see the same memory with no copy; each capsule and CuPy array keeps the
+  DeviceArray (and so the memory, pinned, and CUDA's mapping) alive until its consumer lets go;
+- device-local memory elsewhere: `__dlpack_device__` is (kDLVulkan, physical index) and
+  `__dlpack__` raises BufferError (no consumer reads Vulkan DLPack), naming why there is no CUDA.
 `np.asarray(r)` and `r.to_host()` always copy to host memory.
 """
 
@@ -31,11 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.backends.vulkan.residency import CArrayMeta, ResidentBlock
-from lazyfuel.layout import _Holder
-
-DL_CPU, DL_VULKAN = 1, 7  # DLPack device types (dlpack.h: kDLCPU, kDLVulkan)
+from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, HandOff, hand_off
 
 
 class DeviceArray(CArrayMeta):
@@ -61,26 +67,64 @@ class DeviceArray(CArrayMeta):
         """Whether the CPU can read the memory in place (lavapipe, integrated GPUs)."""
         return self._block.allocation.host is not None
 
-    def __dlpack_device__(self) -> tuple[int, int]:
+    @property
+    def hand_off(self) -> HandOff:
+        """How the memory reaches other libraries (`shared.HandOff`: host, cuda or none, and why);
+        CUDA only where the memory is an exportable buffer."""
         if self.host_visible:
-            return (DL_CPU, 0)
-        return (DL_VULKAN, self.pool.info.index)
+            return HandOff(HOST, None, "the memory is host-visible: a CPU DLPack over it")
+        found = hand_off(self.pool)
+        if found.kind == CUDA and self._block.shared_buffer is None:
+            return HandOff(NONE, None, "the memory is not exportable (it was not reserved for CUDA)")
+        return found
 
-    def __dlpack__(self, **kwargs: Any) -> Any:
-        """A DLPack capsule over the memory itself (host-visible memory only; see the module
-        docstring); keyword arguments as numpy's `ndarray.__dlpack__`."""
-        return self._view().__dlpack__(**kwargs)
+    def __dlpack_device__(self) -> tuple[int, int]:
+        found = self.hand_off
+        if found.kind == HOST:
+            return (dlpack.CPU, 0)
+        if found.kind == CUDA:
+            return (dlpack.CUDA, int(found.cuda_device))
+        return (dlpack.VULKAN, self.pool.info.index)
 
-    def _view(self) -> np.ndarray:
-        """A numpy array over the memory itself that keeps this DeviceArray alive."""
-        host = self._block.allocation.host
-        if host is None:
+    def __dlpack__(self, *, stream: int | Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule over the memory itself (see the module docstring). `stream` may be any
+        stream of the consumer: the memory is ready, so none waits; `copy=True` and a `dl_device`
+        other than `__dlpack_device__()` are BufferErrors (this array exports, never copies)."""
+        if stream is not None and not isinstance(stream, int):
+            raise TypeError(f"__dlpack__(stream=...) takes a stream handle (an int) or None, got "
+                            f"{type(stream).__name__}")
+        here = self.__dlpack_device__()
+        if copy:
+            raise BufferError("a DeviceArray exports its memory, it does not copy: use np.asarray(r) "
+                              "for a host copy")
+        if dl_device is not None and tuple(dl_device) != here:
+            raise BufferError(f"this DeviceArray is on DLPack device {here}, not {tuple(dl_device)}")
+        return dlpack.capsule(self._pointer(here), self.shape, self.dtype, here, keep=self,
+                              max_version=max_version)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA's array interface (version 3) where the memory is shared with CUDA, else
+        AttributeError (so `hasattr` says False there)."""
+        found = self.hand_off
+        if found.kind != CUDA:
+            raise AttributeError(f"this DeviceArray is not in memory CUDA shares ({found.why})")
+        return {"shape": self.shape, "typestr": self.dtype.str, "descr": [("", self.dtype.str)],
+                "data": (self._pointer((dlpack.CUDA, int(found.cuda_device))), False),
+                "strides": None, "version": 3, "stream": None}
+
+    def _pointer(self, device: tuple[int, int]) -> int:
+        """The address of the memory on DLPack `device`: the mapped host address, or CUDA's
+        (imported the first time); BufferError where there is neither."""
+        if device[0] == dlpack.CPU:
+            return int(self._block.allocation.host.__array_interface__["data"][0])
+        buffer = self._block.shared_buffer
+        if device[0] != dlpack.CUDA or buffer is None:
             raise BufferError(f"this DeviceArray lives in device-local memory of {self.device}, which "
-                              "the CPU cannot read in place; use np.asarray(r) or r.to_host() for a host "
-                              "copy")
-        address = int(host.__array_interface__["data"][0])
-        flat = np.asarray(_Holder(address, max(self.nbytes, 1), readonly=False, keep=self))
-        return flat[:self.nbytes].view(self.dtype).reshape(self.shape)
+                              f"no DLPack consumer reads in place ({self.hand_off.why}); use "
+                              "np.asarray(r) or r.to_host() for a host copy")
+        return buffer.cuda_pointer(device[1])
 
     def to_host(self) -> np.ndarray:
         """A host copy."""
@@ -90,13 +134,6 @@ class DeviceArray(CArrayMeta):
         out = self.to_host()
         return out if dtype is None else out.astype(dtype, copy=False)
 
-    def cuda(self) -> Any:
-        """The seam for a CUDA consumer on the same GPU (Vulkan external memory imported by CUDA,
-        as `graph.crossing` hands FFT inputs over): not implemented yet."""
-        raise NotImplementedError(f"handing a DeviceArray on {self.device} to CUDA is not implemented "
-                                  "(it needs the memory allocated exportable and imported by CUDA, as "
-                                  "graph/crossing.py does); use np.asarray(r)")
-
     def __repr__(self) -> str:
         return f"lazyfuel.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
 
@@ -105,17 +142,20 @@ def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: 
              pool: DevicePool | None = None) -> DeviceArray:
     """One DeviceArray of the whole result from its blocks (row-major over `chunks`) on `pool`
     (default: the first resident block's): resident blocks copied into one allocation by device
-    copies (another pool's moved first, `ResidentBlock.bind`); host blocks (numpy, or blocks of
-    a pool with no path to `pool`) uploaded into place."""
+    copies (another pool's moved first, `ResidentBlock.bind`; exportable where the pool hands off
+    to CUDA; a one-block result on `pool` already so is that block); host blocks (numpy, or blocks
+    of a pool with no path to `pool`) uploaded into place."""
     shape = tuple(sum(c) for c in chunks)
     dtype = np.dtype(dtype)
     first = next((b for b in blocks if isinstance(b, ResidentBlock)), None)
     if first is None:
         raise ValueError("assemble() needs at least one resident block")
     pool = first.pool if pool is None else pool
-    if len(blocks) == 1 and first.shape == shape and first.pool is pool:
+    cuda = hand_off(pool).kind == CUDA
+    if len(blocks) == 1 and first.shape == shape and first.pool is pool \
+            and (first.shared_buffer is not None or not cuda):
         return DeviceArray(first)
-    whole = ResidentBlock.reserve(pool, shape, dtype)
+    whole = ResidentBlock.reserve(pool, shape, dtype, shared=cuda)
     try:
         starts = [np.concatenate(([0], np.cumsum(c)))[:-1] for c in chunks]
         with pool.batch() as batch:

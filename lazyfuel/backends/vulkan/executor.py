@@ -35,7 +35,15 @@ from typing import Any
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.base import Outs, deliver, destinations, input_fits, is_device_block, narrowed_indices
+from lazyfuel.backends.base import (
+    CudaSource,
+    Outs,
+    deliver,
+    destinations,
+    input_fits,
+    is_device_block,
+    narrowed_indices,
+)
 from lazyfuel.backends.vulkan import timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
@@ -43,9 +51,11 @@ from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusS
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.backends.vulkan.shared import CUDA, hand_off
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
+from lazyfuel.settings import config
 
 NO_BAD = 0xFFFFFFFF
 SATURATED = NO_BAD - 1
@@ -155,7 +165,8 @@ class VulkanExecutor:
         if len(program.outputs) != 1 or program.outputs[0] < program.n_inputs:
             return self.run(program, arrays)[0]
         shape, dtype = program.value_meta(program.outputs[0])
-        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy)
+        shared = config._resident_shared and hand_off(self.pool).kind == CUDA  # compute(device=True)
+        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy, shared=shared)
         try:
             self._run(program, arrays, kernels, [None], exported=block.allocation,
                       timed=profiling.active())
@@ -171,6 +182,33 @@ class VulkanExecutor:
         if isinstance(array, ResidentBlock) and array.pool is self.pool:
             return array
         return ResidentBlock.upload(self.pool, np.asarray(array))
+
+    def read_cuda(self, source: CudaSource, origin: tuple[int, ...], shape: tuple[int, ...]) -> ResidentBlock:
+        """The `shape` region at `origin` of a CUDA array as a new block of this pool: CUDA copies
+        it (device to device) into an exportable buffer it imports (`shared.py`); the
+        `base.CudaReader` capability. NotImplementedError where the pool's GPU is not that CUDA
+        device (`shared.hand_off` says why)."""
+        found = hand_off(self.pool)
+        if found.kind != CUDA or found.cuda_device != source.device:
+            raise NotImplementedError(
+                f"reading CUDA device {source.device}'s memory into {self.pool.label} needs the same GPU "
+                f"shared with CUDA, and here {found.why}; copy it to the host first (torch: t.cpu(); "
+                "CuPy: cupy.asnumpy(a))")
+        from lazyfuel.backends.vkfft.external import copy_in
+        from lazyfuel.backends.vulkan.device_array import _runs
+
+        block = ResidentBlock.reserve(self.pool, shape, source.dtype, shared=True)
+        try:
+            assert block.shared_buffer is not None
+            dst = block.shared_buffer.cuda_pointer(source.device)
+            runs = [(at, n_block, n) for n_block, at, n in _runs(shape, origin, source.shape,
+                                                                  source.dtype.itemsize)]
+            copy_in(dst, source.pointer, source.device, runs, after=None)
+        except BaseException:
+            block.free()
+            raise
+        block.done()
+        return block
 
     def assemble(self, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...],
                  dtype: np.dtype) -> Any:

@@ -18,6 +18,10 @@ next bound (both moves counted in `lazyfuel.profile`'s bytes per direction). A M
 even after every unpinned block has spilled; blocks pinned by running work may push the store
 over its budget for as long as they run.
 
+A block reserved `shared` lies in an exportable buffer CUDA can import (`shared.py`: a
+`compute(device=True)` result handed to torch or CuPy, a copy of a CUDA tensor); its memory goes
+back to the pool's shared buffers, and if it spills it comes back in ordinary memory.
+
 Each block is freed into the allocator it came from (the pool's allocator when it was placed:
 `transfer.in_mode` swaps allocators for tests; blocks must not outlive such a block).
 
@@ -41,6 +45,7 @@ import numpy as np
 from lazyfuel import profiling
 from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Use
+from lazyfuel.backends.vulkan.shared import PerPool, SharedBuffer, buffers_of
 from lazyfuel.contracts.model import Backend
 from lazyfuel.settings import config
 
@@ -57,6 +62,7 @@ class _Slot:
     allocation: Allocation | None = None
     allocator: VulkanAllocator | None = None  # the one `allocation` came from (the pool's, then)
     host: np.ndarray | None = None  # 1-d uint8, while spilled
+    shared: SharedBuffer | None = None  # the exportable buffer `allocation` is, where it is one
     pins: int = 0
     freed: bool = False
     spills: int = field(default=0)  # how often it went to the host (tests and explain read it)
@@ -86,10 +92,11 @@ class ResidentStore:
         """How many blocks are on the device now."""
         return len(self._slots)
 
-    def reserve(self, nbytes: int) -> _Slot:
-        """A new pinned slot of `nbytes` on the device (room made by spilling)."""
+    def reserve(self, nbytes: int, shared: bool = False) -> _Slot:
+        """A new pinned slot of `nbytes` on the device (room made by spilling); in an exportable
+        buffer CUDA can import (`shared.SharedBuffers`) with `shared`."""
         slot = _Slot(nbytes, pins=1)
-        self._place(slot)
+        self._place(slot, shared)
         return slot
 
     def touch(self, slot: _Slot) -> Allocation:
@@ -117,16 +124,16 @@ class ResidentStore:
             return slot.allocation
 
     def release(self, slot: _Slot) -> None:
-        """One pin fewer."""
+        """One pin fewer, then spill what running work had pushed over the budget (blocks placed
+        or brought back while others were pinned), so the store ends under it once they are done."""
         with self._lock:
             slot.pins -= 1
+            if self.device_bytes > self.budget:
+                self._spill_until(self.budget)
 
     def settle(self, slot: _Slot) -> None:
-        """Unpin a newly written slot, then spill what running work had pushed over the budget
-        (blocks reserved while others were pinned), so the store ends under it."""
-        with self._lock:
-            slot.pins -= 1
-            self._spill_until(self.budget)
+        """Unpin a newly written slot (`release`: the store back under its budget)."""
+        self.release(slot)
 
     def read(self, slot: _Slot, out: np.ndarray) -> bool:
         """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes); whether they came
@@ -156,11 +163,26 @@ class ResidentStore:
             if slot.allocation is not None:
                 self._slots.pop(id(slot), None)
                 self.device_bytes -= slot.nbytes
-                if not self.pool.closed:
-                    slot.allocator.free(slot.allocation)
-                slot.allocation = None
+                self._give_back(slot)
 
-    def _place(self, slot: _Slot) -> None:
+    def _give_back(self, slot: _Slot) -> None:
+        """Return the slot's device memory to where it came from (its allocator, or the pool's
+        shared buffers) and forget it."""
+        if slot.shared is not None:
+            buffers_of(self.pool).give(slot.shared)
+        elif not self.pool.closed:
+            slot.allocator.free(slot.allocation)
+        slot.allocation = slot.shared = None
+
+    def _allocate(self, slot: _Slot, shared: bool) -> None:
+        if shared:
+            slot.shared = buffers_of(self.pool).take(slot.nbytes)
+            slot.allocation, slot.allocator = slot.shared.memory.allocation, None
+        else:
+            slot.allocation = self.pool.allocator.alloc(max(slot.nbytes, 1))
+            slot.allocator = self.pool.allocator
+
+    def _place(self, slot: _Slot, shared: bool = False) -> None:
         """Give `slot` (pinned) device memory, spilling others first to stay under the budget."""
         with self._lock:
             largest = self.pool.info.max_memory_allocation_size
@@ -179,15 +201,14 @@ class ResidentStore:
                     "smaller chunks")
             self._spill_until(budget - slot.nbytes)
             try:
-                allocation = self.pool.allocator.alloc(max(slot.nbytes, 1))
+                self._allocate(slot, shared)
             except MemoryError as err:  # the device is fuller than the budget thought: spill all
                 if not self._spill_until(0):
                     raise MemoryError(
                         f"no device memory for a resident block of {slot.nbytes} bytes on "
                         f"{self.pool.label}, with {self.device_bytes} bytes of blocks held there "
                         f"by running work (none could spill): {err}") from err
-                allocation = self.pool.allocator.alloc(max(slot.nbytes, 1))
-            slot.allocation, slot.allocator = allocation, self.pool.allocator
+                self._allocate(slot, shared)
             self._slots[id(slot)] = slot
             self.device_bytes += slot.nbytes
 
@@ -211,25 +232,20 @@ class ResidentStore:
         with self.pool.batch() as batch:
             batch.download(allocation, host)
             batch.run()
-        slot.allocator.free(allocation)
+        self._give_back(slot)  # it comes back in ordinary memory
         profiling.record(bytes_downloaded=slot.nbytes, device=self.pool.label)
-        slot.allocation, slot.host = None, host
+        slot.host = host
         slot.spills += 1
         self._slots.pop(id(slot))
         self.device_bytes -= slot.nbytes
 
 
-_STORES: dict[int, ResidentStore] = {}
-_STORES_LOCK = threading.Lock()
+_STORES = PerPool(ResidentStore)
 
 
 def store_of(pool: DevicePool) -> ResidentStore:
     """The pool's store (made on first use)."""
-    with _STORES_LOCK:
-        found = _STORES.get(id(pool))
-        if found is None or found.pool is not pool:
-            found = _STORES[id(pool)] = ResidentStore(pool)
-        return found
+    return _STORES.for_pool(pool)
 
 
 class CArrayMeta:
@@ -261,10 +277,12 @@ class ResidentBlock(CArrayMeta):
         self._finalizer = weakref.finalize(self, self._store.drop, slot)
 
     @classmethod
-    def reserve(cls, pool: DevicePool, shape: tuple[int, ...], dtype: Any) -> ResidentBlock:
-        """A new block on `pool`, its bytes unset and pinned (call `done()` once written)."""
+    def reserve(cls, pool: DevicePool, shape: tuple[int, ...], dtype: Any,
+                shared: bool = False) -> ResidentBlock:
+        """A new block on `pool`, its bytes unset and pinned (call `done()` once written); in a
+        buffer CUDA can import with `shared` (see `shared_buffer`)."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        return cls(pool, shape, np.dtype(dtype), store_of(pool).reserve(nbytes))
+        return cls(pool, shape, np.dtype(dtype), store_of(pool).reserve(nbytes, shared))
 
     @classmethod
     def upload(cls, pool: DevicePool, array: np.ndarray) -> ResidentBlock:
@@ -285,6 +303,12 @@ class ResidentBlock(CArrayMeta):
         """The device memory now (only while pinned: a reserved block, or inside `bind`'s batch)."""
         assert self._slot.allocation is not None and self._slot.pins, "pin the block first"
         return self._slot.allocation
+
+    @property
+    def shared_buffer(self) -> SharedBuffer | None:
+        """The exportable buffer (`shared.SharedBuffer`) the block lies in, or None (ordinary
+        memory, or spilled: a shared block that spilled comes back in ordinary memory)."""
+        return self._slot.shared
 
     @property
     def spilled(self) -> bool:

@@ -1,0 +1,245 @@
+"""Results handed to CUDA with no copy, CUDA inputs read on the GPU (issue 18 item 2), on the real pool.
+
+Here (lavapipe: host-visible memory) the hand-off is a CPU DLPack, chosen explicitly
+(`shared.hand_off`), and the exportable buffers CUDA would import are exercised as far as Vulkan
+goes: blocks reserved `shared`, their reuse with the buffer kept, fds handed out, the capsule
+keeping its DeviceArray alive. The CUDA half runs where torch sees a CUDA GPU that is the Vulkan
+pool's (the H200: `bash benchmarks/gpu_run.sh resident`), skipped with the reason elsewhere:
+`torch.from_dlpack(y.compute(device=True))` and `cupy.asarray(r)` are the same device memory,
+values bit-equal to numpy, no download in `lf.profile`; the memory outlives the DeviceArray while a
+tensor holds it; `lf.from_array(cuda_tensor)` reads it device to device (no upload).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import lazyfuel as lf
+from lazyfuel import dlpack
+from lazyfuel.backends.vulkan.device_array import DeviceArray
+from lazyfuel.backends.vulkan.export import supported
+from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, buffers_of, choose, hand_off
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    return got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def _within_chunks(rng: np.random.Generator, n: int, chunk: int) -> np.ndarray:
+    return np.concatenate([lo + rng.permutation(min(chunk, n - lo)) for lo in range(0, n, chunk)])
+
+
+# -- the rule -------------------------------------------------------------------------------------
+def test_the_hand_off_rule():
+    assert choose(True, True, 0).kind == HOST  # host-visible memory: a CPU DLPack even beside CUDA
+    assert choose(True, "no export", "no CUDA").kind == HOST
+    found = choose(False, True, 3)
+    assert found.kind == CUDA and found.cuda_device == 3
+    assert choose(False, "gpu0 cannot export memory", 0) == (
+        type(found)(NONE, None, "gpu0 cannot export memory"))
+    why = choose(False, True, "CUDA is not usable here (no cuda-python)").why
+    assert why.startswith("CUDA is not usable")
+
+
+@pytest.fixture
+def mapped(pool):
+    if not pool.allocator.direct:
+        pytest.skip(f"{pool.label}'s device memory is not host-visible here (no CPU DLPack)")
+    return pool
+
+
+def test_lavapipe_hands_off_a_cpu_dlpack(vulkan, mapped):
+    assert hand_off(mapped).kind == HOST
+    a = np.random.default_rng().standard_normal((64, 24)).astype(np.float32)
+    r = lf.from_array(a, chunks=(16, 24)).compute(device=True)
+    assert r.hand_off.kind == HOST and r.__dlpack_device__() == (dlpack.CPU, 0)
+    assert not hasattr(r, "__cuda_array_interface__")
+    view = np.from_dlpack(r)
+    assert _same(view, a) and view.flags.writeable
+    assert np.shares_memory(view, np.from_dlpack(r))  # both the mapped memory itself
+
+
+def test_dlpack_arguments_are_checked(vulkan, mapped):
+    r = lf.from_array(np.arange(6, dtype=np.int32)).compute(device=True)
+    with pytest.raises(BufferError, match="does not copy"):
+        r.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match=r"on DLPack device \(1, 0\), not \(2, 0\)"):
+        r.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(TypeError, match="stream handle"):
+        r.__dlpack__(stream="now")
+    assert _same(np.from_dlpack(r), np.arange(6, dtype=np.int32))
+
+
+# -- the exportable buffers, as far as Vulkan goes --------------------------------------------------
+def _shared_block(pool, a: np.ndarray) -> ResidentBlock:
+    """A block in an exportable buffer holding `a`, still pinned (call `done()`)."""
+    block = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=True)
+    with pool.batch() as batch:
+        batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
+        batch.run()
+    return block
+
+
+@pytest.fixture
+def exporting(pool):
+    if not supported(pool):
+        pytest.skip(f"{pool.label} has no VK_KHR_external_memory_fd")
+    return pool
+
+
+def test_a_shared_block_lies_in_an_exportable_buffer_reused_when_freed(vulkan, exporting):
+    pool, buffers = exporting, buffers_of(exporting)
+    buffers.trim()
+    a = np.random.default_rng().standard_normal((32, 48)).astype(np.float32)
+    block = _shared_block(pool, a)
+    assert block.shared_buffer is not None and block.shared_buffer.memory.allocation is block.allocation
+    block.done()
+    buffer = block.shared_buffer
+    fd = buffer.memory.fd()  # exportable: an fd CUDA's import would take over
+    os.close(fd)
+    assert _same(np.asarray(block), a)
+    made = buffers.made
+    del block
+    gc.collect()
+    assert buffers.cached_bytes >= a.nbytes  # kept, with the import it would have
+    again = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=True)
+    assert again.shared_buffer is buffer and buffers.made == made  # the same buffer, no new memory
+    again.done()
+    del again
+    gc.collect()
+    assert buffers.trim() >= a.nbytes and buffers.cached_bytes == 0
+
+
+def test_a_shared_block_that_spills_comes_back_in_ordinary_memory(vulkan, exporting):
+    pool = exporting
+    a = np.random.default_rng().integers(0, 2**31, (16, 40), dtype=np.int32)
+    block = _shared_block(pool, a)
+    block.done()
+    store = block._store
+    store._spill(block._slot)  # the least recently used block under a full budget
+    assert block.spilled and block.shared_buffer is None
+    assert _same(np.asarray(block), a)
+    with pool.batch() as batch:
+        block.bind(batch)  # back on the device
+    assert not block.spilled and block.shared_buffer is None and _same(np.asarray(block), a)
+
+
+def test_the_capsule_keeps_its_device_array_alive(vulkan, exporting, mapped):
+    """A DeviceArray over a shared block: the consumer's array outlives the DeviceArray, and the
+    buffer goes back to the pool only once the last consumer lets go (numpy's, where the memory is
+    host-visible; torch's on CUDA: `test_torch_reads_the_result_in_place`)."""
+    pool, buffers = exporting, buffers_of(exporting)
+    buffers.trim()
+    a = np.random.default_rng().standard_normal((8, 64)).astype(np.float64)
+    block = _shared_block(pool, a)
+    r = DeviceArray(block)
+    block.done()
+    del block
+    live = dlpack.live()
+    view = np.from_dlpack(r)
+    assert dlpack.live() == live + 1
+    del r
+    gc.collect()
+    assert buffers.cached_bytes == 0 and _same(view, a)  # still pinned by the view
+    view[0, 0] = 7.0  # writeable, and still the device memory
+    del view
+    gc.collect()
+    assert dlpack.live() == live and buffers.cached_bytes >= a.nbytes
+
+
+def test_an_unconsumed_capsule_lets_go(vulkan, pool):
+    r = lf.from_array(np.ones((4, 4), np.float32)).compute(device=True)
+    live = dlpack.live()
+    capsule = r.__dlpack__()
+    assert dlpack.live() == live + 1
+    del capsule
+    assert dlpack.live() == live
+
+
+# -- CUDA (the H200) ------------------------------------------------------------------------------
+def _cuda_torch():
+    torch = pytest.importorskip("torch", reason="the CUDA hand-off needs torch here")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA GPU")
+    return torch
+
+
+@pytest.fixture
+def cuda_pool(vulkan, pool):
+    torch = _cuda_torch()
+    found = hand_off(pool)
+    if found.kind != CUDA:
+        pytest.skip(f"the Vulkan pool does not hand off to CUDA here: {found.why}")
+    return torch, pool, found.cuda_device
+
+
+def _chain(rng: np.random.Generator, rows: int, cols: int, chunk: int):
+    a = rng.standard_normal((rows, cols)).astype(np.float32)
+    idx = _within_chunks(rng, rows, chunk)
+    mask = rng.random((rows, 1)) < 0.3
+    return a, idx, mask, np.where(mask, np.float32(-1), a[idx])
+
+
+def test_torch_reads_the_result_in_place(cuda_pool):
+    torch, pool, device = cuda_pool
+    a, idx, mask, want = _chain(np.random.default_rng(), 4096, 256, 4096)  # one block: no assembly
+    y = lf.from_array(a, chunks=(4096, 256)).index_select(0, idx).masked_fill(mask, -1)
+    with lf.profile() as p:
+        r = y.compute(device=True)
+        t = torch.from_dlpack(r)
+    assert p.bytes_downloaded == 0
+    assert r.__dlpack_device__() == (dlpack.CUDA, device) and t.device == torch.device("cuda", device)
+    assert t.data_ptr() == r.__cuda_array_interface__["data"][0]  # the same memory
+    assert _same(t.cpu().numpy(), want)
+    buffers = buffers_of(pool)
+    del r, y
+    gc.collect()
+    for _ in range(3):  # new results take memory; the tensor's stays valid
+        lf.from_array(a, chunks=(1024, 256)).compute(device=True)
+    assert _same(t.cpu().numpy(), want)
+    t.add_(1)  # CUDA writes it
+    assert _same(t.cpu().numpy(), want + np.float32(1))
+    cached = buffers.cached_bytes
+    del t
+    gc.collect()
+    assert buffers.cached_bytes > cached or buffers.cached_bytes >= want.nbytes
+
+
+def test_an_assembled_result_and_cupy(cuda_pool):
+    torch, _, _ = cuda_pool
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
+    a, idx, mask, want = _chain(np.random.default_rng(), 3000, 128, 500)  # 6 blocks, assembled
+    y = lf.from_array(a, chunks=(500, 128)).index_select(0, idx).masked_fill(mask, -1)
+    r = y.compute(device=True)
+    c = cupy.asarray(r)
+    assert c.data.ptr == r.__cuda_array_interface__["data"][0] and c.shape == want.shape
+    assert _same(cupy.asnumpy(c), want)
+    assert _same(torch.from_dlpack(r).cpu().numpy(), want)
+    assert _same(np.asarray(r), want)  # a host copy as ever
+
+
+def test_from_array_of_a_cuda_tensor_is_read_on_the_gpu(cuda_pool):
+    torch, _, device = cuda_pool
+    rng = np.random.default_rng()
+    host = rng.standard_normal((2048, 96)).astype(np.float32)
+    t = torch.from_numpy(host).to(f"cuda:{device}")
+    with lf.profile() as p:
+        x = lf.from_array(t, chunks=(512, 48))  # copied now, device to device
+        t.zero_()  # the Array holds a copy
+        idx = _within_chunks(rng, 2048, 512)
+        got = x.index_select(0, idx).compute(device=True)
+    assert p.bytes_uploaded <= idx.nbytes  # the indices only: no tensor upload
+    assert _same(torch.from_dlpack(got).cpu().numpy(), host[idx])
+    assert _same(x.compute(), host)
+
+
+def test_from_array_refuses_a_strided_cuda_tensor(cuda_pool):
+    torch, _, device = cuda_pool
+    t = torch.zeros((64, 32), device=f"cuda:{device}").t()
+    with pytest.raises(TypeError, match=r"C-contiguous.*contiguous"):
+        lf.from_array(t)

@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import lazyfuel.backends.vulkan.kernels as kmod
 from lazyfuel.backends.vulkan import get_pool
+from lazyfuel.backends.vulkan.copy_kernels import ContiguizeKernel
 from lazyfuel.backends.vulkan.kernels import (
-    ContiguizeKernel,
     DeviceValue,
     GatherKernel,
     IndexSelectKernel,
@@ -39,6 +39,7 @@ from lazyfuel.backends.vulkan.kernels import (
 )
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
+from lazyfuel.ops.contiguize import PUSH as CONTIGUIZE_PUSH
 
 DTYPES = (DType.F32, DType.F16, DType.BF16, DType.F64, DType.U8, DType.U32)
 
@@ -127,10 +128,11 @@ def copy_shader(batch: Any, src: Any, dst: Any, nbytes: int) -> None:
     ssbo = kmod.storage_buffers(batch, nbytes)
     spec = kmod.spec_constants(batch, "contiguize", words >= kmod.I31_LIMIT, 1)
     pipe = batch.pool.pipelines.get(f"contiguize_w16{'_ssbo' if ssbo else ''}", spec)
-    vals = [src.address, dst.address, 0, words, words, *[1] * 7, 1, *[0] * 7]
+    vals = CONTIGUIZE_PUSH.values(src=src.address, dst=dst.address, base=0, n=words, shape=(words, *[1] * 7),
+                                  strides=(1, *[0] * 7))
     out = bind(dst, nbytes)
     buffers = (bind(src, nbytes), out, out, out) if ssbo else None
-    batch.dispatch(pipe, "<QQQQ8I8q", vals, 2, words, kmod.per_group(batch, "contiguize"), buffers)
+    kmod.dispatch(batch, pipe, CONTIGUIZE_PUSH, vals, words, kmod.per_group(batch, "contiguize"), buffers)
 
 
 def rows(dev: Device, dtype: DType, nbytes: int, rng: np.random.Generator) -> list[tuple[str, float, dict]]:

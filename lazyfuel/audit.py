@@ -3,12 +3,12 @@
 For each binding of a registry, on fresh random data (see `lazyfuel.judge.workloads`: NaN payloads,
 -0.0, subnormals and infinities in the select family's float inputs; finite data for the FFTs,
 which mix every element of a row), `audit()` runs one-step Programs through the binding's backend
-executor over its op kind's row of `CASES` (select family: ranks 1-3, odd extents, every dim;
-FFTs: power-of-two, composite and prime lengths, 1-D and batched along the last axis and axis 0,
-norms backward / ortho / forward, cropped and zero-padded `n`; both: transposed, reversed, offset
-and broadcast sources where the binding's caps accept them), and compares each result with the
-full-semantics reference functions of `lazyfuel.backends.cpu.kernels` and `.fft` (the latter in
-double precision) by the op kind's row of `COMPARE`:
+executor over its op kind's cases (`OpSpec.cases`, and `view_cases` where the binding's caps accept
+the view: see `lazyfuel.ops`; select family: ranks 1-3, odd extents, every dim; FFTs:
+power-of-two, composite and prime lengths, 1-D and batched along the last axis and axis 0, norms
+backward / ortho / forward, cropped and zero-padded `n`; both: transposed, reversed, offset and
+broadcast sources), and compares each result with the op's full-semantics numpy reference
+(`OpSpec.reference`; the FFTs' in double precision) by the op's comparison (`OpSpec.compare`):
 
 - select family and Contiguize, element by element: `max_ulp`, `max_relative`, `max_absolute` (all
   0: the bits must be equal);
@@ -26,7 +26,6 @@ with their bits. Nothing is mocked: kernels run on the real devices. `lazyfuel a
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,74 +34,16 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.backends.base import executor
-from lazyfuel.backends.cpu import fft as fft_reference
-from lazyfuel.backends.cpu import kernels as reference
-from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, Determinism, OpKind
-from lazyfuel.judge.workloads import FFT_POINTS_IN, make_inputs, program_for, supported
-from lazyfuel.layout import Layout, normalize_dim
-from lazyfuel.precision import Mismatch, first_bit_difference, first_mismatch, worst_row_mismatch
+from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, Determinism
+from lazyfuel.judge.workloads import make_inputs, program_for, supported
+from lazyfuel.layout import Layout
+from lazyfuel.ops import Case, spec_for
+from lazyfuel.precision import Mismatch, first_bit_difference
 from lazyfuel.providers import available_backends, default_registry, left_out
 from lazyfuel.registry import Binding, Registry
 
 Inputs = list[np.ndarray]
 Attrs = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Case:
-    """Data of `shape`, selecting (or transforming) along `dim` with `n_indices` indices and the op
-    attributes `attrs` (an FFT's `norm`, `n`), the source seen through `view`."""
-
-    shape: tuple[int, ...]
-    dim: int = 0
-    n_indices: int | None = None
-    view: str = "contiguous"
-    attrs: tuple[tuple[str, Any], ...] = ()
-
-    def __str__(self) -> str:
-        idx = "" if self.n_indices is None else f", {self.n_indices} indices"
-        extra = "".join(f", {k} {v}" for k, v in self.attrs)
-        return f"shape {self.shape}, dim {self.dim}{idx}{extra}, {self.view} source"
-
-
-SELECT_CASES = (Case((97,), 0, 41), Case((37, 13), 0, 50), Case((37, 13), 1, 7), Case((5, 6, 7), 1, 9),
-                Case((5, 6, 7), 2, 3), Case((3, 4, 5), 0, 1), Case((64, 33), 1, 64), Case((1,), 0, 3))
-SELECT_VIEW_CASES = (Case((12, 9), 1, 5, "transposed"), Case((11, 7), 0, 6, "reversed"),
-                     Case((10, 6), 0, 4, "offset-strided"), Case((8, 5), 1, 3, "broadcast"))
-# select_fill runs rows of whole 16-byte words (its `misfit`): inner extents of 16 and 32 elements
-SELECT_FILL_CASES = (Case((37, 16), 0, 50), Case((5, 6, 16), 1, 9), Case((3, 4, 32), 0, 1),
-                     Case((2, 3, 16), 1, 7), Case((1, 48), 0, 3), Case((64, 32), 0, 64),
-                     Case((7, 2, 2, 16), 1, 5), Case((16, 64), 0, 20))
-
-
-def _fft_case(shape: tuple[int, ...], dim: int, norm: str, view: str = "contiguous",
-              n: int | None = None) -> Case:
-    """An FFT case: `shape[dim]` is the signal length (see `make_inputs`), `n` crops or pads it."""
-    return Case(shape, dim, None, view, (("norm", norm), *((("n", n),) if n is not None else ())))
-
-
-# Lengths: each of VkFFT's paths: radix kernels (a power of two; composites 12 and 1000), Rader's
-# algorithm (primes p with a smooth p - 1: 17, 1009), Bluestein's (47: 46 = 2 * 23); 1-D, batched
-# along the last axis and along axis 0; every norm. Each VkFFT plan (batch, length, precision,
-# norm) compiles once per direction, seconds on PoCL the first time: the `n` and view cases reuse
-# the plans of the plain ones.
-FFT_CASES = (_fft_case((16,), 0, "backward"), _fft_case((3, 12), 1, "ortho"),
-             _fft_case((17, 2), 0, "forward"), _fft_case((47,), 0, "ortho"),
-             _fft_case((2, 1000), 1, "forward"), _fft_case((1009, 2), 0, "backward"),
-             _fft_case((3, 10), 1, "ortho", n=12), _fft_case((20,), 0, "backward", n=16))
-FFT_VIEW_CASES = (_fft_case((3, 12), 1, "ortho", "transposed"), _fft_case((16,), 0, "backward", "reversed"),
-                  _fft_case((17, 2), 0, "forward", "offset-strided"),
-                  _fft_case((2, 1000), 1, "forward", "broadcast"))
-
-# op kind -> (cases every binding runs, view cases run where the binding's caps accept the view)
-CASES: dict[OpKind, tuple[tuple[Case, ...], tuple[Case, ...]]] = {
-    OpKind.IndexSelect: (SELECT_CASES, SELECT_VIEW_CASES),
-    OpKind.Gather: (SELECT_CASES, SELECT_VIEW_CASES),
-    OpKind.MaskedFill: (SELECT_CASES, SELECT_VIEW_CASES),
-    OpKind.Contiguize: (SELECT_CASES, SELECT_VIEW_CASES),
-    OpKind.SelectFill: (SELECT_FILL_CASES, ()),
-    **{kind: (FFT_CASES, FFT_VIEW_CASES) for kind in FFT_POINTS_IN},
-}
 
 
 def _view(name: str, a: np.ndarray) -> np.ndarray:
@@ -120,92 +61,6 @@ def _view(name: str, a: np.ndarray) -> np.ndarray:
     if name == "broadcast":
         return np.broadcast_to(a[:1], a.shape)
     return a
-
-
-def _fft_reference(fn: Callable[..., np.ndarray]) -> Callable[[Inputs, Attrs], np.ndarray]:
-    return lambda a, at: fn(a[0], n=at.get("n"), axis=at.get("axis", -1), norm=at.get("norm"))
-
-
-REFERENCE: dict[OpKind, Callable[[Inputs, Attrs], np.ndarray]] = {
-    OpKind.IndexSelect: lambda a, at: reference.index_select(a[0], at["dim"], a[1]),
-    OpKind.Gather: lambda a, at: reference.gather(a[0], at["dim"], a[1]),
-    OpKind.MaskedFill: lambda a, at: reference.masked_fill(a[0], a[1], at["value"]),
-    OpKind.Contiguize: lambda a, at: reference.contiguize(a[0]),
-    OpKind.SelectFill: lambda a, at: reference.masked_fill(reference.index_select(a[0], at["dim"], a[1]),
-                                                           a[2], at["value"]),
-    OpKind.Fft: _fft_reference(fft_reference.fft),
-    OpKind.Ifft: _fft_reference(fft_reference.ifft),
-    OpKind.Rfft: _fft_reference(fft_reference.rfft),
-    OpKind.Irfft: _fft_reference(fft_reference.irfft),
-}
-
-
-def _elementwise(got: np.ndarray, want: np.ndarray, binding: Binding, attrs: Attrs) -> Mismatch | None:
-    return first_mismatch(got, want, binding.dtypes[-1], binding.contract.precision)
-
-
-def _per_row(got: np.ndarray, want: np.ndarray, binding: Binding, attrs: Attrs) -> Mismatch | None:
-    axis = normalize_dim(attrs.get("axis", -1), want.ndim)
-    return worst_row_mismatch(got, want, axis, binding.contract.precision)
-
-
-# op kind -> how a result is held to the contract's precision (see the module docstring)
-COMPARE: dict[OpKind, Callable[[np.ndarray, np.ndarray, Binding, Attrs], Mismatch | None]] = {
-    OpKind.IndexSelect: _elementwise,
-    OpKind.Gather: _elementwise,
-    OpKind.MaskedFill: _elementwise,
-    OpKind.Contiguize: _elementwise,
-    OpKind.SelectFill: _elementwise,
-    **{kind: _per_row for kind in FFT_POINTS_IN},
-}
-
-
-def _split(n: int, pieces: int) -> list[slice]:
-    bounds = np.linspace(0, n, min(pieces, max(n, 1)) + 1).astype(int)
-    return [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
-
-
-def _by_indices(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
-    """Fewer indices per piece (and the inputs after them, a select_fill's mask, the same part of
-    `dim`); the results join along `dim`."""
-    dim, idx = attrs["dim"], inputs[1]
-    axis = 0 if idx.ndim == 1 else dim
-
-    def part(a: np.ndarray, along: int, s: slice) -> np.ndarray:
-        return np.ascontiguousarray(np.take(a, range(s.start, s.stop), axis=along))
-
-    parts = [([inputs[0], part(idx, axis, s), *(part(m, dim, s) for m in inputs[2:])], attrs)
-             for s in _split(idx.shape[axis], pieces)]
-    return parts, dim
-
-
-def _by_rows(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
-    """Fewer rows (axis 0) of every input per piece; the results join along axis 0."""
-    rows = inputs[0].shape[0]
-    parts = [([a[s] if a.ndim else a for a in inputs], attrs) for s in _split(rows, pieces)]
-    return parts, 0
-
-
-def _by_batch(inputs: Inputs, attrs: Attrs, pieces: int) -> tuple[list[tuple[Inputs, Attrs]], int]:
-    """Fewer transforms per piece: the input split along the first axis that is not transformed
-    (a 1-D input is one piece); the results join along that axis."""
-    x = inputs[0]
-    axis = normalize_dim(attrs.get("axis", -1), x.ndim)
-    other = next((i for i in range(x.ndim) if i != axis), None)
-    if other is None:
-        return [(inputs, attrs)], 0
-    parts = [([x[(slice(None),) * other + (s,)]], attrs) for s in _split(x.shape[other], pieces)]
-    return parts, other
-
-
-CHUNKINGS: dict[OpKind, Callable[[Inputs, Attrs, int], tuple[list[tuple[Inputs, Attrs]], int]]] = {
-    OpKind.IndexSelect: _by_indices,
-    OpKind.Gather: _by_indices,
-    OpKind.MaskedFill: _by_rows,
-    OpKind.Contiguize: _by_rows,
-    OpKind.SelectFill: _by_indices,
-    **{kind: _by_batch for kind in FFT_POINTS_IN},
-}
 
 
 @dataclass(frozen=True)
@@ -285,7 +140,8 @@ class _Auditor:
     def cases(self) -> list[Case]:
         b = self.binding
         native = b.contract.caps.awkward_layout_strategy is AwkwardLayoutStrategy.native_strided
-        plain, views = CASES[b.op_kind]
+        spec = spec_for(b.op_kind)
+        plain, views = spec.cases, spec.view_cases
         return list(plain) + ([c for c in views if self._accepts(c)] if native else [])
 
     def _accepts(self, case: Case) -> bool:
@@ -301,10 +157,11 @@ class _Auditor:
         b = self.binding
         inputs, attrs = make_inputs(b, case.shape, case.dim, self.rng, case.n_indices, dict(case.attrs))
         inputs[0] = _view(case.view, inputs[0])
-        expected = REFERENCE[b.op_kind](inputs, attrs)
+        spec = spec_for(b.op_kind)
+        expected = spec.reference(inputs, attrs)
         try:
             got = self.run(inputs, attrs)
-            bad = COMPARE[b.op_kind](got, expected, b, attrs)
+            bad = spec.compare(got, expected, b.dtypes[-1], b.contract, attrs)
         except Exception as err:  # any error breaks the contract; the report says which
             return Failure("runs", str(case), error=f"{type(err).__name__}: {err}")
         if bad is not None:
@@ -320,7 +177,7 @@ class _Auditor:
             return Failure(f"determinism {determinism.name}: repeat", str(case), again)
         if determinism is not Determinism.bitwise:
             return None
-        parts, axis = CHUNKINGS[self.binding.op_kind](inputs, attrs, self.pieces)
+        parts, axis = spec_for(self.binding.op_kind).chunking(inputs, attrs, self.pieces)
         if len(parts) < 2:
             return None
         joined = np.concatenate([self.run(i, a) for i, a in parts], axis=axis)
@@ -331,7 +188,7 @@ class _Auditor:
 
 def audit_binding(binding: Binding, runner: Any, rng: np.random.Generator, pieces: int = 3) -> BindingAudit:
     """Audit one binding through `runner` (its backend's executor); see the module docstring."""
-    if not (supported(binding) and all(binding.op_kind in t for t in (CASES, REFERENCE, COMPARE))):
+    if not supported(binding):
         return BindingAudit(binding, 0, skipped=f"no audit cases for op kind {binding.op_kind}")
     auditor = _Auditor(binding, runner, rng, pieces)
     cases = auditor.cases()

@@ -1,15 +1,14 @@
 """The FFT family in lazyfuel's graph: the `Transform` node and its builder.
 
 `transform(x, kind, axis, n, norm)` checks user input when the op is built (numpy.fft's rules and
-messages, through the planner's `PARAMS` row for the kind) and returns a `Transform` node over
+messages, by the kind's spec: `lazyfuel.ops.fft`) and returns a `Transform` node over
 `x` with the transformed axis made whole: when that axis has several chunks, `x` is rechunked
 (a `Rechunk` node: dask's `rechunk({axis: -1})`); the other axes keep their chunks. Each output
 block then is the transform of one input block, so a task fuses it like any other op. Nothing runs.
 
-dtypes are numpy 2's for the four dtypes the bindings take (fft/ifft: F32 -> C64, F64 -> C128,
-complex stays; rfft: F32 -> C64, F64 -> C128; irfft: C64 -> F32, C128 -> F64). Every other dtype
-is refused with a TypeError naming the cast to make (numpy would cast ints to float64 and F16 to
-F32 silently; lazyfuel never coerces silently, see docs/decisions.md).
+dtypes are numpy 2's for the four dtypes the bindings take (`lazyfuel.ops.fft.KINDS`); every
+other dtype is refused with a TypeError naming the cast to make (numpy would cast ints to float64
+and F16 to F32 silently; lazyfuel never coerces silently, see docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -19,26 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from lazyfuel.contracts.model import OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import Node, Rechunk
-from lazyfuel.layout import normalize_dim
-from lazyfuel.planner.plan import PARAMS
-
-C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
-F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-# kind -> {input dtype: output dtype}; what the FFT bindings of every provider declare.
-DTYPES: dict[str, dict[np.dtype, np.dtype]] = {
-    "Fft": {F32: C64, F64: C128, C64: C64, C128: C128},
-    "Ifft": {F32: C64, F64: C128, C64: C64, C128: C128},
-    "Rfft": {F32: C64, F64: C128},
-    "Irfft": {C64: F32, C128: F64},
-}
-# The cast that makes each refused dtype acceptable, for the TypeError.
-_CASTS = {"Rfft": "float32 or float64 (x.real for complex data)", "Irfft": "complex64 or complex128"}
-NORMS = (None, "backward", "ortho", "forward")
+from lazyfuel.ops import fft as fft_spec
+from lazyfuel.ops import spec_for
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,27 +84,11 @@ def transform(x: Node, kind: str, axis: Any = -1, n: Any = None, norm: Any = Non
         ValueError: a 0-d `x`; `n` not an integer >= 1 (irfft's default n = 2 * (m - 1) must be
             >= 1 too); `norm` not None, "backward", "ortho" or "forward".
     """
-    if kind not in DTYPES:
-        raise ValueError(f"unknown transform {kind!r}; expected one of {', '.join(DTYPES)}")
-    out_dtype = DTYPES[kind].get(np.dtype(x.dtype))
-    if out_dtype is None:
-        takes = _CASTS.get(kind, "float32, float64, complex64 or complex128")
-        raise TypeError(f"{kind.lower()} takes {takes} data, got {np.dtype(x.dtype)}; cast it first "
-                        f"(e.g. a.astype(np.{'complex64' if kind == 'Irfft' else 'float32'}) before "
-                        f"lf.from_array): lazyfuel does not cast silently")
-    if x.ndim == 0:
-        raise ValueError(f"{kind.lower()} needs an array of at least one dimension, got a 0-d array")
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{kind.lower()}: axis must be an integer, got {type(axis).__name__}")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer))):
-        raise TypeError(f"{kind.lower()}: n must be an integer or None, got {type(n).__name__}")
-    if not any(norm is v or norm == v for v in NORMS) or not (norm is None or isinstance(norm, str)):
-        raise ValueError(f"{kind.lower()}: invalid norm {norm!r}; expected None, 'backward', "
-                         f"'ortho' or 'forward'")
-    a = normalize_dim(int(axis), x.ndim)
+    op_kind = fft_spec.kind_of(kind)
+    out_dtype, a = fft_spec.check_args(op_kind, x.dtype, x.ndim, axis, n, norm)
     n = None if n is None else int(n)
     attrs = {"axis": a, "n": n, "norm": norm}
-    _, out_shape = PARAMS[OpKind.parse(kind)]([x.shape], DType.from_numpy(x.dtype), attrs)
+    _, out_shape = spec_for(op_kind).params([x.shape], DType.from_numpy(x.dtype), attrs)
     if len(x.chunks[a]) > 1:
         x = Rechunk(x, (*x.chunks[:a], (x.shape[a],), *x.chunks[a + 1:]))
     return Transform(x, kind, a, n, norm, out_dtype, int(out_shape[a]))

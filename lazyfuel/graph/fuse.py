@@ -29,12 +29,9 @@ from typing import Any
 import numpy as np
 
 from lazyfuel.graph import chunks as ch
-from lazyfuel.graph.fft import Transform
 from lazyfuel.graph.indices import kernel_dtype
 from lazyfuel.graph.ir import (
-    Contiguize,
     Gather,
-    MaskedFill,
     Node,
     Rechunk,
     Select,
@@ -46,6 +43,7 @@ from lazyfuel.graph.pieces import PiecePlan, base_leaf, plan_pieces, wants_piece
 from lazyfuel.graph.span import gap_allows, span_is_cheap
 from lazyfuel.graph.stored import StoredReader, chunk_of
 from lazyfuel.graph.task import ArgMeta, Assembled, BlockRecipe, Const, Gathered, LazyIndex, Part, Reader
+from lazyfuel.ops import find
 from lazyfuel.planner.chain import Chain, OpNode
 
 Key = tuple[Any, ...]
@@ -208,15 +206,12 @@ class _Builder:
         if isinstance(node, View):
             child_block, (op, attrs) = node.input_block(block)
             return self.add_node(op, (self.emit(node.input, child_block),), attrs)
-        if isinstance(node, Contiguize):
-            return self.add_node("Contiguize", (self.emit(node.input, block),))
-        if isinstance(node, MaskedFill):
-            data, mask = self.emit(node.data, block), self.emit(node.mask, block)
-            return self.add_node("MaskedFill", (data, mask), (("value", node.value),))
+        spec = find(getattr(node, "op_kind", ""))
+        if spec is not None and spec.blockwise:  # the same block of each input (an FFT's axis is one chunk)
+            args = tuple(self.emit(i, block) for i in node.inputs)
+            return self.add_node(spec.kind.name, args, node.attrs())
         if isinstance(node, Select):
             return self.select(node, block)
-        if isinstance(node, Transform):  # the axis is one chunk: the same block of the input
-            return self.add_node(node.op_kind, (self.emit(node.input, block),), node.attrs())
         raise TypeError(f"cannot fuse a {type(node).__name__} node")
 
     def select(self, node: Select, block: tuple[int, ...]) -> tuple[str, int]:

@@ -68,6 +68,10 @@ class Node:
         """What besides the inputs determines the result (tokenized into `name`)."""
         return ()
 
+    def attrs(self) -> tuple[tuple[str, Any], ...]:
+        """The attributes of the op's chain node (`planner.chain.OpNode`), as its spec reads them."""
+        return ()
+
     @cached_property
     def name(self) -> str:
         return f"{self.label}-{tokenize(type(self).__name__, self.params(), [i.name for i in self.inputs])}"
@@ -282,6 +286,9 @@ class MaskedFill(Node):
 
     def params(self) -> tuple[Any, ...]:
         return (type(self.value).__name__, tokenize(self.value))
+
+    def attrs(self) -> tuple[tuple[str, Any], ...]:
+        return (("value", self.value),)
 
 
 @dataclass(frozen=True, eq=False)

@@ -45,6 +45,7 @@ from lazyfuel.graph.lower import from_layer
 from lazyfuel.graph.stored import regular_chunks
 from lazyfuel.layout import Layout, normalize_dim
 from lazyfuel.layout import broadcast_to as broadcast_layout
+from lazyfuel.ops.index_select import check_0d_count, check_index_shape
 
 
 def is_lazy(obj: Any) -> bool:
@@ -317,15 +318,13 @@ def index_select(x: Node, dim: Any, indices: Any) -> Node:
     x = resolved(x)
     d = normalize_dim(dim, x.ndim)
     shape = tuple(indices.shape) if is_lazy(indices) else np.shape(indices)
-    if len(shape) > 1:
-        raise ValueError(f"index_select takes 1-d indices, got shape {shape}; "
-                         f"use gather for n-d indices or pass indices.ravel()")
+    check_index_shape(shape)
     if unknown_sizes(indices):
         along = tuple(indices.chunks[0]) if shape else (1,)
         return _deferred(index_select, x, d, indices, (*x.shape[:d], sum(along), *x.shape[d + 1:]),
                          (*x.chunks[:d], along, *x.chunks[d + 1:]))
-    if x.ndim == 0 and math.prod(shape) != 1:
-        raise ValueError(f"index_select on a 0-d array takes exactly one index, got {math.prod(shape)}")
+    if x.ndim == 0:
+        check_0d_count(math.prod(shape))
     data = broadcast_to(x, (1,)) if x.ndim == 0 else x
     if is_lazy(indices):
         idx = _lazy_indices(indices, data.shape[d], ndim=1)

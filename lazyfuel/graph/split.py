@@ -8,26 +8,30 @@ the halves give the whole block's bits exactly.
 
 `halves(chain, inputs)` finds which program inputs follow the output's leading axis: walking the
 chain back from its output, each value is either cut along one of its axes (the same rows as
-the output) or needed whole (a select's source along the selected axis). Rules per op, in
-`_CUTS`: MaskedFill cuts data and mask alike; IndexSelect / Gather along another axis cut the
-source (and a gather's indices) on that axis, along the cut axis they cut the indices and need
-the source whole; Contiguize and transpose pass the cut on (transpose to its source axis);
-getitem where that axis is taken whole; broadcast_to where the axis is the source's own (a
-broadcast axis needs the source whole, and the node's shape is cut). FFT nodes and anything else
-are not split. Program inputs are cut as numpy views (no copy). A chain that cannot be cut, or
+the output) or needed whole (a select's source along the selected axis). Rules per op, in each
+op's spec (`OpSpec.cut` and `OpSpec.shape`, `lazyfuel.ops`) and view's (`lazyfuel.ops.views`):
+MaskedFill cuts data and mask alike; IndexSelect / Gather along another axis cut the source (and
+a gather's indices) on that axis, along the cut axis they cut the indices and need the source
+whole; Contiguize and transpose pass the cut on (transpose to its source axis); getitem where
+that axis is taken whole; broadcast_to where the axis is the source's own (a broadcast axis
+needs the source whole, and the node's shape is cut). FFT nodes and anything else are not split.
+Program inputs are cut as numpy views (no copy). A chain that cannot be cut, or
 an output of one row along the leading axis (the floor), turns the MemoryError into one that also
 names the block and why it could not be split further.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from lazyfuel.planner.chain import Chain, OpNode, decode_key
+from lazyfuel.ops import find
+from lazyfuel.ops.spec import CutRule, OpSpec
+from lazyfuel.ops.views import VIEWS, ViewSpec
+from lazyfuel.planner.chain import Chain
 
 Run = Callable[[Chain, list[np.ndarray]], np.ndarray]
 Cut = int | None  # the axis a value is cut along (the output's leading rows), or None: whole
@@ -102,7 +106,7 @@ def _cuts(chain: Chain, shapes: list[Any]) -> dict[int, Cut] | str:
         node = chain.nodes[k]
         axis = cuts[value]
         args = ([None] * len(node.args) if axis is None
-                else _CUTS.get(node.op, _never)(node, axis, [shapes[a] for a in node.args]))
+                else _cut_rule(node.op)(node.attr, axis, [shapes[a] for a in node.args]))
         if args is None:
             return f"has a {node.op} that does not keep the rows it is cut along"
         for arg, cut in zip(node.args, args):
@@ -111,71 +115,27 @@ def _cuts(chain: Chain, shapes: list[Any]) -> dict[int, Cut] | str:
     return cuts
 
 
-def _never(node: OpNode, axis: int, shapes: list[Any]) -> None:
+def _never(attr: Mapping[str, Any], axis: int, shapes: list[Any]) -> None:
     return None
 
 
-def _select(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut]:
-    """IndexSelect: the source keeps its other axes; along `dim` the indices are cut."""
-    return [None, 0] if axis == node.attr["dim"] else [axis, None]
+def _rules(op: str) -> OpSpec | ViewSpec | None:
+    """The halving rules (`cut`, `shape`) of the node `op`: its op spec's or view's (None: neither)."""
+    return find(op) or VIEWS.get(op)
 
 
-def _gather(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut]:
-    """Gather: the output has the indices' shape, and the source's extent off `dim`."""
-    return [None, axis] if axis == node.attr["dim"] else [axis, axis]
-
-
-def _getitem(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut] | None:
-    """The source axis the output axis comes from, when that axis is taken whole."""
-    key = decode_key(node.attr["key"])
-    kept = [i for i in range(len(shapes[0])) if i >= len(key) or isinstance(key[i], slice)]
-    source = kept[axis]
-    if source < len(key):
-        n = shapes[0][source]
-        if key[source].indices(n) != (0, n, 1):
-            return None
-    return [source]
-
-
-def _broadcast(node: OpNode, axis: int, shapes: list[Any]) -> list[Cut]:
-    """The source's own axis (cut alike), or a broadcast one (the source whole)."""
-    source = axis - (len(node.attr["shape"]) - len(shapes[0]))
-    return [source] if source >= 0 and shapes[0][source] != 1 else [None]
-
-
-_CUTS: dict[str, Callable[[OpNode, int, list[Any]], list[Cut] | None]] = {
-    "MaskedFill": lambda node, axis, shapes: [axis, axis],
-    "Contiguize": lambda node, axis, shapes: [axis],
-    "IndexSelect": _select,
-    "Gather": _gather,
-    "transpose": lambda node, axis, shapes: [node.attr["axes"][axis]],
-    "getitem": _getitem,
-    "broadcast_to": _broadcast,
-}
-
-
-def _view_shape(shape: tuple[int, ...], key: Any) -> tuple[int, ...]:
-    """The shape `a[key]` has for an `a` of `shape` (on a stride-0 stand-in: no memory)."""
-    return np.broadcast_to(np.empty((), np.uint8), shape)[decode_key(key)].shape
-
-
-_SHAPES: dict[str, Callable[[OpNode, list[Any]], tuple[int, ...]]] = {
-    "MaskedFill": lambda node, s: s[0],
-    "Contiguize": lambda node, s: s[0],
-    "IndexSelect": lambda node, s: tuple(int(np.prod(s[1])) if i == node.attr["dim"] else n
-                                         for i, n in enumerate(s[0])),
-    "Gather": lambda node, s: s[1],
-    "transpose": lambda node, s: tuple(s[0][a] for a in node.attr["axes"]),
-    "getitem": lambda node, s: _view_shape(s[0], node.attr["key"]),
-    "broadcast_to": lambda node, s: tuple(node.attr["shape"]),
-}
+def _cut_rule(op: str) -> CutRule:
+    """How the node `op` is cut; `_never` if it is not."""
+    rules = _rules(op)
+    return (rules.cut if rules is not None else None) or _never
 
 
 def _shapes(chain: Chain, input_shapes: list[tuple[int, ...]]) -> list[Any]:
-    """The shape of every value of the chain (None from a node `_SHAPES` has no rule for on)."""
+    """The shape of every value of the chain (None from a node with no shape rule on)."""
     shapes: list[Any] = list(input_shapes)
     for node in chain.nodes:
         args = [shapes[a] for a in node.args]
-        rule = _SHAPES.get(node.op)
-        shapes.append(None if rule is None or any(s is None for s in args) else rule(node, args))
+        rules = _rules(node.op)
+        rule = rules.shape if rules is not None else None
+        shapes.append(None if rule is None or any(s is None for s in args) else rule(node.attr, args))
     return shapes

@@ -53,8 +53,8 @@ from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
 from lazyfuel.graph.touched import staged_where_cheaper
 from lazyfuel.layout import Layout
+from lazyfuel.ops.views import VIEWS
 from lazyfuel.planner import Chain, OpNode, Planner
-from lazyfuel.planner.chain import decode_key
 from lazyfuel.planner.placement import Placement
 from lazyfuel.settings import config
 
@@ -71,17 +71,11 @@ class Runtime(Protocol):
     def applied(self) -> AbstractContextManager[Any]: ...
 
 
+# the numpy rule of each view (`lazyfuel.ops.views`), and of the post view `reshape` (a gather's
+# elements, after its program)
 _NUMPY_VIEWS: dict[str, Callable[[np.ndarray, dict[str, Any]], np.ndarray]] = {
-    "transpose": lambda a, attr: a.transpose(attr["axes"]),
-    "getitem": lambda a, attr: a[decode_key(attr["key"])],
-    "broadcast_to": lambda a, attr: np.broadcast_to(a, attr["shape"]),
-    "reshape": lambda a, attr: a.reshape(attr["shape"]),  # post views only: a gather's elements
-}
-
-_LAYOUT_VIEWS: dict[str, Callable[[Layout, dict[str, Any]], Layout]] = {
-    "transpose": lambda lay, attr: layouts.transpose(lay, attr["axes"]),
-    "getitem": lambda lay, attr: layouts.getitem(lay, decode_key(attr["key"])),
-    "broadcast_to": lambda lay, attr: layouts.broadcast_to(lay, attr["shape"]),
+    **{name: view.numpy for name, view in VIEWS.items()},
+    "reshape": lambda a, attr: a.reshape(attr["shape"]),
 }
 
 
@@ -95,7 +89,7 @@ def apply_views(a: np.ndarray, views: Sequence[ViewOp]) -> np.ndarray:
 def view_layout(lay: Layout, views: Sequence[ViewOp]) -> Layout:
     """The layout `apply_views` would give an array of layout `lay`."""
     for op, attrs in views:
-        lay = _LAYOUT_VIEWS[op](lay, dict(attrs))
+        lay = VIEWS[op].layout(lay, dict(attrs))
     return lay
 
 

@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-VIEW_OPS = ("transpose", "getitem", "broadcast_to")
-INDEX_OPS = ("IndexSelect", "Gather")  # ops whose second argument is indices
+from lazyfuel.ops import specs
+from lazyfuel.ops.views import VIEW_OPS, decode_key, encode_key
+
+__all__ = ["INDEX_OPS", "VIEW_OPS", "Chain", "OpNode", "decode_key", "encode_key"]
+
+# ops whose second argument is indices (their spec's kernels take an input named so)
+INDEX_OPS = tuple(s.kind.name for s in specs() if [n for n, _ in s.inputs][1:2] == ["indices"])
 
 
 @dataclass(frozen=True)
@@ -58,11 +63,3 @@ class Chain:
         return frozenset(found)
 
 
-def encode_key(key: tuple[int | slice, ...]) -> tuple[Any, ...]:
-    """A basic-indexing key in hashable form (slices as tuples)."""
-    return tuple(("slice", k.start, k.stop, k.step) if isinstance(k, slice) else int(k) for k in key)
-
-
-def decode_key(key: tuple[Any, ...]) -> tuple[int | slice, ...]:
-    """The inverse of `encode_key`."""
-    return tuple(slice(*k[1:]) if isinstance(k, tuple) else k for k in key)

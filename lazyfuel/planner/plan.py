@@ -42,20 +42,18 @@ import dataclasses
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Protocol
 
-import numpy as np
-
-from lazyfuel import layout as layouts
 from lazyfuel import notices
-from lazyfuel.checks import fill_bytes
 from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
-from lazyfuel.planner.chain import Chain, OpNode, decode_key
+from lazyfuel.ops import spec_for
+from lazyfuel.ops.contiguize import ContiguizeParams
+from lazyfuel.ops.views import VIEWS
+from lazyfuel.planner.chain import Chain, OpNode
 from lazyfuel.planner.choice import Candidate, Choice, cost_source, decide
 from lazyfuel.planner.fusion import PairPlanning, fusable_pairs
 from lazyfuel.planner.placement import Placement, link_bytes
@@ -267,10 +265,10 @@ class _Builder(PairPlanning):
         return dataclasses.replace(program, transfer_cost=transfer, links=links)
 
     def _node(self, node: OpNode) -> _Value:
-        view = _VIEWS.get(node.op)
+        view = VIEWS.get(node.op)
         if view is not None:
             src = self.values[node.args[0]]
-            return _Value(src.dtype, view(src.layout, node.attr), src.storage)
+            return _Value(src.dtype, view.layout(src.layout, node.attr), src.storage)
         op_kind = OpKind.parse(node.op)
         if op_kind is OpKind.Contiguize:
             pid = self._contiguize(node.args[0], "explicit contiguous()", force=True)
@@ -300,7 +298,7 @@ class _Builder(PairPlanning):
         in_dtypes = tuple(a.dtype for a in args)  # the output dtype is the binding's (its dtype rule)
         candidates = [b for b in self.registry.bindings() if b.op_kind is op_kind
                       and b.backend is self.backend and b.dtypes[:-1] == in_dtypes]
-        params, out_shape = PARAMS[op_kind]([a.layout.shape for a in args], args[0].dtype, node.attr)
+        params, out_shape = spec_for(op_kind).params([a.layout.shape for a in args], args[0].dtype, node.attr)
         candidates = [b for b in candidates if self._may_plan(b, params, out_shape)]
         if any(b.contract.kernel in self.pins for b in candidates):
             candidates = [b for b in candidates if b.contract.kernel in self.pins]
@@ -338,7 +336,7 @@ class _Builder(PairPlanning):
         self.steps.append(step)
         return self._step_value(self.n_inputs + len(self.steps) - 1)
 
-    def _may_plan(self, binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...]) -> bool:
+    def _may_plan(self, binding: Binding, params: Mapping[str, Any], out_shape: tuple[int, ...]) -> bool:
         """Whether the contract's plan conditions hold: its `misfit` is 0 for these params, and the
         device is of a kind it lists (`device_kinds`; a pinned kernel runs on any device)."""
         caps = binding.contract.caps
@@ -347,7 +345,7 @@ class _Builder(PairPlanning):
         return not caps.device_kinds or self.device_kind in caps.device_kinds \
             or binding.contract.kernel in self.pins
 
-    def _candidate_cost(self, binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...],
+    def _candidate_cost(self, binding: Binding, params: Mapping[str, Any], out_shape: tuple[int, ...],
                         needs: list[tuple[int, str]], args: tuple[int, ...]) -> tuple[float, list[Binding]]:
         """Seconds `binding` adds with the Contiguize steps it needs first (none for a value already
         contiguized), and the bindings priced; the program's overhead when it would start it."""
@@ -451,8 +449,8 @@ def _source(costs: CostModel | None, bindings: Sequence[Binding]) -> str:
     return cost_source([costs is not None and costs.measured(b) for b in bindings])
 
 
-def _contiguize_params(layout: Layout) -> dict[str, Any]:
-    return {"shape": layout.shape, "strides": layout.strides, "offset": layout.offset}
+def _contiguize_params(layout: Layout) -> ContiguizeParams:
+    return ContiguizeParams.of_layout(layout)
 
 
 def cost_env(binding: Binding, params: Mapping[str, Any], out_shape: Sequence[int]) -> dict[str, Any]:
@@ -461,7 +459,7 @@ def cost_env(binding: Binding, params: Mapping[str, Any], out_shape: Sequence[in
     return {k: v for k, v in env.items() if not isinstance(v, (bytes, str))}
 
 
-def _cost(binding: Binding, params: dict[str, Any], out_shape: tuple[int, ...],
+def _cost(binding: Binding, params: Mapping[str, Any], out_shape: tuple[int, ...],
           costs: CostModel | None = None) -> float:
     env = cost_env(binding, params, out_shape)
     if costs is not None:
@@ -475,80 +473,3 @@ def _cheaper(cost: float, than: float, costs: CostModel | None, bindings: Sequen
         return cost < than
     noise = max((costs.noise(b) for b in bindings), default=0.0)
     return cost < than * (1.0 - noise)
-
-
-def _index_select_params(shapes, dtype, attr):
-    src, (n,) = shapes[0], shapes[1]
-    dim = attr["dim"]
-    params = {"outer_count": math.prod(src[:dim]), "source_dim_size": src[dim], "n_indices": n,
-              "inner_count": math.prod(src[dim + 1:])}
-    return params, (*src[:dim], n, *src[dim + 1:])
-
-
-def _gather_params(shapes, dtype, attr):
-    return {"source_shape": shapes[0], "output_shape": shapes[1], "dim": attr["dim"]}, shapes[1]
-
-
-def _masked_fill_params(shapes, dtype, attr):
-    return {"fill_bytes": fill_bytes(attr["value"], dtype)}, shapes[0]
-
-
-# FFT op kinds: (transform length when `n` is not given, from the input axis length m;
-# output axis length from the transform length), as numpy.fft defines them.
-FFT_LENGTHS: dict[OpKind, tuple[Callable[[int], int], Callable[[int], int]]] = {
-    OpKind.Fft: (lambda m: m, lambda n: n),
-    OpKind.Ifft: (lambda m: m, lambda n: n),
-    OpKind.Rfft: (lambda m: m, lambda n: n // 2 + 1),
-    OpKind.Irfft: (lambda m: 2 * (m - 1), lambda n: n),
-}
-FFT_NORMS = ("backward", "ortho", "forward")
-
-
-def _select_fill_params(shapes, dtype, attr):
-    """index_select's params over (source, indices) and masked_fill's fill bytes."""
-    params, out_shape = _index_select_params(shapes[:2], dtype, attr)
-    return {**params, **_masked_fill_params([out_shape], dtype, attr)[0]}, out_shape
-
-
-def _fft_params(op_kind: OpKind, shapes, dtype, attr):
-    """Attrs `axis` (default -1), `n` (default: numpy's), `norm` (None = "backward") → op params.
-
-    Params: `shape` (the input's), `axis` (>= 0), `length` (the transform length, numpy's `n`),
-    `norm`, and `log2_length` (ceil(log2(length)), for the cost expressions).
-    """
-    shape = tuple(shapes[0])
-    if not shape:
-        raise ValueError(f"{op_kind} needs an array of at least one dimension, got a 0-d array")
-    axis = layouts.normalize_dim(attr.get("axis", -1), len(shape))
-    default_length, out_length = FFT_LENGTHS[op_kind]
-    n = attr.get("n")
-    length = default_length(shape[axis]) if n is None else n
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-        raise ValueError(f"{op_kind}: invalid number of data points ({length!r}) specified; "
-                         f"n must be an integer >= 1")
-    length = int(length)
-    norm = "backward" if attr.get("norm") is None else attr["norm"]
-    if norm not in FFT_NORMS:
-        raise ValueError(f"{op_kind}: norm {norm!r}; expected None or one of {', '.join(FFT_NORMS)}")
-    out_shape = (*shape[:axis], out_length(length), *shape[axis + 1:])
-    if max(length, math.prod(out_shape)) > np.iinfo(np.intp).max:
-        raise ValueError(f"{op_kind}: n = {length} gives an output of shape {out_shape}, more elements "
-                         f"than numpy can index ({np.iinfo(np.intp).max})")
-    params = {"shape": shape, "axis": axis, "length": length, "norm": norm,
-              "log2_length": max(1, (length - 1).bit_length())}
-    return params, out_shape
-
-
-PARAMS = {
-    OpKind.IndexSelect: _index_select_params,
-    OpKind.Gather: _gather_params,
-    OpKind.MaskedFill: _masked_fill_params,
-    OpKind.SelectFill: _select_fill_params,
-    **{kind: partial(_fft_params, kind) for kind in FFT_LENGTHS},
-}
-
-_VIEWS = {
-    "transpose": lambda lay, a: layouts.transpose(lay, a.get("axes")),
-    "getitem": lambda lay, a: layouts.getitem(lay, decode_key(a["key"])),
-    "broadcast_to": lambda lay, a: layouts.broadcast_to(lay, a["shape"]),
-}

@@ -6,8 +6,8 @@ backend that built that KernelRef declares, in its `signature`, what the code co
 kind, its inputs in call order (and the dtypes it reads at each, where fixed) and the rule giving
 its output's dtype. A binding links only to a kernel whose signature matches its own contract,
 so a document cannot bind `Fft` to an inverse transform, nor IndexSelect to the gather kernel.
-`op_signature(kind)` is the signature of the op kind as the planner calls it (`planner.plan.
-PARAMS`: args in this order); backends declare their kernels with it.
+`op_signature(kind)` is the signature of the op kind as the planner calls it (its `OpSpec`: args
+in this order); backends declare their kernels with it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from lazyfuel.contracts.model import DtypeRule, KernelContract, OpKind
 from lazyfuel.dtypes import DType
+from lazyfuel.ops import specs
 
 
 @dataclass(frozen=True)
@@ -60,22 +61,12 @@ class KernelSignature:
         return None
 
 
-_U32, _BOOL = frozenset({DType.U32}), frozenset({DType.BOOL})
-_SELECT = (("source", None), ("indices", _U32))
+# each op kind's signature: its op spec's inputs and dtype rule (`lazyfuel.ops`)
 OP_SIGNATURES: dict[OpKind, KernelSignature] = {
-    OpKind.IndexSelect: KernelSignature(OpKind.IndexSelect, _SELECT, DtypeRule("source")),
-    OpKind.Gather: KernelSignature(OpKind.Gather, _SELECT, DtypeRule("source")),
-    OpKind.MaskedFill: KernelSignature(OpKind.MaskedFill, (("data", None), ("mask", _BOOL)),
-                                       DtypeRule("data")),
-    OpKind.Contiguize: KernelSignature(OpKind.Contiguize, (("source", None),), DtypeRule("source")),
-    OpKind.Fft: KernelSignature(OpKind.Fft, (("source", None),), DtypeRule("source", "complex_of")),
-    OpKind.Ifft: KernelSignature(OpKind.Ifft, (("source", None),), DtypeRule("source", "complex_of")),
-    OpKind.Rfft: KernelSignature(OpKind.Rfft, (("source", None),), DtypeRule("source", "complex_of")),
-    OpKind.Irfft: KernelSignature(OpKind.Irfft, (("source", None),), DtypeRule("source", "real_of")),
-    OpKind.SelectFill: KernelSignature(OpKind.SelectFill, (*_SELECT, ("mask", _BOOL)), DtypeRule("source")),
-}
+    spec.kind: KernelSignature(spec.kind, spec.inputs, spec.dtype_rule) for spec in specs()}
 
 
 def op_signature(op_kind: OpKind | str) -> KernelSignature:
-    """The signature of `op_kind` as the planner calls its kernels (args in this order)."""
+    """The signature of `op_kind` as the planner calls its kernels (args in this order); ValueError
+    naming the op kinds for an unknown name."""
     return OP_SIGNATURES[OpKind.parse(op_kind)]

@@ -1,13 +1,14 @@
 """numpy.fft in the CPU provider: the FFT reference functions and the FFT step functions.
 
-- **Reference functions** `fft`, `ifft`, `rfft`, `irfft` have numpy.fft's semantics (`n` crops or
-  zero-pads the transformed axis, `axis` may be negative, `norm` is None, "backward", "ortho" or
-  "forward"). They compute in double precision and return the dtype the contracts promise for
-  the input's precision: complex of it for fft/ifft/rfft (F32 → C64, F64 → C128), real of it for
-  irfft (C64 → F32, C128 → F64). The audit compares every FFT binding against them.
+- **Reference functions** `fft`, `ifft`, `rfft`, `irfft` (`lazyfuel.ops.fft.reference`) have
+  numpy.fft's semantics (`n` crops or zero-pads the transformed axis, `axis` may be negative,
+  `norm` is None, "backward", "ortho" or "forward"). They compute in double precision and
+  return the dtype the contracts promise for the input's precision: complex of it for
+  fft/ifft/rfft (F32 → C64, F64 → C128), real of it for irfft (C64 → F32, C128 → F64). The
+  audit compares every FFT binding against them.
 - **Step functions** (`*_step`) are the CPU provider's FFT kernels, called by `CpuExecutor` with
   the op params the planner computes (`shape`, `axis`, `length`, `norm`, `log2_length`; see
-  `lazyfuel.planner.plan.PARAMS`). They compute in the input's own precision (numpy >= 2 keeps
+  `lazyfuel.ops.fft.FftParams`). They compute in the input's own precision (numpy >= 2 keeps
   float32 as float32) and return a fresh C-contiguous array of the promised dtype.
 
 Unlike the select family these kernels do arithmetic: results are exact only up to the precision
@@ -16,40 +17,12 @@ the contract declares (`lazyfuel/contracts/cpu.md`, normwise per transformed row
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-_COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
-            np.dtype(np.complex64): np.dtype(np.complex64), np.dtype(np.complex128): np.dtype(np.complex128)}
-_REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
-
-# transform name -> (numpy function, accepted input dtype -> output dtype)
-TRANSFORMS: dict[str, tuple[Callable[..., np.ndarray], dict[np.dtype, np.dtype]]] = {
-    "fft": (np.fft.fft, _COMPLEX),
-    "ifft": (np.fft.ifft, _COMPLEX),
-    "rfft": (np.fft.rfft, {k: v for k, v in _COMPLEX.items() if k.kind == "f"}),
-    "irfft": (np.fft.irfft, _REAL),
-}
-_DOUBLE = {"f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
-
-
-def _out_dtype(name: str, dtype: np.dtype) -> np.dtype:
-    """The output dtype of transform `name` for an input of `dtype`; TypeError naming the accepted ones."""
-    found = TRANSFORMS[name][1].get(np.dtype(dtype))
-    if found is None:
-        accepted = ", ".join(str(d) for d in TRANSFORMS[name][1])
-        raise TypeError(f"{name} takes {accepted} input, got {np.dtype(dtype)}; cast it first")
-    return found
-
-
-def _reference(name: str, x: Any, n: int | None, axis: int, norm: str | None) -> np.ndarray:
-    a = np.asarray(x)
-    out = _out_dtype(name, a.dtype)
-    fn = TRANSFORMS[name][0]
-    result = fn(a.astype(_DOUBLE[a.dtype.kind], copy=False), n=n, axis=axis, norm=norm)
-    return np.ascontiguousarray(result.astype(out, copy=False))
+from lazyfuel.ops.fft import KINDS, kind_of, reference
+from lazyfuel.ops.fft import out_dtype as _out_dtype
 
 
 def fft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
@@ -60,12 +33,12 @@ def fft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -
     >>> fft(np.array([1.0, 0.0, 0.0, 0.0], np.float32))
     array([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex64)
     """
-    return _reference("fft", x, n, axis, norm)
+    return reference("fft", x, n, axis, norm)
 
 
 def ifft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
     """numpy.fft.ifft of `x` (F32 F64 C64 C128) in double precision, as C64 or C128 (see `fft`)."""
-    return _reference("ifft", x, n, axis, norm)
+    return reference("ifft", x, n, axis, norm)
 
 
 def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
@@ -75,18 +48,18 @@ def rfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
     >>> rfft(np.array([1.0, 2.0, 3.0]))
     array([ 6. +0.j       , -1.5+0.8660254j])
     """
-    return _reference("rfft", x, n, axis, norm)
+    return reference("rfft", x, n, axis, norm)
 
 
 def irfft(x: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> np.ndarray:
     """numpy.fft.irfft of complex `x` (C64 C128) in double precision, as F32 or F64; the axis
     becomes `n` long (default 2 * (m - 1)). Raises TypeError for real or other input."""
-    return _reference("irfft", x, n, axis, norm)
+    return reference("irfft", x, n, axis, norm)
 
 
 def _step(name: str, source: np.ndarray, axis: int, length: int, norm: str) -> np.ndarray:
     out = _out_dtype(name, source.dtype)
-    result = TRANSFORMS[name][0](source, n=length, axis=axis, norm=norm)
+    result = KINDS[kind_of(name.capitalize())].numpy(source, n=length, axis=axis, norm=norm)
     return np.ascontiguousarray(result.astype(out, copy=False))
 
 

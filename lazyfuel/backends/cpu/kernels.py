@@ -3,10 +3,11 @@
 Two families live here:
 
 - **Reference functions** with the full user-facing semantics of the API (PyTorch's):
-  `index_select`, `gather`, `masked_fill`, `contiguize`. They take any numpy array of a lazyfuel
-  dtype in any layout (strided, offset, reversed, broadcast), negative dims and 0-d inputs, run
-  the shared checks of `lazyfuel.checks`, and return a fresh C-contiguous array. The audit
-  compares every binding against them.
+  `index_select`, `gather`, `masked_fill`, `contiguize`, defined by each op's spec
+  (`lazyfuel.ops.<op>`) and re-exported here. They take any numpy array of a lazyfuel dtype in
+  any layout (strided, offset, reversed, broadcast), negative dims and 0-d inputs, run the shared
+  checks of `lazyfuel.checks`, and return a fresh C-contiguous array. The audit compares every
+  binding against them.
 - **Step functions** (`*_step`), the CPU provider's kernels: what `CpuExecutor` calls for a
   program step, with the op params of docs/internals.md. They trust the planner for shapes but
   still bounds-check indices, so a bad index raises IndexError and never reads outside the source.
@@ -20,134 +21,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from lazyfuel import checks
 from lazyfuel.dtypes import DType
-from lazyfuel.layout import memory_span, normalize_dim
-
-_BITS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-         8: np.dtype(np.uint64), 16: np.dtype("V16")}
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    """`a` viewed as same-width raw words (any layout): moving these moves bits, not values."""
-    return a.view(_BITS[a.dtype.itemsize])
-
-
-def _checked_array(x: Any) -> np.ndarray:
-    """`x` as a numpy array of a lazyfuel dtype; TypeError naming the accepted dtypes otherwise."""
-    a = np.asarray(x)
-    DType.from_numpy(a.dtype)
-    return a
-
-
-def _fresh(bits: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """A newly computed raw-word array as a C-contiguous array of `dtype` (copies only if needed)."""
-    return np.asarray(bits, order="C").view(dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reference functions (full semantics)
-# ---------------------------------------------------------------------------------------------
-
-
-def index_select(x: Any, dim: int, indices: Any) -> np.ndarray:
-    """Slices of `x` along `dim` at `indices`: out[..., i, ...] = x[..., indices[i], ...].
-
-    Accepts `x` of any lazyfuel dtype and layout, `dim` negative or not, and 1-d (or 0-d: one
-    index) indices of any integer dtype. The output is `x`'s shape with `shape[dim] =
-    len(indices)`, a fresh contiguous array. A 0-d `x` takes exactly one index (0) and gives a
-    0-d result, as in PyTorch.
-
-    Raises:
-        IndexError: `dim` out of range, or an index < 0 or >= x.shape[dim] (value and position).
-        TypeError: `x` has no lazyfuel dtype, or the indices are not integers.
-        ValueError: the indices have more than one dim, or a 0-d `x` got other than one index.
-
-    >>> index_select(np.array([[1, 2, 3], [4, 5, 6]], np.int32), 1, [2, 0])
-    array([[3, 1],
-           [6, 4]], dtype=int32)
-    """
-    a = _checked_array(x)
-    d = normalize_dim(dim, a.ndim)
-    idx = checks.as_indices(indices, a.shape[d] if a.ndim else 1)
-    if idx.ndim > 1:
-        raise ValueError(f"index_select takes 1-d indices, got shape {idx.shape}; "
-                         f"use gather for n-d indices or pass indices.ravel()")
-    if a.ndim == 0:
-        if idx.size != 1:
-            raise ValueError(f"index_select on a 0-d array takes exactly one index, got {idx.size}")
-        return contiguize(a)
-    return _fresh(np.take(_bits(a), idx.reshape(-1), axis=d), a.dtype)
-
-
-def gather(x: Any, dim: int, indices: Any) -> np.ndarray:
-    """Elements of `x` picked along `dim` by an index array of `x`'s rank.
-
-    out[i][j][k] = x[i][indices[i][j][k]][k] for dim 1 (likewise for other dims). `indices` has
-    `x`'s rank and `x`'s extent on every axis but `dim`; the output has `indices`' shape and `x`'s
-    dtype, a fresh contiguous array. Accepts any lazyfuel dtype and layout, negative `dim`, and
-    integer indices of any dtype; a 0-d `x` or index counts as one element along dim 0.
-
-    Raises:
-        IndexError: `dim` out of range, or an index < 0 or >= x.shape[dim] (value and position).
-        TypeError: `x` has no lazyfuel dtype, or the indices are not integers.
-        ValueError: the index shape does not fit `x` (expected and got).
-
-    >>> gather(np.array([[1, 2], [3, 4]], np.int64), 1, [[0, 0], [1, 0]])
-    array([[1, 1],
-           [4, 3]])
-    """
-    a = _checked_array(x)
-    d = checks.check_gather_shapes(a.shape, np.shape(indices), dim)
-    src_shape = a.shape or (1,)
-    idx = checks.as_indices(indices, src_shape[d])
-    out = np.take_along_axis(_bits(a).reshape(src_shape), idx.reshape(idx.shape or (1,)), axis=d)
-    return _fresh(out.reshape(idx.shape), a.dtype)
-
-
-def masked_fill(x: Any, mask: Any, value: Any) -> np.ndarray:
-    """`x` with `value` (cast to x's dtype) where `mask` is true: a fresh contiguous array.
-
-    `mask` must be bool and broadcast together with `x` (numpy rules): the result has their
-    common shape, as `np.where(mask, value, x)`. The cast follows `lazyfuel.checks.fill_bytes`.
-    Accepts any lazyfuel dtype and layout.
-
-    Raises:
-        TypeError: the mask is not bool (a uint8 mask is refused, not reinterpreted), `x` has no
-            lazyfuel dtype, or `value` is not a scalar number.
-        ValueError: the mask and `x` do not broadcast together, or x's dtype cannot hold `value`.
-
-    >>> masked_fill(np.array([1.0, 2.0, 3.0]), np.array([True, False, True]), -1)
-    array([-1.,  2., -1.])
-    """
-    a = _checked_array(x)
-    m = checks.check_mask(mask)
-    checks.masked_fill_shape(m.shape, a.shape)
-    fill = _fill_word(checks.fill_bytes(value, DType.from_numpy(a.dtype)), a.dtype)
-    return _fresh(np.where(m, fill, _bits(a)), a.dtype)
-
-
-def contiguize(x: Any) -> np.ndarray:
-    """A fresh C-contiguous copy of `x` (any lazyfuel dtype and layout), bit for bit.
-
-    Raises:
-        TypeError: `x` has no lazyfuel dtype.
-    """
-    a = _checked_array(x)
-    return np.array(_bits(a), order="C", copy=True).view(a.dtype)
-
-
-def _fill_word(raw: bytes, dtype: np.dtype) -> np.ndarray:
-    """The fill value's bytes as a 0-d raw word of `dtype`'s width; ValueError if the width differs."""
-    if len(raw) != dtype.itemsize:
-        raise ValueError(f"fill_bytes has {len(raw)} bytes, expected {dtype.itemsize} for {dtype}")
-    return np.frombuffer(raw, dtype=_BITS[dtype.itemsize]).reshape(())
-
+from lazyfuel.layout import memory_span
+from lazyfuel.ops.bits import bits as _bits
+from lazyfuel.ops.bits import checked_array as _checked_array
+from lazyfuel.ops.bits import fill_word as _fill_word
+from lazyfuel.ops.bits import fresh as _fresh
+from lazyfuel.ops.contiguize import contiguize
+from lazyfuel.ops.gather import gather
+from lazyfuel.ops.index_select import index_select
+from lazyfuel.ops.masked_fill import masked_fill
 
 # ---------------------------------------------------------------------------------------------
 # Step functions (what CpuExecutor runs; op params from docs/internals.md)

@@ -37,6 +37,7 @@ from lazyfuel.backends.base import Outs, deliver, destinations
 from lazyfuel.backends.vkfft.transforms import NORMS, Transform, drop_ignored_imag, stage, unstage
 from lazyfuel.contracts.model import Backend
 from lazyfuel.layout import Layout
+from lazyfuel.ops.fft import FftParams
 from lazyfuel.planner.program import Program, Step
 
 APP_CACHE_SIZE = 64
@@ -163,8 +164,8 @@ class VkFFTExecutor:
         if step.binding.backend is not self.backend or not isinstance(transform, Transform):
             raise ValueError(f"{step.binding} is not a {self.backend.name} FFT binding; the "
                              f"{self.backend.name} executor runs the vkfft provider's bindings only")
-        p = step.param
-        axis, length, norm = int(p["axis"]), int(p["length"]), p["norm"]
+        p = FftParams.of(step.param)
+        axis, length, norm = int(p.axis), int(p.length), p.norm
         in_dtype = np.dtype(value.dtype)
         out_dtype = transform.output_dtype(in_dtype)
         if out_dtype != step.out_dtype.numpy:

@@ -20,6 +20,11 @@ from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pipelines import spirv
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
+from lazyfuel.ops import gather as gather_op
+from lazyfuel.ops import index_select as index_select_op
+from lazyfuel.ops import masked_fill as masked_fill_op
+from lazyfuel.ops import select_fill as select_fill_op
+from lazyfuel.ops.push import PushLayout
 from lazyfuel.settings import config
 
 WIDTHS = (1, 2, 4, 8, 16)
@@ -145,113 +150,10 @@ class VulkanKernel:
         return f"{type(self).__name__}()"
 
 
-def collapse(layout: Layout) -> Layout:
-    """The same elements in the same order with extent-1 dims dropped and mergeable dims merged."""
-    dims = [(n, s) for n, s in zip(layout.shape, layout.strides) if n != 1]
-    merged: list[tuple[int, int]] = []
-    for n, s in dims:
-        if merged and merged[-1][1] == s * n:
-            merged[-1] = (merged[-1][0] * n, s)
-        else:
-            merged.append((n, s))
-    return Layout(tuple(n for n, _ in merged), tuple(s for _, s in merged), layout.offset)
-
-
-def widen(layout: Layout, width: int) -> tuple[Layout, int]:
-    """Move k elements as one wider word (<= 16 bytes) when the innermost dim is dense and every
-    stride, the offset and the innermost extent are multiples of k; returns (layout, word width)."""
-    if not layout.shape or layout.strides[-1] != 1:
-        return layout, width
-    k = 16 // width
-    while k > 1:
-        if (layout.shape[-1] % k == 0 and layout.offset % k == 0
-                and all(s % k == 0 for s in layout.strides[:-1])):
-            shape = (*layout.shape[:-1], layout.shape[-1] // k)
-            strides = (*(s // k for s in layout.strides[:-1]), 1)
-            return Layout(shape, strides, layout.offset // k), width * k
-        k //= 2
-    return layout, width
-
-
-def contiguize_view(step: Any, src: DeviceValue, kernel: str) -> Layout:
-    """The view a Contiguize step copies (its params' shape, strides, offset), checked to lie
-    inside `src` (ValueError naming `kernel` and the elements it reaches if not)."""
-    p = step.param
-    layout = Layout(tuple(p["shape"]), tuple(p["strides"]), int(p["offset"]))
-    if layout.size == 0:
-        return layout
-    width = src.dtype.itemsize
-    lo = layout.offset + sum(min(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
-    hi = layout.offset + sum(max(0, (d - 1) * s) for d, s in zip(layout.shape, layout.strides))
-    require(lo >= 0 and (hi + 1) * width <= src.nbytes,
-            f"{kernel}: layout {layout} reaches elements {lo}..{hi}, outside the "
-            f"{src.nbytes // width}-element source")
-    return layout
-
-
-class ContiguizeKernel(VulkanKernel):
-    """Copy any strided / offset / reversed / broadcast view, dense ones included, into a
-    row-major buffer with the copy shader (a dense view as vkCmdCopyBuffer is `BufferCopyKernel`,
-    a binding of its own: the planner chooses between them by measured cost)."""
-
-    family = "contiguize"
-
-    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
-               status: StatusSlot | None) -> None:
-        (src,) = args
-        layout = contiguize_view(step, src, "contiguize")
-        width = src.dtype.itemsize
-        n = layout.size
-        if n == 0:
-            return
-        flat = collapse(layout)
-        if not flat.shape:  # one element (a 0-d view, or extent-1 dims only): a 1-d walk of one
-            flat = Layout((1,), (1,), flat.offset)
-        flat, word = widen(flat, width)
-        rank = flat.ndim
-        require(rank <= MAX_RANK, f"contiguize: {rank} dims after merging (at most {MAX_RANK})")
-        pad = MAX_RANK - rank
-        # The offset rides in the spare stride slot; at rank 8 there is none and it is folded into
-        # the source address, which only device addresses allow.
-        ssbo = rank < MAX_RANK and storage_buffers(batch, src.nbytes, n * width)
-        start = src.allocation.address + (0 if rank < MAX_RANK else flat.offset * word)
-        values = [start, out.address, 0, flat.size, *flat.shape, *([1] * pad), *flat.strides,
-                  *([flat.offset] if pad else []), *([0] * (pad - 1))]
-        buffers = None
-        if ssbo:
-            dst = bind(out, n * width)
-            buffers = (bind(src.allocation, src.nbytes), dst, dst, dst)
-        # 32-bit offsets unless some position (or an offset one stride past) may not fit in int32
-        wide = rank == MAX_RANK or flat.size >= I31_LIMIT or src.nbytes // word >= I31_LIMIT // 2
-        pipeline = self.pipeline(batch, word, spec_constants(batch, self.family, wide, rank), ssbo)
-        batch.dispatch(pipeline, "<QQQQ8I8q", values, 2, flat.size, per_group(batch, self.family), buffers)
-
-
-class BufferCopyKernel(VulkanKernel):
-    """Contiguize of a dense view (its elements contiguous, row-major, at any start offset) as one
-    vkCmdCopyBuffer of its bytes; any other view is refused (the copy shader reads those).
-    vkCmdCopyBuffer needs no alignment of its offsets, so any element offset is copied as is."""
-
-    family = "copy_buffer"
-    MECHANISM = b"vkCmdCopyBuffer(src, src_offset = offset * width, dst, 0, n * width) v1"
-
-    def code(self) -> bytes:
-        """No shader: the revision hashes the mechanism's description (and the contract)."""
-        return self.MECHANISM
-
-    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
-               status: StatusSlot | None) -> None:
-        (src,) = args
-        layout = contiguize_view(step, src, "copy_buffer")
-        if layout.size == 0:
-            return
-        flat = collapse(layout)
-        require(not flat.shape or flat.strides == (1,),
-                f"copy_buffer: layout {layout} is not dense row-major (strides after merging dims: "
-                f"{flat.strides}); only a dense view at a start offset is one vkCmdCopyBuffer "
-                f"(the copy shader, kernel contiguize, reads any view)")
-        width = src.dtype.itemsize
-        batch.copy(src.allocation, flat.offset * width, out, 0, layout.size * width)
+def dispatch(batch: Batch, pipeline: Any, push: PushLayout, values: list[Any], n_items: int,
+             items_per_group: int, buffers: tuple | None = None) -> None:
+    """`batch.dispatch` of values packed by the shader's push-constant layout `push`."""
+    batch.dispatch(pipeline, push.format, values, push.base_slot, n_items, items_per_group, buffers)
 
 
 class IndexSelectKernel(VulkanKernel):
@@ -277,8 +179,9 @@ class IndexSelectKernel(VulkanKernel):
         n = outer * n_idx * words_per_row
         if n == 0:
             return
-        values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
-                  words_per_row, n_idx, dim]
+        push = index_select_op.PUSH
+        values = push.values(src=src.allocation.address, dst=out.address, aux=idx.allocation.address,
+                             status=status.address, base=0, n=n, R=words_per_row, n_idx=n_idx, dim_size=dim)
         src_bytes, out_bytes = outer * dim * row, n * word
         ssbo = storage_buffers(batch, src_bytes, out_bytes, 4 * n_idx)
         buffers = (bind(src.allocation, src_bytes), bind(out, out_bytes), bind(idx.allocation, 4 * n_idx),
@@ -289,10 +192,10 @@ class IndexSelectKernel(VulkanKernel):
                    and words_per_row % batch.pool.groups[self.family][1] == 0)
         spec = (*spec_constants(batch, self.family, wide), int(aligned))
         pipeline = self.pipeline(batch, word, spec, ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(batch, self.family), buffers)
+        dispatch(batch, pipeline, push, values, n, per_group(batch, self.family), buffers)
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
-        dim = step.param["source_dim_size"]
+        dim = index_select_op.IndexSelectParams.of(step.param).source_dim_size
         return IndexError(f"index_select: index {value} at position {position} of the indices is out "
                           f"of range for an axis of size {dim}")
 
@@ -304,9 +207,9 @@ class IndexSelectKernel(VulkanKernel):
 def select_rows(step: Any, src: DeviceValue, idx: DeviceValue) -> tuple[int, int, int, int]:
     """An index_select step's (outer, source_dim_size, n_indices, row bytes), checked against its
     source and indices (ValueError if they are too small)."""
-    p = step.param
-    outer, dim, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size", "n_indices",
-                                                     "inner_count"))
+    p = index_select_op.IndexSelectParams.of(step.param)
+    outer, dim, n_idx = int(p.outer_count), int(p.source_dim_size), int(p.n_indices)
+    inner = int(p.inner_count)
     row = inner * src.dtype.itemsize
     require(src.nbytes >= outer * dim * row,
              f"index_select: source holds {src.nbytes} bytes, params need {outer * dim * row}")
@@ -316,8 +219,8 @@ def select_rows(step: Any, src: DeviceValue, idx: DeviceValue) -> tuple[int, int
 
 def gather_params(step: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """A gather step's (source_shape, output_shape, dim), checked to agree (ValueError if not)."""
-    p = step.param
-    src_shape, out_shape, dim = tuple(p["source_shape"]), tuple(p["output_shape"]), int(p["dim"])
+    p = gather_op.GatherParams.of(step.param)
+    src_shape, out_shape, dim = tuple(p.source_shape), tuple(p.output_shape), int(p.dim)
     require(len(src_shape) == len(out_shape) and 0 <= dim < max(len(src_shape), 1),
              f"gather: source_shape {src_shape}, output_shape {out_shape} and dim {dim} disagree")
     require(all(a == b for i, (a, b) in enumerate(zip(src_shape, out_shape)) if i != dim),
@@ -348,8 +251,10 @@ class GatherKernel(VulkanKernel):
         if n == 0:
             return
         inner = math.prod(shape_out[dim + 1:])
-        values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
-                  inner, shape_out[dim], shape_src[dim]]
+        push = gather_op.PUSH
+        values = push.values(src=src.allocation.address, dst=out.address, aux=idx.allocation.address,
+                             status=status.address, base=0, n=n, inner=inner, M=shape_out[dim],
+                             S=shape_src[dim])
         src_bytes = math.prod(shape_src) * width
         ssbo = storage_buffers(batch, src_bytes, n * width, 4 * n)
         buffers = (bind(src.allocation, src_bytes), bind(out, n * width), bind(idx.allocation, 4 * n),
@@ -357,17 +262,17 @@ class GatherKernel(VulkanKernel):
         wide = n >= U32_LIMIT or src_bytes // width >= U32_LIMIT
         spec = spec_constants(batch, self.family, wide, quads=self.quads)
         pipeline = self.pipeline(batch, width, spec, ssbo)
-        batch.dispatch(pipeline, "<QQQQQQIII", values, 4, n, per_group(batch, self.family), buffers)
+        dispatch(batch, pipeline, push, values, n, per_group(batch, self.family), buffers)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({'' if self.quads else 'quads=False'})"
 
     def index_error(self, step: Any, position: int, value: int) -> IndexError:
-        p = step.param
-        shape, dim = tuple(p["output_shape"]) or (1,), int(p["dim"])
+        p = gather_op.GatherParams.of(step.param)
+        shape, dim = tuple(p.output_shape) or (1,), int(p.dim)
         # positions read as the host check writes them: an int for 1-d indices, a tuple for n-d
         where = position if len(shape) == 1 else tuple(int(i) for i in _unravel(position, shape))
-        size = (tuple(p["source_shape"]) or (1,))[dim]
+        size = (tuple(p.source_shape) or (1,))[dim]
         return IndexError(f"gather: index {value} at position {where} of the indices is out of range "
                           f"for dim {dim} of size {size}")
 
@@ -401,19 +306,21 @@ class MaskedFillKernel(VulkanKernel):
             return
         words = -(-n * width // 16)
         mask_bytes = words * (16 // width)
-        values = [data.allocation.address, out.address, mask.allocation.address, 0, 0, words, *pattern]
+        push = masked_fill_op.PUSH
+        values = push.values(src=data.allocation.address, dst=out.address, aux=mask.allocation.address,
+                             status=0, base=0, n=words, fill=pattern)
         ssbo = storage_buffers(batch, 16 * words, mask_bytes)
         dst = bind(out, 16 * words)
         buffers = None
         if ssbo:
             buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
         pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, words >= U32_LIMIT), ssbo)
-        batch.dispatch(pipeline, "<QQQQQQ4I", values, 4, words, per_group(batch, self.family), buffers)
+        dispatch(batch, pipeline, push, values, words, per_group(batch, self.family), buffers)
 
 
 def fill_pattern(step: Any, dtype: DType) -> list[int]:
     """A masked_fill step's fill value repeated over 16 bytes, as four u32 push-constant words."""
-    fill, width = bytes(step.param["fill_bytes"]), dtype.itemsize
+    fill, width = bytes(masked_fill_op.MaskedFillParams.of(step.param).fill_bytes), dtype.itemsize
     require(len(fill) == width, f"masked_fill: fill_bytes has {len(fill)} bytes; {dtype} needs {width}")
     return memoryview(fill * (16 // width)).cast("I").tolist()
 
@@ -443,13 +350,15 @@ class SelectFillKernel(IndexSelectKernel):
                 f"elements, the output {n * 16 // width}")
         if n == 0:
             return
-        values = [src.allocation.address, out.address, idx.allocation.address, status.address, 0, n,
-                  *fill_pattern(step, src.dtype), mask.allocation.address, row // 16, n_idx, dim]
+        push = select_fill_op.PUSH
+        values = push.values(src=src.allocation.address, dst=out.address, aux=idx.allocation.address,
+                             status=status.address, base=0, n=n, fill=fill_pattern(step, src.dtype),
+                             mask=mask.allocation.address, R=row // 16, n_idx=n_idx, dim_size=dim)
         wide = n >= U32_LIMIT or outer * dim * (row // 16) >= U32_LIMIT
         # launch shape: masked_fill's (the same 16-byte words per invocation)
         spec = spec_constants(batch, "masked_fill", wide)
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
-        batch.dispatch(pipeline, "<QQQQQQ4IQIII", values, 4, n, per_group(batch, "masked_fill"))
+        dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
 
     def __repr__(self) -> str:
         return "SelectFillKernel()"

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from lazyfuel.backends.vulkan.copy_kernels import BufferCopyKernel, ContiguizeKernel
 from lazyfuel.backends.vulkan.kernels import (
-    BufferCopyKernel,
-    ContiguizeKernel,
     GatherKernel,
     IndexSelectKernel,
     MaskedFillKernel,

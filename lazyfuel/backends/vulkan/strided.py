@@ -9,7 +9,7 @@ params, same status word and the same errors as the contiguous kernels; output c
 Before dispatching, the host merges the source's dims on each side of the selected one
 (`merge_around`: extent-1 dims dropped, dims merged where their strides allow) and, for
 index_select, moves several elements as one wider word when the innermost dim is dense
-(`kernels.widen`). The shader takes at most `MAX_STRIDED_RANK` dims; a view that still has more
+(`copy_kernels.widen`). The shader takes at most `MAX_STRIDED_RANK` dims; a view that still has more
 after merging is contiguized on the device first, in the same command buffer.
 """
 
@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.copy_kernels import ContiguizeKernel, widen
 from lazyfuel.backends.vulkan.kernels import (
     I31_LIMIT,
-    ContiguizeKernel,
     DeviceValue,
     GatherKernel,
     IndexSelectKernel,
@@ -33,10 +33,10 @@ from lazyfuel.backends.vulkan.kernels import (
     require,
     spec_constants,
     storage_buffers,
-    widen,
 )
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.layout import Layout
+from lazyfuel.ops.index_select import IndexSelectParams
 
 MAX_STRIDED_RANK = 6  # dims the shader's push constants hold (128 bytes)
 FAMILY = "strided_select"
@@ -167,9 +167,9 @@ class StridedIndexSelectKernel(IndexSelectKernel):
     def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
                status: StatusSlot | None) -> None:
         src, idx = args
-        p = step.param
-        outer, dim_size, n_idx, inner = (int(p[k]) for k in ("outer_count", "source_dim_size",
-                                                             "n_indices", "inner_count"))
+        p = IndexSelectParams.of(step.param)
+        outer, dim_size, n_idx, inner = int(p.outer_count), int(p.source_dim_size), int(p.n_indices), \
+            int(p.inner_count)
         shape = src.layout.shape or (1,)
         record_strided(batch, src, idx, out, status, index_select_dim(shape, outer, dim_size, inner),
                        n_idx, gather=False)

@@ -15,7 +15,7 @@ from vulkan_helpers import (
     same_bits,
 )
 
-from lazyfuel.backends.vulkan.kernels import collapse, widen
+from lazyfuel.backends.vulkan.copy_kernels import collapse, widen
 from lazyfuel.contracts.model import OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from vulkan_helpers import ALL_DTYPES, random_array, same_bits
 
-from lazyfuel.backends.vulkan.kernels import BufferCopyKernel, ContiguizeKernel, DeviceValue
+from lazyfuel.backends.vulkan.copy_kernels import BufferCopyKernel, ContiguizeKernel
+from lazyfuel.backends.vulkan.kernels import DeviceValue
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout

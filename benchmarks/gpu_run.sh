@@ -109,6 +109,7 @@ for stage in $stages; do
     kernels_gpu) python3 benchmarks/probes/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
+    w3_kernels) python3 benchmarks/probes/w3_kernels.py ${W3K_ARGS:-} 2>&1 | tee "$OUT/w3_kernels.txt" ;;
     w3)       python3 benchmarks/multi_gpu.py --only-w3 ${W3_ARGS:-} 2>&1 | tee "$OUT/w3.txt" ;;
     choices)  python3 -m lazyfuel judge --quick >"$OUT/judge.txt" 2>&1
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"

@@ -15,6 +15,10 @@
 # Usage (device command, carry [".gl", ".whl"]):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
+# w3 (not in the default list; nvidia-h200-x2): benchmarks/multi_gpu.py --only-w3, issue 18's resident
+#   W3 through the public API (16 GiB persisted f32, index_select + masked_fill, result kept on the
+#   GPUs) on one GPU and on two in one run, plus compute(device=True) gathered onto one (W3_ARGS;
+#   output w3.txt). About 2-3 minutes: making and persisting 2 x 16 GiB, checking the results.
 # choices (not in the default list): `python3 -m lazyfuel judge --quick` on the device, then
 #   benchmarks/probes/choices.py: the judge's fitted device-side GB/s (GPU timestamps) of both Contiguize
 #   bindings (vkCmdCopyBuffer of a dense view, the copy shader) and both index_select bindings, the
@@ -31,6 +35,8 @@
 #   at chunks of 8 MiB-1 GiB, pageable and page-locked, beside torch at its best (pinned, 3 streams),
 #   torch as first written and numpy, and lazyfuel pageable by thread count (DATA_PATH_ARGS; output
 #   data_path.txt and data_path.json). About 3-4 minutes on the H200.
+# per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
+#   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # resident (not in the default list): issue 18's CUDA hand-off and resident figures: the DLPack / CUDA
 #   hand-off and resident tests (tests/backends/vulkan/test_vulkan_cuda_handoff.py,
 #   test_vulkan_persist_device.py, tests/test_dlpack.py: the CUDA ones run where torch sees the pool's
@@ -103,12 +109,15 @@ for stage in $stages; do
     kernels_gpu) python3 benchmarks/probes/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
+    w3_kernels) python3 benchmarks/probes/w3_kernels.py ${W3K_ARGS:-} 2>&1 | tee "$OUT/w3_kernels.txt" ;;
+    w3)       python3 benchmarks/multi_gpu.py --only-w3 ${W3_ARGS:-} 2>&1 | tee "$OUT/w3.txt" ;;
     choices)  python3 -m lazyfuel judge --quick >"$OUT/judge.txt" 2>&1
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"
               python3 benchmarks/probes/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;
     transfer) python3 benchmarks/probes/transfer.py ${TRANSFER_ARGS:-} 2>&1 | tee "$OUT/transfer${TRANSFER_TAG:-}.txt" ;;
     data_path) python3 benchmarks/data_path.py --json "$OUT/data_path.json" ${DATA_PATH_ARGS:-} 2>&1 \
                 | tee "$OUT/data_path.txt" ;;
+    per_task) python3 benchmarks/probes/per_task.py ${PER_TASK_ARGS:-} 2>&1 | tee "$OUT/per_task.txt" ;;
     resident) python3 -c "from lazyfuel.backends.vulkan import get_pool, register; register(); p = get_pool(); \
 from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_memory_allocation_size, hand_off(p))" \
                 2>&1 | tee "$OUT/resident_env.txt"

@@ -86,13 +86,14 @@ def from_zarr(store_or_path: Any, component: str | None = None) -> Array:
     Raises `completion.IncompleteStoreError` (a ValueError) for an array `to_zarr` began and did
     not finish: its run failed, or is still running. An array `to_zarr` finished is read with
     every chunk checked against what was written: `integrity.DamagedStoreError` (a ValueError)
-    names a chunk that is missing, truncated, corrupted or swapped, or metadata that disagrees."""
+    names a chunk that is missing, truncated, corrupted or swapped, or metadata that disagrees
+    (a select of a few rows of a chunk stored raw reads only their bytes: `graph.stored.read_rows`)."""
     if isinstance(store_or_path, Path):
         store_or_path = str(store_or_path)
     z, reader = zarr_io.open_checked(store_or_path, component)
     if reader is z:  # no checksums of lazyfuel's to check: selects read rows where they lie (graph.stored)
         return Array(ops.zarr_source(z))
-    return Array(ops.source(zarr_io.verified(store_or_path, component, z, reader)))
+    return Array(ops.zarr_source(reader, zarr_io.verified(store_or_path, component, z, reader)))
 
 
 def asarray(obj: Any) -> Array:

@@ -66,23 +66,32 @@ def copy(dst: np.ndarray, src: np.ndarray) -> None:
 def gather_rows(src: np.ndarray, rows: np.ndarray, axis: int = 0) -> np.ndarray:
     """`np.take(src, rows, axis)` into a fresh C-contiguous array (a view that is not C-contiguous
     is indexed along `axis` itself, reading only the rows taken); along axis 0, a result of at
-    least `SPLIT_MIN` bytes is cut into runs of rows taken on the copy pool's threads (numpy's take
-    releases the GIL), the caller's thread taking the first run."""
+    least `SPLIT_MIN` bytes is taken on the copy pool's threads (`take_rows`)."""
     shape = (*src.shape[:axis], len(rows), *src.shape[axis + 1:])
     if not src.flags.c_contiguous:  # np.take would copy such a view whole (a broadcast: terabytes)
         return np.ascontiguousarray(src[(slice(None),) * axis + (rows,)])
     out = np.empty(shape, src.dtype)
-    row_bytes = out.nbytes // max(len(rows), 1)
-    n_workers = workers() if axis == 0 and out.nbytes >= SPLIT_MIN else 1
-    if n_workers <= 1 or not row_bytes:
+    if axis:
         np.take(src, rows, axis=axis, out=out)
+        return out
+    return take_rows(src, rows, out)
+
+
+def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "raise") -> np.ndarray:
+    """`np.take(src, rows, axis=0, out=out, mode=mode)` for a C-contiguous `src` and `out`; a
+    result of at least `SPLIT_MIN` bytes is cut into runs of rows taken on the copy pool's threads
+    (numpy's take releases the GIL), the caller's thread taking the first run. Returns `out`."""
+    row_bytes = out.nbytes // max(len(rows), 1)
+    n_workers = workers() if out.nbytes >= SPLIT_MIN else 1
+    if n_workers <= 1 or not row_bytes:
+        np.take(src, rows, axis=0, out=out, mode=mode)
         return out
     run = max(PIECE // row_bytes, -(-len(rows) // n_workers), 1)
     bounds = [(start, min(start + run, len(rows))) for start in range(0, len(rows), run)]
     pool = _executor()
-    futures = [pool.submit(np.take, src, rows[a:b], 0, out[a:b]) for a, b in bounds[1:]]
+    futures = [pool.submit(np.take, src, rows[a:b], 0, out[a:b], mode) for a, b in bounds[1:]]
     a, b = bounds[0]
-    np.take(src, rows[a:b], axis=0, out=out[a:b])
+    np.take(src, rows[a:b], axis=0, out=out[a:b], mode=mode)
     for future in futures:
         future.result()
     return out

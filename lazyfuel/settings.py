@@ -131,6 +131,13 @@ def _budget(value: Any) -> float | int:
     raise Invalid("expected a fraction in (0, 1] (0.8) or a size in bytes (8GiB, 512MiB, 1000000)")
 
 
+def _budget_or_off(value: Any) -> float | int:
+    """0 (off), or a fraction / size as `_budget` reads it."""
+    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
+        return 0
+    return _budget(value)
+
+
 def _seconds(value: Any) -> float:
     try:
         seconds = float(value)
@@ -252,14 +259,18 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of the heap or bytes",
          "the device memory each pool may keep resident blocks in (`persist(device=True)`); "
          "least recently used blocks spill to host memory past it"),
+    Knob("kept_imports", "LAZYFUEL_KEPT_IMPORTS", _budget_or_off, 0.5,
+         "fraction of host memory, bytes, or 0",
+         "pageable arrays a discrete GPU reads or writes again keep their pages imported "
+         "(page-locked) up to this many bytes, least recently used released first; 0 keeps none"),
     Knob("link_probe", "LAZYFUEL_LINK_PROBE", _on_off, True, "1, 0",
          "measure a new Vulkan pool's link to host memory (both ways, pageable and page-locked) and "
          "the device's copy rate in at most 100 ms, once per device (cached in `cache_dir`), for "
          "the transfer priors; 0: the priors of the device kind"),
     Knob("read_budget", "LAZYFUEL_READ_BUDGET", _budget, 0.25,
          "fraction of host memory or bytes",
-         "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "
-         "checked, not used yet"),
+         "bytes of zarr chunk data the read tasks of a select over `lf.from_zarr` hold at once "
+         "(a fraction of host memory or bytes; read when the graph is built)"),
     Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
          "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),

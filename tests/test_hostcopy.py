@@ -44,3 +44,21 @@ def test_a_bad_thread_count_is_named(monkeypatch):
     monkeypatch.setenv(hostcopy.ENV, "many")
     with pytest.raises(ValueError, match="LAZYFUEL_COPY_THREADS='many'; expected a number of threads"):
         hostcopy.workers()
+
+
+def test_cpu_index_select_of_large_blocks_takes_rows_on_the_copy_pool(monkeypatch):
+    """The Cpu executor's index_select step (W2's random gather when the planner picks the Cpu)
+    takes a large result's rows on several threads, bit-equal to numpy, fresh and into `out`."""
+    from lazyfuel.backends.cpu.kernels import index_select_step
+
+    monkeypatch.setattr(hostcopy, "_pool", None)  # made only when a copy is split
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((1 << 16, 256), dtype=np.float32)  # 64 MiB
+    rows = rng.integers(0, len(table), 1 << 16).astype(np.uint32)
+    params = {"outer_count": 1, "source_dim_size": len(table), "n_indices": len(rows), "inner_count": 256}
+    got = index_select_step(table, rows, **params)
+    assert got.tobytes() == table[rows].tobytes() and got.flags.c_contiguous
+    assert hostcopy._pool is not None, "the rows were taken on the copy pool"
+    into = np.full((1, len(rows), 256), np.nan, np.float32)
+    assert index_select_step(table, rows, **params, out=into) is into
+    assert into.tobytes() == table[rows].tobytes()

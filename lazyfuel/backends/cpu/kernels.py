@@ -27,6 +27,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from lazyfuel import checks
 from lazyfuel.dtypes import DType
+from lazyfuel.hostcopy import take_rows
 from lazyfuel.layout import memory_span
 from lazyfuel.ops.bits import bits as _bits
 from lazyfuel.ops.bits import checked_array as _checked_array
@@ -74,6 +75,10 @@ def index_select_step(source: np.ndarray, indices: np.ndarray, *, outer_count: i
         return out
     src = bits.reshape(outer_count, source_dim_size, inner_count)
     # the indices are checked: "clip" skips numpy's second bounds check (and, with `out`, its buffer)
+    if outer_count == 1:  # rows of a table (W2's gather): large results taken on several threads
+        dest = np.empty(shape[1:], bits.dtype) if out is None else _into(out, source.dtype, shape)[0]
+        take_rows(src[0], idx, dest, mode="clip")
+        return _fresh(dest.reshape(shape), source.dtype) if out is None else out
     if out is None:
         return _fresh(np.take(src, idx, axis=1, mode="clip"), source.dtype)
     np.take(src, idx, axis=1, out=_into(out, source.dtype, shape), mode="clip")

@@ -44,6 +44,7 @@ from lazyfuel.backends.vulkan.devices import (
 from lazyfuel.backends.vulkan.export import EXTENSION as EXPORT_FD
 from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
+from lazyfuel.backends.vulkan.kept import KeptImports
 from lazyfuel.backends.vulkan.link_probe import LinkProbe, probed_link
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pinned import PinnedHost
@@ -80,6 +81,7 @@ class DevicePool:
         self._count_lock = threading.Lock()
         self.allocator = VulkanAllocator(self.device, physical, self.info)
         self.pinned = PinnedHost(self.allocator)  # page-locked host arrays (lf.empty_pinned)
+        self.kept = KeptImports()  # pageable arrays used again, their pages kept imported
         self.pipelines = Pipelines(self.device, self.info.pipeline_cache_uuid, self.info.push_descriptor)
         # Storage buffers bound with push descriptors where the device has them (4x faster than
         # device addresses on lavapipe); LAZYFUEL_VULKAN_MEMORY=address forces device addresses.
@@ -211,6 +213,7 @@ class DevicePool:
         self._all_contexts.clear()
         self._contexts.clear()
         self.pipelines.destroy()
+        self.kept.close()
         self.allocator.destroy()
         if self.pinned.close(self._destroy_device):  # else once the last pinned array is freed
             self._destroy_device()

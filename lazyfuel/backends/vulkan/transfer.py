@@ -62,6 +62,7 @@ from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout, memory_span
+from lazyfuel.settings import config
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool
@@ -133,7 +134,7 @@ def output(batch: Batch, shape: tuple[int, ...], dtype: DType, result: bool,
     nbytes = max(Layout.contiguous(shape).size * dtype.itemsize, 1)
     in_place = not reread or allocator.direct or allocator.mode is Mode.ZERO_COPY
     if result and into is not None and in_place and nbytes % 16 == 0 and into.flags.c_contiguous:
-        pinned = batch.pool.pinned.find(into.reshape(-1).view(np.uint8))
+        pinned, _ = _device_view(batch, into.reshape(-1).view(np.uint8), False, note=False)
         if pinned is not None and pinned.offset % allocator.align == 0:  # the kernel writes it there
             batch.bytes_downloaded += nbytes
             return pinned, into
@@ -168,11 +169,15 @@ def download(batch: Batch, src: Allocation, out: np.ndarray) -> None:
     batch.download(src, out)
 
 
-def _device_view(batch: Batch, data: np.ndarray, importing: bool) -> tuple[Allocation | None, bool]:
+def _device_view(batch: Batch, data: np.ndarray, importing: bool,
+                 note: bool = True) -> tuple[Allocation | None, bool]:
     """`data` (1-d uint8) as device-visible memory, and whether it is page-locked already: in a
-    block of `lf.empty_pinned` (`pinned.py`; never freed by the batch), else, when `importing`,
-    its pages imported for the batch (freed when it closes); (None, False) where neither."""
+    block of `lf.empty_pinned` (`pinned.py`; never freed by the batch) or kept imported because it
+    is used again (`kept.py`), else, when `importing`, its pages imported for the batch (freed
+    when it closes); (None, False) where none of these. `note`: as for `KeptImports.find`."""
     pinned = batch.pool.pinned.find(data)
+    if pinned is None:
+        pinned = batch.pool.kept.find(batch, data, note)
     if pinned is not None:
         return pinned, True
     imported = batch.pool.allocator.import_host(data) if importing else None
@@ -185,9 +190,10 @@ def time_round_trip(pool: DevicePool, upload: np.ndarray | None, result: np.ndar
     """Wall seconds of one batch on `pool` that uploads `upload` (as `upload_all` uploads a program
     input) and downloads device bytes into `result` (contiguous, as a result comes back), either
     None for none: the batch, its allocations, the submit, the wait and the host copies, as a
-    program pays them."""
+    program pays them for arrays it sees for the first time (kept imports off: timing the same
+    pageable array again would otherwise time its kept pages, `kept.py`)."""
     start = time.perf_counter()
-    with pool.batch() as batch:
+    with config(kept_imports=0), pool.batch() as batch:
         if upload is not None:
             upload_all(batch, [upload], [DType.from_numpy(upload.dtype)])
         if result is not None:

@@ -1,5 +1,5 @@
 """benchmarks/data_path.py --quick runs here (what CI and users without a GPU can run): every
-configuration bit-equal to numpy, lf.profile's bytes per link written, no validation message."""
+configuration bit-equal to numpy (W1 and W2), lf.profile's bytes per link written, no validation message."""
 
 from __future__ import annotations
 
@@ -26,3 +26,8 @@ def test_the_quick_data_path_benchmark_runs(tmp_path):
         for kind in ("pageable", "page-locked"):
             row = results[f"{mib} lazyfuel, {kind}"]
             assert row["down"] == x_bytes and row["up"] >= x_bytes  # x up (+ indices, mask), y down
+    w2 = ("lazyfuel", "lazyfuel, compute(device=True)", f"numpy take ({os.cpu_count()} threads)")
+    for name in w2:  # W2: each in a fresh process
+        row = results[f"w2 0.0625 {name}"]
+        assert "failed" not in row and row["first_s"] > 0 and row["again_s"] > 0, row
+    assert results["w2 0.0625 lazyfuel"]["picked"].startswith("program on ")

@@ -16,6 +16,8 @@ the process it runs in, under the `lazyfuel.config` blocks open where the graph 
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import dask.array as da
 import numpy as np
 
 from lazyfuel import dlpack, zarr_io
-from lazyfuel.array import Array, _data, _node
+from lazyfuel.array import OP_METHODS, Array, _data, _node
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.ir import Source
@@ -219,3 +221,27 @@ def explain(x: Any) -> str:
     arr = asarray(x)
     runtime = DefaultRuntime.current()
     return explain_node(arr._node, runtime, runtime.planner())
+
+
+def _op_function(name: str, method: Callable[..., Array]) -> Callable[..., Array]:
+    """`lf.<name>(x, ...)`: `asarray(x).<name>(...)`, with the method's docstring and signature
+    (`x: Any` for `self`)."""
+
+    def function(x: Any, *args: Any, **kwargs: Any) -> Array:
+        return method(asarray(x), *args, **kwargs)
+
+    signature = inspect.signature(method)
+    params = list(signature.parameters.values())
+    function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Any"),
+                    *params[1:]])
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    return function
+
+
+# the functions of the ops that declare their graph builder (`array.OP_METHODS`); lazyfuel exports them
+OP_FUNCTIONS: dict[str, Callable[..., Array]] = {
+    name: _op_function(name, method) for name, method in OP_METHODS.items()}
+globals().update(OP_FUNCTIONS)
+__all__ += list(OP_FUNCTIONS)

@@ -6,7 +6,9 @@ collection protocol. The module functions and constructors are `lazyfuel.api`'s.
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import dask
@@ -25,6 +27,7 @@ from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
 from lazyfuel.graph.resident import assembled, on_device
 from lazyfuel.graph.stored import read_budget
+from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
 from lazyfuel.settings import config
 
@@ -346,3 +349,30 @@ def _indices(x: Any) -> Any:
 def _data(x: Any) -> Node:
     return ops.source(_node(x))
 
+
+
+def _op_method(name: str, build: Callable[..., Node]) -> Callable[..., Array]:
+    """`Array.<name>`: the graph builder `build(node, *args)` of an op applied to this array, with
+    the builder's docstring and its signature (`self` for the node)."""
+
+    def method(self: Array, *args: Any, **kwargs: Any) -> Array:
+        return Array(build(_data(self), *args, **kwargs))
+
+    signature = inspect.signature(build)
+    params = list(signature.parameters.values())
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *params[1:]],
+        return_annotation="Array")
+    method.__name__, method.__qualname__, method.__doc__ = name, f"Array.{name}", build.__doc__
+    return method
+
+
+# an op with its own graph module (`graph/<op>.py`) declares its builder there as `FUNCTION`: it
+# becomes `Array.<op>` (and `lf.<op>`, api.OP_FUNCTIONS), no edit here
+OP_METHODS: dict[str, Callable[..., Array]] = {}
+for _spec, _build in declared("lazyfuel.graph", "FUNCTION"):
+    if hasattr(Array, _spec.name):
+        raise TypeError(f"op {_spec.name}: lazyfuel/graph/{_spec.name}.py declares FUNCTION, but Array "
+                        f"already has an attribute {_spec.name!r}; rename the op or drop FUNCTION")
+    OP_METHODS[_spec.name] = _op_method(_spec.name, _build)
+    setattr(Array, _spec.name, OP_METHODS[_spec.name])

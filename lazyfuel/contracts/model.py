@@ -75,6 +75,25 @@ class OpKind(_Named):
     Irfft = "Irfft"
     SelectFill = "SelectFill"  # index_select, then masked_fill of its result: planned, never built
 
+    @classmethod
+    def add(cls, name: str) -> OpKind:
+        """The op kind `name`, added as a member if it is new (an op module outside this list
+        declares its kind so: `KIND = OpKind.add("Flip")`); ValueError for a name that is not an
+        identifier. Afterwards `OpKind.Flip`, `OpKind.parse("Flip")`, iteration and pickling know it."""
+        if not name.isidentifier() or name.startswith("_"):
+            raise ValueError(f"an op kind is named by a public identifier, got {name!r}")
+        if name in cls.__members__:
+            return cls[name]
+        member = object.__new__(cls)
+        member._name_, member._value_ = name, name
+        member._sort_order_ = len(cls._member_names_)
+        member.__init__()  # type: ignore[misc]
+        cls._member_map_[name] = member
+        cls._member_names_.append(name)
+        cls._value2member_map_[name] = member
+        type.__setattr__(cls, name, member)
+        return member
+
 
 class Backend(_Named):
     Vulkan = "Vulkan"

@@ -64,24 +64,18 @@ class _Named(enum.Enum):
         raise ValueError(f"unknown {cls.__name__} {name!r}; expected one of {accepted}")
 
 
-class OpKind(_Named):
-    IndexSelect = "IndexSelect"
-    Gather = "Gather"
-    MaskedFill = "MaskedFill"
-    Contiguize = "Contiguize"
-    Fft = "Fft"
-    Ifft = "Ifft"
-    Rfft = "Rfft"
-    Irfft = "Irfft"
-    SelectFill = "SelectFill"  # index_select, then masked_fill of its result: planned, never built
+class _Open(_Named):
+    """A named enum that code outside this module may extend: an op module declares its op kind,
+    a backend package its backend (`add`), so neither needs a line here."""
 
     @classmethod
-    def add(cls, name: str) -> OpKind:
-        """The op kind `name`, added as a member if it is new (an op module outside this list
-        declares its kind so: `KIND = OpKind.add("Flip")`); ValueError for a name that is not an
-        identifier. Afterwards `OpKind.Flip`, `OpKind.parse("Flip")`, iteration and pickling know it."""
+    def add(cls, name: str) -> _Open:
+        """The member `name`, added if it is new (an op module outside this list declares its kind
+        so: `KIND = OpKind.add("Flip")`; a backend package its name: `Backend.add("Metal")`);
+        ValueError for a name that is not a public identifier. Afterwards `cls.Name`,
+        `cls.parse("Name")`, iteration and pickling know it."""
         if not name.isidentifier() or name.startswith("_"):
-            raise ValueError(f"an op kind is named by a public identifier, got {name!r}")
+            raise ValueError(f"a {cls.__name__} member is named by a public identifier, got {name!r}")
         if name in cls.__members__:
             return cls[name]
         member = object.__new__(cls)
@@ -95,7 +89,19 @@ class OpKind(_Named):
         return member
 
 
-class Backend(_Named):
+class OpKind(_Open):
+    IndexSelect = "IndexSelect"
+    Gather = "Gather"
+    MaskedFill = "MaskedFill"
+    Contiguize = "Contiguize"
+    Fft = "Fft"
+    Ifft = "Ifft"
+    Rfft = "Rfft"
+    Irfft = "Irfft"
+    SelectFill = "SelectFill"  # index_select, then masked_fill of its result: planned, never built
+
+
+class Backend(_Open):
     Vulkan = "Vulkan"
     Cpu = "Cpu"
     OpenCL = "OpenCL"

@@ -15,6 +15,10 @@
 # Usage (device command, carry [".gl", ".whl"]):  bash benchmarks/gpu_run.sh [STAGE...]
 # Stages: check tests audit kernels kernels_gpu pipeline (default: all but kernels_gpu).
 # multi (not in the default list): benchmarks/multi_gpu.py on a machine of two GPUs (MULTI_ARGS).
+# w3 (not in the default list; nvidia-h200-x2): benchmarks/multi_gpu.py --only-w3, issue 18's resident
+#   W3 through the public API (16 GiB persisted f32, index_select + masked_fill, result kept on the
+#   GPUs) on one GPU and on two in one run, plus compute(device=True) gathered onto one (W3_ARGS;
+#   output w3.txt). About 2-3 minutes: making and persisting 2 x 16 GiB, checking the results.
 # choices (not in the default list): `python3 -m lazyfuel judge --quick` on the device, then
 #   benchmarks/probes/choices.py: the judge's fitted device-side GB/s (GPU timestamps) of both Contiguize
 #   bindings (vkCmdCopyBuffer of a dense view, the copy shader) and both index_select bindings, the
@@ -105,6 +109,8 @@ for stage in $stages; do
     kernels_gpu) python3 benchmarks/probes/kernels_gpu.py --out "$OUT" ${KERNELS_GPU_ARGS:-} 2>&1 | tee "$OUT/kernels_gpu.txt" ;;
     pipeline) python3 benchmarks/pipeline.py ${PIPELINE_ARGS:-} 2>&1 | tee "$OUT/pipeline.txt" ;;
     multi)    python3 benchmarks/multi_gpu.py ${MULTI_ARGS:-} 2>&1 | tee "$OUT/multi.txt" ;;
+    w3_kernels) python3 benchmarks/probes/w3_kernels.py ${W3K_ARGS:-} 2>&1 | tee "$OUT/w3_kernels.txt" ;;
+    w3)       python3 benchmarks/multi_gpu.py --only-w3 ${W3_ARGS:-} 2>&1 | tee "$OUT/w3.txt" ;;
     choices)  python3 -m lazyfuel judge --quick >"$OUT/judge.txt" 2>&1
               grep -E "^(op_kind|Contiguize |IndexSelect +\[F32,U32,F32\])" "$OUT/judge.txt"
               python3 benchmarks/probes/choices.py ${CHOICES_ARGS:-} 2>&1 | tee "$OUT/choices.txt" ;;

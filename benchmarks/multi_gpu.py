@@ -15,12 +15,27 @@ from both configurations is downloaded and compared byte for byte with each othe
 Bytes counted per block: index_select reads and writes R x 1024 x 4 and reads 4R of indices;
 masked_fill reads R x 1024 x 4 of data and R x 1024 of mask and writes R x 1024 x 4.
 
+`--w3` adds issue 18's resident workload W3 through the public API, on one GPU and on two in the
+same run: x = (N, 1024) float32 of `--w3-gib` GiB (16) in chunks of `--w3-chunk-mib` MiB, persisted
+with `x.persist(device=True)` (once spread over the first device alone, once over both: each
+block in the pool that holds it), y = masked_fill(index_select(x, 0, idx), mask (N, 1), -1) with
+idx permuting rows inside each chunk, its result kept on the GPUs with `y.persist(device=True)`
+(a result per GPU block, where its input lies). GB/s counts x read once and y written once (2 x
+bytes of x) over the wall time of one persist, median of `--rounds` rounds alternating one GPU /
+two GPUs; `lf.profile` gives the bytes through the host (the indices and mask, uploaded each
+compute) and device to device per compute. Then `y.compute(device=True)` gathers the result onto
+one GPU once per configuration (timed; between two GPUs its bytes cross through the host, as no
+peer path between GPUs is built: `lf.explain` says so). Every block of both results is compared
+bit for bit with each other, and with numpy on the first, a middle and the last. `--only-w3`
+runs W3 alone (the `w3` stage of gpu_run.sh).
+
 `--graph` adds the lazy API on host data (`lf.from_array(...).index_select(...).masked_fill(...)`
 computed with dask threads, `LAZYFUEL_DEVICES` set to one device, then two): every task uploads
 its chunk and downloads its block, so this line measures the host side, not the GPUs.
 
     python benchmarks/multi_gpu.py                                  # 8 blocks of 256 MiB
     LAZYFUEL_DEVICES=0,0 python benchmarks/multi_gpu.py --quick     # two pools on one device
+    LAZYFUEL_DEVICES=0,0 python benchmarks/multi_gpu.py --quick --only-w3   # W3 at 64 MiB here
 """
 
 from __future__ import annotations
@@ -31,11 +46,13 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from data_path import make_inputs, permutation  # this folder's W1 inputs, which W3 shares
 from threads import threaded  # this folder's harness
 
 import lazyfuel as lf
@@ -127,6 +144,91 @@ def graph_line(slots_env: list[str], blocks: list, rows: int, rounds: int) -> tu
     return found, outs[0].tobytes() == outs[1].tobytes()
 
 
+def w3_config(x: np.ndarray, devices: str, chunk_rows: int) -> lf.Array:
+    """x persisted in device memory, spread over `devices` (each block in its pool)."""
+    return lf.from_array(x, chunks=(chunk_rows, COLS)).persist(device=True, devices=devices,
+                                                                  backend="vulkan")
+
+
+def w3_line(slots_env: list[str], gib: float, chunk_mib: int, rounds: int) -> bool:
+    """Issue 18's W3 on the first device and on the first two (see the module docstring); prints
+    its lines and returns whether every result was bit-equal."""
+    t = time.perf_counter()
+    x, mask = make_inputs(gib)
+    chunk_rows = max(1, chunk_mib * 2**20 // (COLS * 4))
+    idx = permutation(len(x), chunk_rows, seed=3)
+    moved = 2 * x.nbytes  # x read once, y written once
+    envs = {1: ",".join(slots_env[:1]), 2: ",".join(slots_env[:2])}
+    held = {n: w3_config(x, env, chunk_rows) for n, env in envs.items()}
+    ys = {n: xp.index_select(0, idx).masked_fill(mask, FILL) for n, xp in held.items()}
+    print(f"W3: x ({len(x)}, {COLS}) f32 = {x.nbytes / 2**30:.1f} GiB in chunks of {chunk_mib} MiB, "
+          f"persisted on 1 device and on 2 in {time.perf_counter() - t:.1f} s; y = masked_fill("
+          f"index_select(x, 0, idx within chunks), mask ({len(x)}, 1), {FILL}), kept on the GPUs")
+    found: dict[int, list[float]] = {1: [], 2: []}
+    profiles: dict[int, Any] = {}
+    for n, y in ys.items():  # warm: pipelines, allocator caches
+        with lf.config(devices=envs[n], backend="vulkan"):
+            y.persist(device=True)
+    for r in range(rounds):
+        for n, y in ys.items():
+            with lf.config(devices=envs[n], backend="vulkan"), lf.profile() as p:
+                t = time.perf_counter()
+                yp = y.persist(device=True)
+                found[n].append(moved / (time.perf_counter() - t) / 1e9)
+            profiles[n] = p
+            del yp
+        print(f"W3 round {r + 1}: 1 GPU {found[1][-1]:.1f} GB/s, 2 GPUs {found[2][-1]:.1f} GB/s")
+    one, two = statistics.median(found[1]), statistics.median(found[2])
+    for n, p in profiles.items():
+        print(f"W3 {n} GPU(s) per compute: {p.bytes_uploaded / 2**20:.1f} MiB up, "
+              f"{p.bytes_downloaded / 2**20:.1f} MiB down, {p.bytes_peer / 2**20:.1f} MiB device to "
+              f"device; programs per device: {dict(p.devices)}")
+    results = {}
+    for n, y in ys.items():
+        with lf.config(devices=envs[n], backend="vulkan"):
+            yp = y.persist(device=True)
+            results[n] = yp
+            try:  # one allocation of the whole result: past maxMemoryAllocationSize it cannot be
+                with lf.profile() as p:
+                    t = time.perf_counter()
+                    gathered = y.compute(device=True)
+                    took = time.perf_counter() - t
+            except MemoryError as err:
+                print(f"W3 {n} GPU(s), compute(device=True) gathered onto one GPU: not run ({err})")
+                continue
+            print(f"W3 {n} GPU(s), compute(device=True) gathered onto {gathered.device}: "
+                  f"{took * 1e3:.1f} ms, "
+                  f"{(p.bytes_uploaded + p.bytes_downloaded) / 2**20:.1f} MiB through the host, "
+                  f"{p.bytes_peer / 2**20:.1f} MiB device to device")
+            del gathered
+    with lf.config(devices=envs[2], backend="vulkan"):
+        meet = [line.strip() for line in lf.explain(results[2]).splitlines() if " meet " in line]
+    print("W3 2 GPUs, explain:", meet[0] if meet else "(one device: nothing meets)")
+    t = time.perf_counter()
+    one_blocks, two_blocks = (_held_blocks(results[n]) for n in (1, 2))
+    equal = all(np.asarray(a).tobytes() == np.asarray(b).tobytes() for a, b in zip(one_blocks, two_blocks))
+    n_blocks = len(one_blocks)
+    reference = True
+    for c in sorted({0, n_blocks // 2, n_blocks - 1}):
+        rows = slice(c * chunk_rows, min((c + 1) * chunk_rows, len(x)))
+        want = np.where(mask[rows], np.float32(FILL), x[idx[rows]])
+        reference &= np.asarray(two_blocks[c]).tobytes() == want.tobytes()
+    print(f"W3 checked in {time.perf_counter() - t:.1f} s")
+    print(f"RESULT W3 resident (public API, result kept on the GPUs): 1 GPU {one:.1f} GB/s, 2 GPUs "
+          f"{two:.1f} GB/s, ratio {two / one:.2f}x; 2-GPU result bit-equal to 1-GPU: {equal}; to numpy: "
+          f"{reference}")
+    return equal and reference
+
+
+def _held_blocks(arr: lf.Array) -> list:
+    """The device blocks a persisted Array holds, row-major."""
+    from dask.core import flatten
+
+    dsk = arr.to_dask()
+    graph = dsk.__dask_graph__()
+    return [graph[k] for k in flatten(dsk.__dask_keys__())]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--block-mib", type=int, default=256, help="source MiB per block")
@@ -136,14 +238,25 @@ def main() -> None:
     parser.add_argument("--warm", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--graph", action="store_true", help="also the lazy API on host data")
-    parser.add_argument("--quick", action="store_true", help="4 blocks of 4 MiB, short rounds")
+    parser.add_argument("--w3", action="store_true", help="also issue 18's resident W3 (public API)")
+    parser.add_argument("--only-w3", action="store_true", help="W3 alone")
+    parser.add_argument("--w3-gib", type=float, default=16.0, help="GiB of x for W3")
+    parser.add_argument("--w3-chunk-mib", type=int, default=256, help="MiB per chunk of x for W3")
+    parser.add_argument("--quick", action="store_true", help="4 blocks of 4 MiB, short rounds; W3 of "
+                        "64 MiB in chunks of 8 MiB")
     args = parser.parse_args()
     if args.quick:
         args.block_mib, args.blocks, args.warm, args.seconds, args.rounds = 4, 4, 0.2, 0.3, 2
+        args.w3_gib, args.w3_chunk_mib = 1 / 16, 8
     slots = spread_slots()
     if len(slots) < 2:
         sys.exit(f"blocks are spread over {len(slots)} device(s) {slots}; set LAZYFUEL_DEVICES to two "
                  "(LAZYFUEL_DEVICES=0,0 gives two pools on one device)")
+    env = [s for s in (lf.config.devices or "").split(",") if s.strip()] or [str(i) for i, _ in slots[:2]]
+    if args.only_w3:
+        if not w3_line(env, args.w3_gib, args.w3_chunk_mib, args.rounds):
+            sys.exit("W3 results differ")
+        return
     pools = [get_pool(*slot) for slot in slots[:2]]
     rows = args.block_mib * 2**20 // (COLS * 4)
     print(f"devices: {' | '.join(p.label + ' (' + p.info.kind + ')' for p in pools)}")
@@ -176,8 +289,7 @@ def main() -> None:
           f"2-GPU result bit-equal to 1-GPU: {equal}; to numpy: {reference}")
     same = True
     if args.graph:
-        env = [s for s in (lf.config.devices or "").split(",") if s.strip()]
-        (g1, g2), same = graph_line(env or [str(i) for i, _ in slots[:2]], blocks, rows, args.rounds)
+        (g1, g2), same = graph_line(env, blocks, rows, args.rounds)
         print(f"RESULT lazy API on host data: 1 GPU {g1:.1f} GB/s, 2 GPUs {g2:.1f} GB/s, "
               f"ratio {g2 / g1:.2f}x; bit-equal: {same}")
     try:
@@ -186,6 +298,8 @@ def main() -> None:
         print("clocks after:", smi.stdout.strip().replace("\n", " | "))
     except (OSError, subprocess.SubprocessError):
         pass
+    if args.w3:
+        same &= w3_line(env, args.w3_gib, args.w3_chunk_mib, args.rounds)
     if not (equal and reference and same):
         sys.exit("results differ")
 

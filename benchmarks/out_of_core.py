@@ -151,7 +151,7 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
         sys.path.insert(0, str(HERE.parent))
         from lazyfuel.api import DefaultRuntime
 
-        DefaultRuntime.from_env().planner()
+        DefaultRuntime.current().planner()
     __import__(MODULES.get(reader, reader) if reader in ("tensorstore", "zarr", "cat") else "dask.array")
     if reader in ("lazyfuel", "lazyfuel-to-zarr", "dask"):  # dask imports distributed on first compute
         import importlib.util

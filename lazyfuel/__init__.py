@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from lazyfuel.api import (
+    OP_FUNCTIONS,
     Array,
     asarray,
     broadcast_to,
@@ -69,6 +70,9 @@ __all__ = [
     "rfft",
     "transpose",
 ]
+# the ops whose graph module declares their builder (`lf.flip` ...): exported without an edit here
+globals().update(OP_FUNCTIONS)
+__all__ += list(OP_FUNCTIONS)
 
 
 def _register_builtin_providers() -> None:

@@ -16,6 +16,8 @@ the process it runs in, under the `lazyfuel.config` blocks open where the graph 
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import dask.array as da
 import numpy as np
 
 from lazyfuel import dlpack, zarr_io
-from lazyfuel.array import Array, _data, _node
+from lazyfuel.array import OP_METHODS, Array, _data, _node
 from lazyfuel.graph import ops
 from lazyfuel.graph.explain import explain_node
 from lazyfuel.graph.ir import Source
@@ -84,13 +86,14 @@ def from_zarr(store_or_path: Any, component: str | None = None) -> Array:
     Raises `completion.IncompleteStoreError` (a ValueError) for an array `to_zarr` began and did
     not finish: its run failed, or is still running. An array `to_zarr` finished is read with
     every chunk checked against what was written: `integrity.DamagedStoreError` (a ValueError)
-    names a chunk that is missing, truncated, corrupted or swapped, or metadata that disagrees."""
+    names a chunk that is missing, truncated, corrupted or swapped, or metadata that disagrees
+    (a select of a few rows of a chunk stored raw reads only their bytes: `graph.stored.read_rows`)."""
     if isinstance(store_or_path, Path):
         store_or_path = str(store_or_path)
     z, reader = zarr_io.open_checked(store_or_path, component)
     if reader is z:  # no checksums of lazyfuel's to check: selects read rows where they lie (graph.stored)
         return Array(ops.zarr_source(z))
-    return Array(ops.source(zarr_io.verified(store_or_path, component, z, reader)))
+    return Array(ops.zarr_source(reader, zarr_io.verified(store_or_path, component, z, reader)))
 
 
 def asarray(obj: Any) -> Array:
@@ -218,3 +221,27 @@ def explain(x: Any) -> str:
     arr = asarray(x)
     runtime = DefaultRuntime.current()
     return explain_node(arr._node, runtime, runtime.planner())
+
+
+def _op_function(name: str, method: Callable[..., Array]) -> Callable[..., Array]:
+    """`lf.<name>(x, ...)`: `asarray(x).<name>(...)`, with the method's docstring and signature
+    (`x: Any` for `self`)."""
+
+    def function(x: Any, *args: Any, **kwargs: Any) -> Array:
+        return method(asarray(x), *args, **kwargs)
+
+    signature = inspect.signature(method)
+    params = list(signature.parameters.values())
+    function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("x", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Any"),
+                    *params[1:]])
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    return function
+
+
+# the functions of the ops that declare their graph builder (`array.OP_METHODS`); lazyfuel exports them
+OP_FUNCTIONS: dict[str, Callable[..., Array]] = {
+    name: _op_function(name, method) for name, method in OP_METHODS.items()}
+globals().update(OP_FUNCTIONS)
+__all__ += list(OP_FUNCTIONS)

@@ -6,7 +6,9 @@ collection protocol. The module functions and constructors are `lazyfuel.api`'s.
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import dask
@@ -22,7 +24,10 @@ from lazyfuel.graph import ops
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
+from lazyfuel.graph.passes import write_slabs
 from lazyfuel.graph.resident import assembled, on_device
+from lazyfuel.graph.stored import read_budget
+from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
 from lazyfuel.settings import config
 
@@ -141,7 +146,7 @@ class Array:
             found = self._lowered[runtime] = lower(self._node, runtime)
         return found
 
-    def compute(self, out: np.ndarray | None = None, device: bool = False, **kwargs: Any) -> Any:
+    def compute(self, out: np.ndarray | None = None, device: bool | int = False, **kwargs: Any) -> Any:
         """Run the graph; a numpy array (`out`, when given: a writeable array of this shape and
         dtype, any layout, not overlapping the inputs, reused as numpy's `out=` is). Keyword
         arguments that name a `lazyfuel.config` knob set it for this call (`backend="cpu"`); the
@@ -156,20 +161,25 @@ class Array:
         With `device=True` the result stays in Vulkan device memory: a `lazyfuel.DeviceArray`
         (`backends/vulkan/device_array.py`), the blocks kept on the device as `persist(device=True)`
         keeps them and assembled there into one allocation; `np.from_dlpack` reads it in place
-        where the device's memory is host-visible (lavapipe, integrated GPUs).
+        where the device's memory is host-visible (lavapipe, integrated GPUs). Over several devices
+        (`lazyfuel.config.devices`) the blocks are gathered onto one: `device=1` names it (as
+        torch's `cuda:1`: the number among the devices blocks are spread over), `device=True` takes
+        the one holding most of the result's bytes (device 0 on a tie).
         """
+        where = _device_choice(device)
         knobs, dask_kwargs = config.split(kwargs)
         with config(**knobs):
-            if device:
+            if where is not False:
                 if out is not None:
-                    raise ValueError("compute(device=True) returns a DeviceArray; out= is for host results")
-                return self._on_device(dask_kwargs)
+                    raise ValueError(f"compute(device={device!r}) returns a DeviceArray; out= is for host "
+                                     "results")
+                return self._on_device(dask_kwargs, where)
             return self._compute(out, dask_kwargs)
 
-    def _on_device(self, dask_kwargs: dict[str, Any]) -> Any:
-        """The result as one DeviceArray (see `compute`)."""
+    def _on_device(self, dask_kwargs: dict[str, Any], device: int | None = None) -> Any:
+        """The result as one DeviceArray on device number `device` (None: see `compute`)."""
         with config(_resident_shared=True):  # a one-block result is handed to CUDA as it lies
-            return assembled(self._persisted_on_device(dask_kwargs))
+            return assembled(self._persisted_on_device(dask_kwargs), device)
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""
@@ -202,11 +212,17 @@ class Array:
         keyword arguments as `compute`'s.
 
         With `device=True` each block is held in the device memory of the Vulkan pool that computed
-        it (block i on `task.device_for(i)`'s device; blocks computed elsewhere are copied there):
-        the dask graph holds small handles (`backends/vulkan/residency.py`), graphs over the Array
-        read the blocks where they lie (no upload; a Cpu step downloads a copy), least recently
-        used blocks spill to host memory past `lazyfuel.config.device_memory_budget`, and the
-        memory goes back when the last Array holding it goes (`graph/resident.py`)."""
+        it (a task runs where its resident inputs lie, else block i on `task.device_for(i)`'s
+        device; blocks computed elsewhere are copied there): the dask graph holds small handles
+        (`backends/vulkan/residency.py`), graphs over the Array read the blocks where they lie (no
+        upload; a Cpu step downloads a copy), least recently used blocks spill to host memory past
+        `lazyfuel.config.device_memory_budget`, and the memory goes back when the last Array
+        holding it goes (`graph/resident.py`). `device` takes True or False only: blocks are spread
+        over the devices (`compute(device=N)` gathers a result onto device N)."""
+        if not isinstance(device, (bool, np.bool_)):
+            raise TypeError(f"persist(device={device!r}): device takes True (blocks kept in device memory, "
+                            "each where it was computed) or False; to gather a result onto device N, "
+                            "use compute(device=N)")
         knobs, dask_kwargs = config.split(kwargs)
         with config(**knobs):
             if device:
@@ -229,6 +245,11 @@ class Array:
         `create_array` (TypeError for `return_stored`, `region`, `mode`, `chunks`, `shards`, and for a
         `zarr.Array` as `url`).
         """
+        cut = write_slabs(self._node, read_budget()) if compute else None  # a select larger than read_budget
+        if cut is not None:  # written slab by slab, each lowered when its turn comes
+            whole = da.empty(self.shape, dtype=self.dtype, chunks=tuple(max(c) for c in self.chunks))
+            slabs = (cut[0], ((start, Array(part).to_dask()) for start, part in cut[1]))
+            return zarr_io.write(whole, url, component, overwrite, compute, kwargs, slabs)
         arr = self.to_dask()
         if not all(_regular(c) for c in arr.chunks):
             arr = arr.rechunk(tuple(max(c) for c in arr.chunks))
@@ -263,6 +284,20 @@ class Array:
         return da.Array.__dask_optimize__(dsk, keys, **kwargs)
 
     __dask_scheduler__ = staticmethod(dask.threaded.get)
+
+
+def _device_choice(device: Any) -> int | bool | None:
+    """`compute`'s `device`: False (a host result), None (a DeviceArray where most bytes lie) or a
+    device number. TypeError for anything else, naming what is accepted."""
+    if device is False or device is None:
+        return False
+    if device is True:
+        return None
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device >= 0:
+        return int(device)
+    raise TypeError(f"compute(device={device!r}): device takes False (a numpy result), True (a "
+                    "DeviceArray on the device holding most of it) or a device number >= 0 (a "
+                    "DeviceArray there, as torch's cuda:N)")
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
@@ -314,3 +349,30 @@ def _indices(x: Any) -> Any:
 def _data(x: Any) -> Node:
     return ops.source(_node(x))
 
+
+
+def _op_method(name: str, build: Callable[..., Node]) -> Callable[..., Array]:
+    """`Array.<name>`: the graph builder `build(node, *args)` of an op applied to this array, with
+    the builder's docstring and its signature (`self` for the node)."""
+
+    def method(self: Array, *args: Any, **kwargs: Any) -> Array:
+        return Array(build(_data(self), *args, **kwargs))
+
+    signature = inspect.signature(build)
+    params = list(signature.parameters.values())
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *params[1:]],
+        return_annotation="Array")
+    method.__name__, method.__qualname__, method.__doc__ = name, f"Array.{name}", build.__doc__
+    return method
+
+
+# an op with its own graph module (`graph/<op>.py`) declares its builder there as `FUNCTION`: it
+# becomes `Array.<op>` (and `lf.<op>`, api.OP_FUNCTIONS), no edit here
+OP_METHODS: dict[str, Callable[..., Array]] = {}
+for _spec, _build in declared("lazyfuel.graph", "FUNCTION"):
+    if hasattr(Array, _spec.name):
+        raise TypeError(f"op {_spec.name}: lazyfuel/graph/{_spec.name}.py declares FUNCTION, but Array "
+                        f"already has an attribute {_spec.name!r}; rename the op or drop FUNCTION")
+    OP_METHODS[_spec.name] = _op_method(_spec.name, _build)
+    setattr(Array, _spec.name, OP_METHODS[_spec.name])

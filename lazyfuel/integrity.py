@@ -88,15 +88,28 @@ class VerifiedChunks:
         """The part of the array the chunk at grid position `where` holds."""
         return tuple(slice(p * c, min((p + 1) * c, n)) for p, c, n in zip(where, self.chunks, self.shape))
 
+    def named(self, where: tuple[int, ...]) -> str:
+        """How errors name the chunk at grid position `where`."""
+        key = self.z.metadata.encode_chunk_key(where)
+        return f"chunk {where} (key {key!r}) of the zarr array at {self.where}"
+
+    def missing(self, where: tuple[int, ...]) -> DamagedStoreError:
+        """The error for the chunk at `where` not being in the store."""
+        return DamagedStoreError(f"{self.named(where)} is missing: lazyfuel wrote every chunk of this array, "
+                                 "so it was deleted or lost since; refusing to read fill values in its place")
+
+    def damaged(self, where: tuple[int, ...], what: str) -> DamagedStoreError:
+        """The error for the chunk at `where`, which `what` (a phrase)."""
+        return DamagedStoreError(f"{self.named(where)} {what}")
+
     def chunk(self, where: tuple[int, ...]) -> np.ndarray:
         """The values of the chunk at grid position `where`, checked (DamagedStoreError)."""
         from zarr.core.sync import sync
 
         key = self.z.metadata.encode_chunk_key(where)
-        named = f"chunk {where} (key {key!r}) of the zarr array at {self.where}"
         if not sync((self.z.store_path / key).exists()):
-            raise DamagedStoreError(f"{named} is missing: lazyfuel wrote every chunk of this array, so it "
-                                    "was deleted or lost since; refusing to read fill values in its place")
+            raise self.missing(where)
+        named = self.named(where)
         region = self.region(where)
         try:
             values = np.asarray(self.z[region])

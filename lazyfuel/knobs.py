@@ -118,8 +118,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "the transfer priors; 0: the priors of the device kind"),
     Knob("read_budget", "LAZYFUEL_READ_BUDGET", _budget, 0.25,
          "fraction of host memory or bytes",
-         "reserved (issue 19, out-of-core reads): bytes of source chunks in flight at once; "
-         "checked, not used yet"),
+         "bytes of zarr chunk data the read tasks of a select over `lf.from_zarr` hold at once "
+         "(a fraction of host memory or bytes; read when the graph is built)"),
     Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
          "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),

@@ -1,7 +1,8 @@
 """Counting what really ran: submits, dispatches, bytes moved, bindings and devices used, time on
 the device.
 
-Executors call `record(...)` after each batch; `with profile() as p:` collects every record made
+Executors call `record(...)` after each batch (bytes up and down cross the host link; `bytes_peer`
+are copied between two devices' memories without it); `with profile() as p:` collects every record made
 by any thread of this process while the block runs (dask's threaded scheduler included).
 `device_seconds` is the wall time from submit to fence; `kernel_seconds` the GPU time of the
 programs' steps alone (uploads and downloads left out), which a backend with a device clock
@@ -26,6 +27,7 @@ class Profile:
     dispatches: int = 0
     bytes_uploaded: int = 0
     bytes_downloaded: int = 0
+    bytes_peer: int = 0  # copied device to device between pools (or GPUs), never through the host
     device_seconds: float = 0.0
     kernel_seconds: float = 0.0  # GPU time of the steps alone, by the backends that clock it
     programs: int = 0
@@ -38,6 +40,7 @@ class Profile:
         where = "; devices: " + ", ".join(f"{k} x{n}" for k, n in sorted(self.devices.items()))
         return (f"{self.programs} program(s), {self.submits} submit(s), {self.dispatches} dispatch(es), "
                 f"{self.bytes_uploaded} B up, {self.bytes_downloaded} B down, "
+                f"{f'{self.bytes_peer} B device to device, ' if self.bytes_peer else ''}"
                 f"{self.device_seconds * 1e3:.3f} ms on the device ({self.kernel_seconds * 1e3:.3f} ms "
                 f"in kernels); bindings: {used}"
                 f"{where if self.devices else ''}")
@@ -48,7 +51,8 @@ _lock = threading.Lock()
 
 
 def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
-           bytes_downloaded: int = 0, device_seconds: float = 0.0, kernel_seconds: float = 0.0,
+           bytes_downloaded: int = 0, bytes_peer: int = 0, device_seconds: float = 0.0,
+           kernel_seconds: float = 0.0,
            bindings: tuple[str, ...] = (), programs: int = 0, device: str | None = None,
            backend: str | None = None) -> None:
     """Add to every active profile (cheap when none is active); `backend` and `device` name where
@@ -61,6 +65,7 @@ def record(*, submits: int = 0, dispatches: int = 0, bytes_uploaded: int = 0,
             p.dispatches += dispatches
             p.bytes_uploaded += bytes_uploaded
             p.bytes_downloaded += bytes_downloaded
+            p.bytes_peer += bytes_peer
             p.device_seconds += device_seconds
             p.kernel_seconds += kernel_seconds
             p.programs += programs

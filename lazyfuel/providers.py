@@ -3,7 +3,8 @@
 A provider plugs in by data: each package under `lazyfuel/backends/` registers a `BackendInfo`
 (`backends.catalog`) naming its rank where costs tie, the contract documents it ships under
 `lazyfuel/contracts/` and its `plug_in()`, which registers its link registries and executor.
-`default_registry()` loads them all once per process; `available_backends()` says which backends
+`default_registry()` loads them all once per process (with each op's own `<backend>_<op>.md`:
+`documents`); `available_backends()` says which backends
 can run here (a Vulkan device exists, …), honouring `lazyfuel.config.backend` (`LAZYFUEL_BACKEND`,
 one of `BACKEND_CHOICES`).
 Checking a backend says nothing: the planner mentions one that cannot run where work it has bindings
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from lazyfuel.backends import catalog
 from lazyfuel.backends.base import executor
+from lazyfuel.backends.catalog import BackendInfo
 from lazyfuel.contracts.model import Backend
+from lazyfuel.ops import specs
 from lazyfuel.registry import Registry
 from lazyfuel.registry.model import DEFAULT_ORIGIN
 from lazyfuel.settings import check, config
@@ -39,6 +42,15 @@ _default: Registry | None = None
 _unusable: dict[Backend, str | None] = {}  # backend -> why it cannot run here (None: it can)
 
 
+def documents(provider: BackendInfo, folder: Path = CONTRACTS_DIR) -> tuple[str, ...]:
+    """The contract documents `provider` ships that exist in `folder` (`lazyfuel/contracts/`), in
+    load order: those its info names, then each registered op's own `<backend>_<op>.md`
+    (`cpu_flip.md`, `vulkan_flip.md`: a new op adds its documents without editing the backend's list)."""
+    own = [f"{provider.backend.name.lower()}_{spec.name}.md" for spec in specs()]
+    names = dict.fromkeys([*provider.documents, *own])
+    return tuple(name for name in names if (folder / name).is_file())
+
+
 def register_builtin_providers() -> None:
     """Plug in every registered backend: its executor and link registries (idempotent)."""
     for provider in catalog.registered():
@@ -53,10 +65,8 @@ def default_registry() -> Registry:
             register_builtin_providers()
             registry = Registry()
             for provider in catalog.registered():
-                for name in provider.documents:
-                    path = CONTRACTS_DIR / name
-                    if path.is_file():
-                        registry.load(path, origin=DEFAULT_ORIGIN)
+                for name in documents(provider):
+                    registry.load(CONTRACTS_DIR / name, origin=DEFAULT_ORIGIN)
             _default = registry
         return _default
 

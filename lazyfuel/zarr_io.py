@@ -15,6 +15,7 @@ stores (fsspec URLs, store objects) are written in place, guarded by the marker 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,13 @@ def local_path(url: Any, storage_options: dict | None) -> Path | None:
 
 
 def write(arr: da.Array, url: Any, component: str | None, overwrite: bool, compute: bool,
-          kwargs: dict[str, Any]) -> Any:
-    """Store `arr` (regular chunks) as a zarr array; the dask collection, or None once computed."""
+          kwargs: dict[str, Any], slabs: tuple[int, Iterable[tuple[int, da.Array]]] | None = None) -> Any:
+    """Store `arr` (regular chunks) as a zarr array; the dask collection, or None once computed.
+
+    `slabs` (axis, (first index along it, dask array)...): the array cut along that axis into
+    slabs of whole chunks (`graph.passes`), each lowered, computed and written after the one
+    before (`compute` only), the chunks' checksums gathered from each; the store is published
+    after the last, as a whole. `arr` then only gives the shape, dtype and chunks."""
     import zarr
 
     if isinstance(url, (zarr.Array, zarr.Group)):
@@ -68,16 +74,20 @@ def write(arr: da.Array, url: Any, component: str | None, overwrite: bool, compu
     else:
         z = _create(url, component, arr, overwrite or _incomplete(url, component, options), options, kwargs)
     name = tokenize("lazyfuel-to-zarr", arr.name, str(url), component, str(temp))
-    crcs = arr.map_blocks(_write_block, z=z, name=f"lazyfuel-store-{name}", dtype=np.uint32,
-                          chunks=tuple((1,) * len(c) for c in arr.chunks),
-                          meta=np.empty((0,) * arr.ndim, np.uint32))
+    crcs = _crcs(arr, z, (0,) * arr.ndim, name)
     done = da.blockwise(_finish, (), crcs, tuple(range(arr.ndim)), z=z, temp=temp, root=root,
                         component=component, concatenate=True, dtype=bool, meta=np.empty((), bool),
                         name=f"lazyfuel-complete-{name}")
     if not compute:
         return done
     try:
-        done.compute()
+        if slabs is None:
+            done.compute()
+        else:
+            axis, parts = slabs
+            grids = [_crcs(part, z, tuple(start if a == axis else 0 for a in range(arr.ndim)), name).compute()
+                     for start, part in parts]
+            _finish(np.concatenate(grids, axis=axis), z, temp, root, component)
     except BaseException:
         if temp is not None:
             publish.remove(temp)
@@ -146,10 +156,20 @@ def _as_list(codecs: Any) -> list[Any]:
     return [] if codecs is None else list(codecs) if isinstance(codecs, (list, tuple)) else [codecs]
 
 
-def _write_block(block: np.ndarray, z: Any, block_info: dict | None = None) -> np.ndarray:
-    """Write one block (exactly one zarr chunk); the crc32c of its values, one per block."""
+def _crcs(arr: da.Array, z: Any, offset: tuple[int, ...], name: str) -> da.Array:
+    """The tasks writing each block of `arr` (the part of `z` from `offset` on): their crc32c."""
+    return arr.map_blocks(_write_block, z=z, offset=offset, name=f"lazyfuel-store-{name}-{arr.name}",
+                          dtype=np.uint32, chunks=tuple((1,) * len(c) for c in arr.chunks),
+                          meta=np.empty((0,) * arr.ndim, np.uint32))
+
+
+def _write_block(block: np.ndarray, z: Any, offset: tuple[int, ...], block_info: dict | None = None
+                 ) -> np.ndarray:
+    """Write one block (exactly one zarr chunk, at `offset` plus its place in its array); the
+    crc32c of its values, one per block."""
     assert block_info is not None
-    region = tuple(slice(start, stop) for start, stop in block_info[0]["array-location"])
+    location = block_info[0]["array-location"]
+    region = tuple(slice(o + start, o + stop) for o, (start, stop) in zip(offset, location))
     values = np.asarray(block, dtype=z.dtype, order="C")
     if values.size:
         z[region] = values

@@ -1,6 +1,7 @@
 """Build lazyfuel's SPIR-V from the GLSL compute shaders in this folder.
 
-Each `<kernel>.comp` is compiled once per element width (1, 2, 4, 8, 16 bytes) and memory mode
+Each `<kernel>.comp` in this folder (found by name: a new op only adds its file) is compiled
+once per element width (1, 2, 4, 8, 16 bytes) and memory mode
 with glslc (`--target-env=vulkan1.2`, `-DWIDTH=<w>`, `-DSSBO` for storage buffers), checked with
 spirv-val, and written as `<kernel>_w<width>.spv` (device addresses) and
 `<kernel>_w<width>_ssbo.spv` (storage buffers; not for the `ADDRESS_ONLY` kernels) to
@@ -22,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "lazyfuel" / "backends" / "vulkan" / "spirv"
-KERNELS = ("contiguize", "index_select", "gather", "masked_fill", "strided_select", "select_fill")
+KERNELS = tuple(sorted(p.stem for p in HERE.glob("*.comp")))  # every shader here: a new op adds its file
 WIDTHS = (1, 2, 4, 8, 16)
 MODES = {"": [], "_ssbo": ["-DSSBO"]}  # file-name suffix -> extra glslc flags
 ADDRESS_ONLY = ("select_fill",)  # kernels built for device addresses only (no `_ssbo` variant)

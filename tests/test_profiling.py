@@ -4,6 +4,7 @@ nested one), from any thread; none reaches a closed block; the totals print on o
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from lazyfuel import profiling
 
@@ -52,6 +53,7 @@ def test_a_profile_prints_its_totals_on_one_line():
     p.devices.update({"gpu1": 1, "gpu0": 2})
     assert str(p).endswith("; bindings: a x2, z x1; devices: gpu0 x2, gpu1 x1")
     assert str(profiling.Profile()).endswith("bindings: none")
+    assert ", 20 B down, 64 B device to device, 1.500 ms" in str(replace(p, bytes_peer=64))  # said where any
 
 
 def test_a_block_left_by_an_error_stops_collecting():

@@ -15,6 +15,7 @@ from lazyfuel.providers import (
     backend_priority,
     backend_usable,
     default_registry,
+    documents,
     left_out,
     unusable_reason,
 )
@@ -33,10 +34,9 @@ def test_backends_are_ranked_by_their_registrations_and_named_in_the_choices():
 def test_the_default_registry_holds_every_registered_document_once():
     registry = default_registry()
     assert default_registry() is registry
-    documents = {name for info in catalog.registered() for name in info.documents
-                 if (CONTRACTS_DIR / name).is_file()}
+    shipped = {name for info in catalog.registered() for name in documents(info)}
     fresh = Registry()
-    for name in sorted(documents):
+    for name in sorted(shipped):
         fresh.load(CONTRACTS_DIR / name)
     assert {b.key for b in registry.bindings()} == {b.key for b in fresh.bindings()}
     assert {b.origin for b in registry.bindings()} == {DEFAULT_ORIGIN}

@@ -35,6 +35,12 @@ A third keeps blocks on a device between computes (`Array.persist(device=True)`,
   `Backend` where the planner should know where it lies: `block_backend`) has
   `shape`, `dtype`, `strides`, and `np.asarray(block)` downloads a copy: executors that cannot
   read it in place (Cpu) take it that way; `holder(backend, device)` gives the capability.
+  Where its backend spreads over several devices, a device block also says where it lies
+  (`home`: (backend, device number among `devices(backend)`), or None) and how its bytes reach
+  another block's device (`reach(other)`: words for `lf.explain`); `block_home(value)` reads the
+  first, so the graph runs a program where its resident inputs lie (`graph.task.home_device`).
+  `reshape(shape)`, where present, sees the same bytes in another C-order shape (a gather's
+  read task ravels its chunk so).
 - `CudaReader` (Vulkan on a GPU CUDA shares): `read_cuda(source, origin, shape)` copies the region
   of a CUDA array (`CudaSource`: pointer, CUDA device, shape, dtype, C-contiguous) starting at
   `origin` into a new device block, device to device (`lf.from_array` of a torch / CuPy tensor).
@@ -140,8 +146,14 @@ class BlockHolder(Protocol):
 
     def assemble(self, blocks: Sequence[object], chunks: tuple[tuple[int, ...], ...],
                  dtype: np.dtype) -> object:
-        """One array in device memory of the whole result whose blocks (row-major over `chunks`)
-        are `blocks`: what `compute(device=True)` returns."""
+        """One array in this executor's device memory of the whole result whose blocks (row-major
+        over `chunks`) are `blocks`, wherever they lie: what `compute(device=True)` returns."""
+        ...
+
+    def concatenate(self, parts: Sequence[tuple[object, int, int]], axis: int) -> object | None:
+        """Rows `lo:hi` along `axis` of each `(block, lo, hi)` (device blocks, wherever they lie,
+        or host arrays) joined along `axis` into one device block of this executor's device; None
+        where it cannot (the caller concatenates on the host)."""
         ...
 
 
@@ -176,6 +188,13 @@ def block_backend(value: object) -> Backend | None:
     `__lazyfuel_device_block__` is its backend), else None: host memory, as the planner prices it."""
     found = getattr(type(value), "__lazyfuel_device_block__", None)
     return found if isinstance(found, Backend) else None
+
+
+def block_home(value: object) -> tuple[Backend, int] | None:
+    """(backend, device number) of the device a device block lies on, where its backend spreads
+    over several devices and the block's device is one of them; None otherwise (a numpy array)."""
+    home = getattr(value, "home", None) if is_device_block(value) else None
+    return home if home is not None and home[1] is not None else None
 
 
 def input_fits(declared: DType, a: np.ndarray) -> bool:

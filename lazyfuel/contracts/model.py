@@ -64,7 +64,32 @@ class _Named(enum.Enum):
         raise ValueError(f"unknown {cls.__name__} {name!r}; expected one of {accepted}")
 
 
-class OpKind(_Named):
+class _Open(_Named):
+    """A named enum that code outside this module may extend: an op module declares its op kind,
+    a backend package its backend (`add`), so neither needs a line here."""
+
+    @classmethod
+    def add(cls, name: str) -> _Open:
+        """The member `name`, added if it is new (an op module outside this list declares its kind
+        so: `KIND = OpKind.add("Flip")`; a backend package its name: `Backend.add("Metal")`);
+        ValueError for a name that is not a public identifier. Afterwards `cls.Name`,
+        `cls.parse("Name")`, iteration and pickling know it."""
+        if not name.isidentifier() or name.startswith("_"):
+            raise ValueError(f"a {cls.__name__} member is named by a public identifier, got {name!r}")
+        if name in cls.__members__:
+            return cls[name]
+        member = object.__new__(cls)
+        member._name_, member._value_ = name, name
+        member._sort_order_ = len(cls._member_names_)
+        member.__init__()  # type: ignore[misc]
+        cls._member_map_[name] = member
+        cls._member_names_.append(name)
+        cls._value2member_map_[name] = member
+        type.__setattr__(cls, name, member)
+        return member
+
+
+class OpKind(_Open):
     IndexSelect = "IndexSelect"
     Gather = "Gather"
     MaskedFill = "MaskedFill"
@@ -76,7 +101,7 @@ class OpKind(_Named):
     SelectFill = "SelectFill"  # index_select, then masked_fill of its result: planned, never built
 
 
-class Backend(_Named):
+class Backend(_Open):
     Vulkan = "Vulkan"
     Cpu = "Cpu"
     OpenCL = "OpenCL"

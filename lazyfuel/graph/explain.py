@@ -12,7 +12,11 @@ exported memory (Vulkan -> Cuda on one GPU), or through host memory (a numpy chu
 tasks) and why. Backends whose bindings are left out (not usable here, or not chosen) are named with the
 reason where the graph has ops they ship bindings for (an FFT names a missing CUDA; an index_select
 does not), and that counts as the planner's one notice of them. A source given in non-native byte
-order is named with where it becomes native. It plans; it runs nothing.
+order is named with where it becomes native. Sources held in device memory (`persist(device=True)`)
+are named with the devices their blocks lie on; where those are several, tasks run on the device
+holding most of their resident inputs' bytes, and each pair of devices says how a block of one
+reaches the other (device to device through exported memory, or through host memory and why).
+It plans; it runs nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from dask.core import flatten
+
 from lazyfuel import notices
-from lazyfuel.backends.base import block_backend, devices
+from lazyfuel.backends.base import block_backend, block_home, devices, is_device_block
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
@@ -51,7 +57,7 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
     left = planner.left_out if left_out is None else dict(left_out)
     # the text names the left-out backends the graph needs, so planning it must not say so too
     held = [b for b in left if notices.claim(left_out_notice(b))]
-    body: list[str] = _byte_order_conversions(root)
+    body: list[str] = _byte_order_conversions(root) + _resident_sources(root)
     ops: set[str] = set()
     if not groups:
         body.append("  a source as it is: nothing to run")
@@ -74,18 +80,64 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
 
 def _byte_order_conversions(root: Node) -> list[str]:
     """A line per source given in non-native byte order: where it is converted to native order."""
-    lines, seen, todo = [], set(), [root]
+    lines = []
+    for node in _sources(root):
+        if node.stored is not None:
+            lines.append(f"  source {node.name} {node.shape}: stored as {node.stored.str} (non-native byte "
+                         f"order); each chunk is converted to native {node.dtype} once as it is read (a "
+                         f"byte-swapping pass in a task of its own), before any kernel")
+    return lines
+
+
+def _resident_sources(root: Node) -> list[str]:
+    """A line per source whose blocks lie in device memory: on which devices; and, where blocks of
+    the graph lie on several, how a block of one reaches another's work (`reach`)."""
+    lines: list[str] = []
+    homes: dict[tuple[Backend, int], object] = {}  # one block per device, to ask `reach`
+    for node in _sources(root):
+        graph, keys = node.array.__dask_graph__(), list(flatten(node.array.__dask_keys__()))
+        if not keys or not is_device_block(graph.get(keys[0])):  # a persisted source holds them all
+            continue
+        held = [b for b in map(graph.get, keys) if is_device_block(b)]
+        count: dict[tuple[Backend, int] | None, int] = {}
+        for b in held:
+            home = block_home(b)
+            count[home] = count.get(home, 0) + 1
+            if home is not None:
+                homes.setdefault(home, b)
+        where = ", ".join(f"{n} on {_label(h)}" for h, n in sorted(count.items(), key=lambda kv: str(kv[0])))
+        lines.append(f"  source {node.name} {node.shape}: {len(held)} block(s) resident in device memory "
+                     f"({where}); tasks run where their resident inputs lie (most bytes); numpy views and "
+                     "rechunks of them are read through host memory")
+    ordered = sorted(homes)
+    for i, one in enumerate(ordered):
+        for other in ordered[i + 1:]:
+            reach = getattr(homes[one], "reach", None)
+            how = reach(homes[other]) if reach is not None else "through host memory"
+            lines.append(f"  blocks of {_label(one)} and {_label(other)} meet {how}")
+    return lines
+
+
+def _label(home: tuple[Backend, int] | None) -> str:
+    if home is None:
+        return "a device blocks are not spread over"
+    labels = devices(home[0])
+    name = labels[home[1]] if home[1] < len(labels) else "?"
+    return f"{home[0].name} device #{home[1]} {name}"
+
+
+def _sources(root: Node) -> list[Source]:
+    """Every source under `root`, once each."""
+    found, seen, todo = [], set(), [root]
     while todo:
         node = todo.pop()
         if node.name in seen:
             continue
         seen.add(node.name)
         todo.extend(node.inputs)
-        if isinstance(node, Source) and node.stored is not None:
-            lines.append(f"  source {node.name} {node.shape}: stored as {node.stored.str} (non-native byte "
-                         f"order); each chunk is converted to native {node.dtype} once as it is read (a "
-                         f"byte-swapping pass in a task of its own), before any kernel")
-    return lines
+        if isinstance(node, Source):
+            found.append(node)
+    return found
 
 
 def _crossings(node: Node, backend: Backend | None, partition: Partition,
@@ -245,7 +297,8 @@ def _devices(backend: Backend, tasks: int) -> str:
     used = labels[:tasks]
     listed = ", ".join(f"#{i} {label}" for i, label in enumerate(used))
     return (f"  {tasks} task(s) spread over {len(used)} {backend.name} devices (task i on device "
-            f"i mod {len(labels)}; a task's chain stays on its device): {listed}")
+            f"i mod {len(labels)}, or where most of its resident inputs' bytes lie; a task's chain stays "
+            f"on its device): {listed}")
 
 
 def recipe_shape(node: Node, block: tuple[int, ...]) -> tuple[int, ...]:

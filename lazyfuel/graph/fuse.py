@@ -316,16 +316,17 @@ def pieces_key(select: Node, data_block: tuple[int, ...]) -> Key:
 def read_tasks(partition: Partition, plan: PiecePlan
                ) -> list[tuple[Block, Reader | StoredReader, tuple[Key, ...]]]:
     """Every read task of a select read per source chunk: its source block, recipe and the one
-    chunk key it reads; a select of rows straight from a zarr source reads its store itself
+    chunk key it reads; a select straight over a zarr source reads its store itself
     (`graph.stored`: no chunk key)."""
     node = plan.select
     found = []
     for data_block, (positions, bounds) in plan.reads.items():
-        if isinstance(node.data, Source) and node.data.zarr is not None and not plan.flat:
+        if isinstance(node.data, Source) and node.data.zarr is not None:
             arr, chunks = node.data.zarr, node.data.chunks
             region = ch.block_slices(chunks, data_block)
             chunk = chunk_of(arr, chunks, data_block)
-            found.append((data_block, StoredReader(arr, region, chunk, positions, bounds, node.dim), ()))
+            found.append((data_block, StoredReader(arr, region, chunk, positions, bounds, node.dim,
+                                                   flat=plan.flat), ()))
             continue
         builder = _Builder(partition)
         part = builder.part(node.data, data_block)

@@ -78,8 +78,9 @@ class Source(Node):
     so a select may see several of them as one spanning view instead of reading them apart.
     `stored`: the dtype the data was given in when its byte order is not native (`>i4`); `array`
     then converts each chunk to native order as it is read (`graph.ops.native_chunks`).
-    `zarr`: the zarr array the chunks are read from (`lf.from_zarr`), so that a select can read
-    only the rows it touches (`graph.stored`); None for other sources.
+    `zarr`: the zarr array the chunks are read from (`lf.from_zarr`; an array lazyfuel wrote with
+    checksums: its `integrity.VerifiedChunks`), so that a select can read only the rows it
+    touches (`graph.stored`); None for other sources.
     """
 
     array: Any  # a dask array

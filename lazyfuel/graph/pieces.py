@@ -63,13 +63,13 @@ def wants_pieces(select: Select, leaf: Node) -> bool:
 
     Yes when its indices are concrete, its axis has several chunks, they are separate buffers
     (not a `from_array` of one numpy array, which `Gathered` spans without a copy) and some
-    output block hits more than one of them; and always for rows of a zarr source, whose read
-    tasks read only the rows they touch (`graph.stored`).
+    output block hits more than one of them; and always for a select straight over a zarr
+    source, whose read tasks read only the rows they touch (`graph.stored`).
     """
     axis = select.data_axis
     if select.indices.lazy or math.prod(select.shape) == 0:
         return False
-    if isinstance(select, IndexSelect) and isinstance(select.data, Source) and select.data.zarr is not None:
+    if isinstance(select.data, Source) and select.data.zarr is not None:
         return True
     if len(axis) < 2:
         return False

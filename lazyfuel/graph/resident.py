@@ -3,15 +3,19 @@
 `on_device(arr, runtime)` is the lowered dask array of a graph whose block tasks ran under
 `lazyfuel.config._resident` (a Vulkan program then keeps its result on the device:
 `BlockHolder.run_resident`), with one more step per block, `hold_block`, which passes a block
-already resident on its device on as it is and copies any other block (one computed on the Cpu, a
-source chunk, a view) into the device memory of block i's device, `task.device_for(i, Vulkan)`:
-the device block i of a later graph over it runs on when the chunking stays. Persisting that
+already resident on one of the devices blocks are spread over on as it is (placement follows the
+inputs: a task runs where its resident inputs lie, `task.home_device`, and its result stays
+there) and copies any other block (one computed on the Cpu, a source chunk, a view) into the
+device memory of block i's device, `task.device_for(i, Vulkan)`: round-robin, the device block i
+of a later graph over it runs on when the chunking stays. Persisting that
 array leaves a dask graph holding small handles (`backends.vulkan.residency.ResidentBlock`), not
 numpy arrays; under dask.distributed each worker holds the blocks it computed on its own devices
 (a handle that must travel is pickled as its bytes).
 
 `held_blocks(arr)` gives the handles of such a persisted array in block order (row-major), which
-`compute(device=True)` assembles into one `DeviceArray`.
+`compute(device=True)` assembles into one `DeviceArray` (`assembled`): on the device the caller
+names (`compute(device=1)`), else on the device holding most of the result's bytes (the lowest
+number on a tie: device 0 for an even round-robin spread, as torch's and CuPy's current device).
 
 `from_cuda(a, chunks)` is the same kind of dask array for a CUDA DLPack producer (a torch or CuPy
 tensor on the GPU): each block copied device to device into the device memory of block i's
@@ -32,28 +36,49 @@ from dask.core import flatten
 from lazyfuel import dlpack
 from lazyfuel.backends import base
 from lazyfuel.backends.base import CudaSource
-from lazyfuel.graph.task import Runtime, block_holder
+from lazyfuel.contracts.model import Backend
+from lazyfuel.graph.task import Runtime, block_holder, home_device
 
 
-def _holder(number: int) -> base.BlockHolder:
-    """The executor that keeps block `number` in device memory (`task.block_holder`)."""
-    return block_holder(number)[1]
+def _holder(number: int, home: tuple[Backend, int] | None = None) -> base.BlockHolder:
+    """The executor that keeps block `number` in device memory (`task.block_holder`): on device
+    `home` where given (a block's `base.block_home`), else on block `number`'s device."""
+    return block_holder(number, home)[1]
 
 
 def hold_block(chunk: Any, runtime: Runtime, numblocks: tuple[int, ...],
                block_id: tuple[int, ...] = ()) -> Any:
-    """`chunk` as a block in the device memory of its block number's device (`_holder`; as it is
-    where it is there already)."""
+    """`chunk` as a block in device memory: as it is where it lies on a device blocks are spread
+    over already, else copied to its block number's device (`_holder`)."""
     number = int(np.ravel_multi_index(block_id, numblocks)) if numblocks else 0
     runtime.planner()  # the process's backends registered (as a block task's planning does)
     with runtime.applied():
-        return _holder(number).hold(chunk)
+        return _holder(number, base.block_home(chunk)).hold(chunk)
 
 
-def assembled(held: da.Array) -> Any:
-    """One array in device memory of `held` (persisted by `on_device`), on the device of its
-    first block."""
-    return _holder(0).assemble(held_blocks(held), held.chunks, held.dtype)
+def assembled(held: da.Array, device: int | None = None) -> Any:
+    """One array in device memory of `held` (persisted by `on_device`): on device number `device`
+    (of the backend holding the blocks), else where most of its bytes lie (`result_device`).
+    IndexError naming the devices there are for a number that names none."""
+    blocks = held_blocks(held)
+    home = next((h for h in map(base.block_home, blocks) if h is not None), None)
+    if device is None:
+        device = result_device(blocks)
+    elif home is not None and not 0 <= device < len(base.devices(home[0])):
+        names = base.devices(home[0])
+        raise IndexError(f"compute(device={device}): the result can go to device 0..{len(names) - 1} "
+                         f"of {home[0].name} ({', '.join(names)}: lazyfuel.config.devices, "
+                         "LAZYFUEL_DEVICES)")
+    holder = _holder(device, None if home is None else (home[0], device))
+    return holder.assemble(blocks, held.chunks, held.dtype)
+
+
+def result_device(blocks: list[Any]) -> int:
+    """The device number holding most bytes of `blocks` (the lowest on a tie; 0 where none says)."""
+    homes = [base.block_home(b) for b in blocks]
+    backend = next((h[0] for h in homes if h is not None), None)
+    found = None if backend is None else home_device(blocks, backend)
+    return 0 if found is None else found
 
 
 def on_device(arr: da.Array, runtime: Runtime) -> da.Array:

@@ -60,14 +60,11 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
     return Source(arr, one_buffer=one_buffer, stored=None if stored.isnative else stored)
 
 
-def zarr_source(store_or_path: Any, component: str | None = None) -> Source:
-    """A source over a zarr array (a path, URL or store; `component` inside a group), cut into its
-    chunks (a sharded array: its shards), that a select reads row by row (`graph.stored`)."""
-    import zarr
-
-    arr = store_or_path if isinstance(store_or_path, zarr.Array) else zarr.open_array(
-        store_or_path, path=component, mode="r")
-    node = source(da.from_zarr(arr, chunks=regular_chunks(arr)))
+def zarr_source(arr: Any, array: da.Array | None = None) -> Source:
+    """A source over a zarr array (or the `integrity.VerifiedChunks` over one lazyfuel wrote, read
+    through `array`, its verified dask array), cut into its chunks (a sharded array: its shards),
+    that a select reads row by row (`graph.stored`)."""
+    node = source(da.from_zarr(arr, chunks=regular_chunks(arr)) if array is None else array)
     return dataclasses.replace(node, zarr=arr)
 
 

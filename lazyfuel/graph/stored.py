@@ -1,9 +1,10 @@
 """Reading a select's rows straight from a zarr store: only what the indices touch.
 
-A select read per source chunk (`graph.pieces`) over a `from_zarr` source does not load whole
-chunks through dask: each read task (`StoredReader`, one per touched source block) asks the store
-for the rows its block gives, once each however many output blocks (or repeated indices) want
-them, in ascending order:
+A select (index_select or gather) read per source chunk (`graph.pieces`) over a `from_zarr`
+source does not load whole chunks through dask: each read task (`StoredReader`, one per touched
+source block) asks the store for the rows its block gives, once each however many output blocks
+(or repeated indices) want them, in ascending order (a gather: the rows along its axis that its
+elements lie in, `read_elements`):
 
 - a chunk stored as its raw bytes (zarr v2 without compressor or filters in C order, v3 with the
   `bytes` codec alone), selected along its first axis: only the byte ranges of the touched rows,
@@ -15,7 +16,7 @@ them, in ascending order:
 
 Read tasks run on dask's worker threads, so chunks decode in parallel (numcodecs' zstd and blosc
 release the GIL). `BUDGET` bounds the chunk bytes the read tasks of one process hold at once
-(`OOC_BYTES_IN_FLIGHT`): a task waits for its share before reading.
+by `lazyfuel.config.read_budget` (`read_budget`): a task waits for its share before reading.
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ import math
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from lazyfuel import windowed
 from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.touched import touched_rows
-
-OOC_BYTES_IN_FLIGHT = 512 * 2**20
-"""Chunk bytes the read tasks of one process may hold at once (later a `lazyfuel.config` knob)."""
+from lazyfuel.settings import config
 
 GAP_BYTES = 256 * 2**10
 """Two touched byte ranges of a raw chunk closer than this are read as one."""
@@ -48,19 +48,35 @@ SPANS_IN_FLIGHT = 4
 """Reads of one raw chunk requested at once (so one read task holds at most 16 MiB of them)."""
 
 
-class ByteBudget:
-    """A count of bytes that threads take before holding chunk data and give back after."""
+def host_memory() -> int:
+    """Bytes of physical memory of this machine."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
-    def __init__(self, limit: int) -> None:
-        self.limit, self.held = int(limit), 0
+
+def read_budget() -> int:
+    """The bytes of chunk data the read tasks of one compute may hold at once:
+    `lazyfuel.config.read_budget`, a fraction of `host_memory` or a number of bytes. Read when
+    the graph is built (in the caller's `lf.config`), carried by each `StoredReader`."""
+    value = config.read_budget
+    return max(1, int(value * host_memory())) if isinstance(value, float) else int(value)
+
+
+class ByteBudget:
+    """A count of the chunk bytes that read threads hold: a thread takes its bytes before it
+    holds chunk data and gives them back after, waiting while they would not fit under the
+    limit it was given (`read_budget`). `peak` is the most ever held at once."""
+
+    def __init__(self) -> None:
+        self.held = self.peak = 0
         self._changed = threading.Condition()
 
-    def take(self, nbytes: int) -> int:
-        """Wait until `nbytes` (at most the whole budget) fit, take them; what was taken."""
-        nbytes = max(0, min(int(nbytes), self.limit))
+    def take(self, nbytes: int, limit: int) -> int:
+        """Wait until `nbytes` (at most `limit`) fit under `limit`, take them; what was taken."""
+        nbytes = max(0, min(int(nbytes), int(limit)))
         with self._changed:
-            self._changed.wait_for(lambda: self.held + nbytes <= self.limit)
+            self._changed.wait_for(lambda: self.held + nbytes <= limit or self.held == 0)
             self.held += nbytes
+            self.peak = max(self.peak, self.held)
         return nbytes
 
     def give(self, nbytes: int) -> None:
@@ -70,7 +86,7 @@ class ByteBudget:
             self._changed.notify_all()
 
 
-BUDGET = ByteBudget(OOC_BYTES_IN_FLIGHT)
+BUDGET = ByteBudget()
 
 
 def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
@@ -83,15 +99,38 @@ def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
     return dtype if endian is None else dtype.newbyteorder("<" if endian == "little" else ">")
 
 
+def _trailer(arr: Any) -> int:
+    """Bytes after a raw chunk's values: 4 when each chunk ends in its crc32c (what lazyfuel
+    writes with `compressors=None`: v3's `crc32c` codec, v2's CRC32C filter), else 0."""
+    import numcodecs
+    from zarr.codecs import Crc32cCodec
+
+    meta = arr.metadata
+    if meta.zarr_format == 2:
+        return 4 if len(meta.filters or ()) == 1 and isinstance(meta.filters[0], numcodecs.CRC32C) else 0
+    codecs = tuple(meta.codecs)
+    return 4 if len(codecs) == 2 and isinstance(codecs[1], Crc32cCodec) else 0
+
+
+def _raw_bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
+    """`_bytes_dtype` of v3 `codecs`, a `crc32c` codec after the `bytes` codec allowed."""
+    from zarr.codecs import Crc32cCodec
+
+    if len(codecs) == 2 and isinstance(codecs[1], Crc32cCodec):
+        codecs = codecs[:1]
+    return _bytes_dtype(codecs, dtype)
+
+
 def raw_dtype(arr: Any) -> np.dtype | None:
     """The dtype of a zarr array's chunk bytes (byte order included) when each chunk is stored as
-    its raw C-order bytes; None otherwise (compressed, filtered, sharded, F order)."""
+    its raw C-order bytes (maybe followed by a crc32c, `_trailer`); None otherwise (compressed,
+    filtered, sharded, F order)."""
     meta = arr.metadata
     dtype = np.dtype(arr.dtype)
     if meta.zarr_format == 2:
-        raw = meta.compressor is None and not meta.filters and meta.order == "C"
+        raw = meta.compressor is None and (not meta.filters or _trailer(arr)) and meta.order == "C"
         return dtype if raw else None
-    return _bytes_dtype(tuple(meta.codecs), dtype)
+    return _raw_bytes_dtype(tuple(meta.codecs), dtype)
 
 
 def _raw_shards(arr: Any) -> tuple[Any, np.dtype] | None:
@@ -121,8 +160,10 @@ class StoredReader:
 
     `region` is the source block in the array (slices); `positions` (U32) the rows along `axis`,
     local to the block, that every output block needs from it, piece j being
-    `positions[bounds[j]:bounds[j + 1]]`. `chunk` is the zarr chunk the block is (its coordinates)
-    when the block is exactly one chunk, else None. `block` numbers the task (unused: no device).
+    `positions[bounds[j]:bounds[j + 1]]`, or, when `flat` (a gather), element offsets into the
+    raveled block. `chunk` is the zarr chunk the block is (its coordinates) when the block is
+    exactly one chunk, else None. `block` numbers the task (unused: no device). `budget`: the
+    `read_budget` in force where the task was made (bytes).
     """
 
     zarr: Any  # the zarr.Array
@@ -132,12 +173,17 @@ class StoredReader:
     bounds: tuple[int, ...]
     axis: int
     block: int = 0
+    flat: bool = False
+    budget: int = field(default_factory=lambda: read_budget())
 
 
 def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, ...]:
     """The read task: the block's touched rows, each read once, cut into the pieces."""
     if len(reader.bounds) < 2:
         return ()
+    if reader.flat:
+        picked = read_elements(reader)
+        return tuple(picked[lo:hi] for lo, hi in pairwise(reader.bounds))
     positions = reader.positions
     lead = (slice(None),) * reader.axis
     if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):  # pieces are views
@@ -148,20 +194,63 @@ def read_stored(reader: StoredReader, runtime: Any = None) -> tuple[np.ndarray, 
     return tuple(np.take(data, inverse[lo:hi], axis=reader.axis) for lo, hi in pairwise(reader.bounds))
 
 
+def read_elements(reader: StoredReader) -> np.ndarray:
+    """A gather's read task: the elements at `reader.positions` (offsets into the raveled block),
+    1-d. Only the rows along `reader.axis` that they lie in are read (once each, `read_rows`);
+    the offsets are renumbered into those rows and taken from them."""
+    shape = [s.stop - s.start for s in reader.region]
+    d = reader.axis
+    extent, inner = shape[d], math.prod(shape[d + 1:])
+    outer, rest = np.divmod(reader.positions.astype(np.int64), extent * inner)
+    local, within = np.divmod(rest, inner)
+    rows, rank = touched_rows(local, extent)
+    data = as_native(read_rows(reader, rows.astype(np.int64)))
+    return np.ascontiguousarray(data).reshape(-1)[(outer * rows.size + rank) * inner + within]
+
+
+WHOLE_SHARE = 8
+"""A read of at least 1/WHOLE_SHARE of the rows of a chunk lazyfuel checksummed reads it whole,
+verified; fewer rows are read as byte ranges (see `read_rows`)."""
+
+
+def _unwrapped(held: Any) -> tuple[Any, Any]:
+    """(the zarr array, the `integrity.VerifiedChunks` over it or None) of a reader's `zarr`."""
+    from lazyfuel.integrity import VerifiedChunks
+
+    return (held.z, held) if isinstance(held, VerifiedChunks) else (held, None)
+
+
 def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
-    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region."""
-    arr, region, axis = reader.zarr, reader.region, reader.axis
+    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region.
+
+    An array lazyfuel wrote with checksums (`reader.zarr` is its `VerifiedChunks`) is read whole
+    chunk by chunk, each chunk verified (decision 55), except for a few rows (under
+    1/`WHOLE_SHARE` of a chunk's) of raw chunks: their byte ranges alone, checked only for the
+    chunk being there at its full length (a crc32c over the whole chunk cannot check a part)."""
+    held, region, axis = reader.zarr, reader.region, reader.axis
+    arr, checked = _unwrapped(held)
     shape = [s.stop - s.start for s in region]
     shape[axis] = rows.size
-    if axis == 0 and reader.chunk is not None:
+    few = checked is None or rows.size * WHOLE_SHARE < region[0].stop - region[0].start
+    if axis == 0 and reader.chunk is not None and few:
         found = _row_offsets(arr, reader.chunk, rows)
         if found is not None:
-            return _ranged_rows(arr, *found, tuple(shape))
+            if checked is None:
+                return _ranged_rows(arr, *found, tuple(shape), reader.budget)
+            length = math.prod(arr.chunks) * np.dtype(arr.dtype).itemsize + _trailer(arr)
+            return _ranged_rows(arr, *found, tuple(shape), reader.budget, (checked, reader.chunk, length))
+    if checked is not None:  # whole chunks, each verified
+        nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
+        taken = BUDGET.take(nbytes, reader.budget)
+        try:
+            return np.take(checked[region], rows, axis=axis)
+        finally:
+            BUDGET.give(taken)
     decoder = _one_compressor(arr) if reader.chunk is not None else None
     if decoder is not None:
-        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder)
+        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder, reader.budget)
     nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
-    taken = BUDGET.take(nbytes)  # zarr decodes whole (inner) chunks
+    taken = BUDGET.take(nbytes, reader.budget)  # zarr decodes whole (inner) chunks
     try:
         selection = list(region)
         selection[axis] = rows + region[axis].start
@@ -212,25 +301,84 @@ class _Scratch:
 SCRATCH = _Scratch(keep=4)
 
 
+class _Held(threading.local):
+    """Each read thread's buffer for a chunk's compressed bytes, grown to the largest it read:
+    a fresh buffer per chunk of tens of MB is what glibc's arenas keep after it is freed."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty(0, np.uint8)
+
+    def read(self, file: str) -> np.ndarray | None:
+        """The bytes of `file` (a view of this thread's buffer), or None when there is none."""
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if self.buf.nbytes < size:
+                self.buf = np.empty(0, np.uint8)  # the old one goes first
+                self.buf = np.empty(size, np.uint8)
+            view = self.buf[:size]
+            if size and os.preadv(fd, [view], 0) != size:
+                raise OSError(f"zarr chunk {file} changed size while it was read")
+            return view
+        finally:
+            os.close(fd)
+
+
+_HELD = _Held()
+
+
+def _stored_size(file: str | None) -> int | None:
+    """The size of a local chunk file (None when it is not local or not there)."""
+    try:
+        return os.stat(file).st_size if file is not None else None
+    except FileNotFoundError:
+        return None
+
+
 def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
-                  codec: Any, dtype: np.dtype) -> np.ndarray:
-    """Rows `rows` along `axis` of compressed chunk `chunk`: read whole, decoded once into a kept
-    buffer, the rows copied out (cut to `shape`); a chunk never written reads as the fill value."""
+                  codec: Any, dtype: np.dtype, budget: int) -> np.ndarray:
+    """Rows `rows` along `axis` of compressed chunk `chunk`, cut to `shape`; a chunk never written
+    reads as the fill value. Its bytes are read whole (a local file into the thread's kept
+    buffer); a zstd chunk read along its first axis is decoded a window at a time, the rows copied
+    out of each (`windowed.zstd_rows`), a blosc chunk of zstd blocks only in the blocks the rows lie
+    in (`windowed.blosc_rows`); anything else is decoded once into a kept buffer of the chunk's
+    size and the rows copied out."""
+    from numcodecs import Blosc, Zstd
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
     store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
     full = tuple(arr.chunks)
     nbytes = math.prod(full) * dtype.itemsize
-    taken = BUDGET.take(nbytes)
+    stream = axis == 0 and isinstance(codec, (Zstd, Blosc)) and windowed.zstd_available()
+    file = _local_file(store_path)
+    size = _stored_size(file)
+    taken = BUDGET.take((nbytes if size is None else size) + (windowed.WINDOW_BYTES if stream else nbytes),
+                        budget)
     try:
-        got = sync(store_path.get(default_buffer_prototype()))
-        if got is None:
+        if file is not None:
+            compressed = _HELD.read(file)
+        else:
+            got = sync(store_path.get(default_buffer_prototype()))
+            compressed = None if got is None else got.as_numpy_array()
+        if compressed is None:
             return np.full(shape, arr.fill_value, dtype)
+        if stream:
+            out = np.empty((rows.size, *full[1:]), dtype)
+            decode = windowed.zstd_rows if isinstance(codec, Zstd) else windowed.blosc_rows
+            try:
+                decode(compressed, nbytes // full[0], full[0], rows, out)
+                return out[(slice(None), *(slice(0, n) for n in shape[1:]))]
+            except windowed.BloscUnsupported:
+                pass  # decoded whole below
+            except ValueError as err:
+                raise ValueError(f"zarr chunk {store_path}: {err}") from None
         scratch = SCRATCH.take(nbytes)
         try:
-            codec.decode(got.as_numpy_array(), out=scratch)
-            del got
+            codec.decode(compressed, out=scratch)
             stored = scratch.view(dtype).reshape(full)
             pick = tuple(rows if a == axis else slice(0, n) for a, n in enumerate(shape))
             return stored[pick]
@@ -274,12 +422,15 @@ def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
 
 
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
-                 shape: tuple[int, ...]) -> np.ndarray:
+                 shape: tuple[int, ...], budget: int, checked: tuple[Any, tuple[int, ...], int] | None = None
+                 ) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
     merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
     stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
     `os.preadv` into one kept buffer (`_read_file_spans`); any other store through zarr's async
-    API, `SPANS_IN_FLIGHT` requested at a time."""
+    API, `SPANS_IN_FLIGHT` requested at a time. `checked` (the array's `VerifiedChunks`, the
+    chunk's grid position, the length lazyfuel wrote it with): a chunk that is not there, or (a
+    local file) not of that length, is a `DamagedStoreError`."""
     from zarr.core.sync import sync
 
     row_bytes = math.prod(full) * dtype.itemsize
@@ -302,15 +453,21 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
         else:
             out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
 
-    taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES))
+    taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES), budget)
     try:
         file = _local_file(store_path)
         if file is not None:
-            absent = _read_file_spans(file, spans, place)
+            absent = _read_file_spans(file, spans, place, None if checked is None else checked[2])
         else:
             absent = sync(_read_spans(store_path, spans, place))
+    except _WrongLength as err:
+        assert checked is not None
+        raise checked[0].damaged(checked[1], f"has {err.args[0]} bytes where lazyfuel wrote {checked[2]}: it "
+                                 "is truncated or was replaced") from None
     finally:
         BUDGET.give(taken)
+    if checked is not None and absent:
+        raise checked[0].missing(checked[1])
     if absent == len(spans) and absent and not missing.any():  # a chunk never written
         out[...] = arr.fill_value
     elif absent:
@@ -326,16 +483,23 @@ def _local_file(store_path: Any) -> str | None:
     return os.path.join(str(store.root), store_path.path) if type(store) is LocalStore else None
 
 
+class _WrongLength(Exception):
+    """A chunk file whose length is not the one expected (its length is the argument)."""
+
+
 def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
-                     place: Callable[[int, slice, np.ndarray], None]) -> int:
+                     place: Callable[[int, slice, np.ndarray], None], length: int | None = None) -> int:
     """Read each span of `file` into one kept buffer and `place` it; how many spans are absent
-    (all of them when the file is: a chunk never written)."""
+    (all of them when the file is: a chunk never written). `_WrongLength` when `length` is given
+    and the file is not that long."""
     try:
         fd = os.open(file, os.O_RDONLY)
     except FileNotFoundError:
         return len(spans)
     scratch = SCRATCH.take(RANGE_BYTES)
     try:
+        if length is not None and os.fstat(fd).st_size != length:
+            raise _WrongLength(os.fstat(fd).st_size)
         for lo, hi, part in spans:
             view = scratch[:hi - lo]
             if os.preadv(fd, [view], lo) != hi - lo:
@@ -416,6 +580,7 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     name = f"lazyfuel-zarr-rows-{tokenize(select.name, id(into))}"
     others = [range(len(c)) for a, c in enumerate(source.chunks) if a != d]
     graph: dict = {}
+    budget = read_budget()
     for c, lo, hi in zip(hit.tolist(), first.tolist(), [*first[1:].tolist(), values.size]):
         places = order[lo:hi]
         rows, once, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_index=True,
@@ -427,7 +592,7 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
             block = (*o[:d], c, *o[d:])
             region = ch.block_slices(source.chunks, block)
             reader = StoredReader(source.zarr, region, chunk_of(source.zarr, source.chunks, block),
-                                  rows.astype(np.uint32), (0, rows.size), d)
+                                  rows.astype(np.uint32), (0, rows.size), d, budget=budget)
             graph[(name, *block)] = (scatter_rows, reader, into, region, moves)
     return graph, list(graph)
 

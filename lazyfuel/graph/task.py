@@ -22,10 +22,12 @@ the device. Then numpy views the result if the recipe says so (`post`). When the
 memory for the block, the chain runs on its halves instead (`graph.split`).
 
 Several devices: each task runs on one device (a fused chain is one program, so it never leaves
-it), chosen in the process that runs the task as `device_for(recipe.block, backend)`: the block's
-number (row-major, set when the graph is lowered) modulo the number of devices the backend spreads
-over (`lazyfuel.config.devices`). Deterministic, round-robin over neighbouring blocks, and block i of
-every group lands on the same device.
+it), chosen in the process that runs the task: where its program's resident inputs lie
+(`home_device`: the device holding most of their bytes, so a graph over `persist(device=True)`
+blocks runs where the blocks are and moves the fewest bytes between devices), else
+`device_for(recipe.block, backend)`: the block's number (row-major, set when the graph is lowered)
+modulo the number of devices the backend spreads over (`lazyfuel.config.devices`). Deterministic,
+round-robin over neighbouring blocks, and block i of every group lands on the same device.
 """
 
 from __future__ import annotations
@@ -197,7 +199,7 @@ class Gathered:
         back = np.zeros(len(self.parts), dtype=idx.dtype)  # how far each used part moves down
         back[used] = begin[used] - np.concatenate(([0], np.cumsum(sizes)[:-1]))
         local = np.subtract(idx, back[ids], dtype=idx.dtype)  # in the indices' dtype: no wrap
-        return np.concatenate(chosen, axis=self.axis), local
+        return joined(chosen, self.axis), local
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
         (index,) = self.index.signature(metas)
@@ -253,8 +255,7 @@ class Assembled:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         got = [args[a][j] for a, j in self.pieces]
-        data = got[0] if len(got) == 1 else np.concatenate(got, axis=self.axis)
-        return [data, self.perm.value]
+        return [joined(got, self.axis), self.perm.value]
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
         return [(DType.from_numpy(self.dtype), Layout.contiguous(self.shape)),
@@ -262,6 +263,60 @@ class Assembled:
 
 
 InputSpec = Part | Const | LazyIndex | Gathered | Assembled
+
+
+@dataclass(frozen=True, eq=False)
+class DevicePiece:
+    """Rows `lo:hi` along `axis` of a device block a read task left on its device (`read_pieces`):
+    a device block itself (`base.is_device_block`: it lies where `block` lies), which `joined`
+    puts together with its neighbours on the device; `np.asarray` is a host copy of the rows."""
+
+    block: Any
+    axis: int
+    lo: int
+    hi: int
+
+    __lazyfuel_device_block__ = True
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape = list(self.block.shape)
+        shape[self.axis] = self.hi - self.lo
+        return tuple(shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.block.dtype)
+
+    @property
+    def home(self) -> Any:
+        return base.block_home(self.block)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        rows = (slice(None),) * self.axis + (slice(self.lo, self.hi),)
+        out = np.asarray(self.block)[rows]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def joined(parts: Sequence[Any], axis: int) -> Any:
+    """`parts` concatenated along `axis`: one part as it is (a whole device block's piece: the
+    block); where any part is a device block, into one device block on the device holding most of
+    their bytes (`home_device`, `BlockHolder.concatenate`: device copies, device to device between
+    pools where a path exists); else, or where that cannot be, on the host."""
+    spans = [(p.block, p.lo, p.hi) if isinstance(p, DevicePiece) else (p, 0, p.shape[axis]) for p in parts]
+    if len(parts) == 1:
+        block, lo, hi = spans[0]
+        if not isinstance(parts[0], DevicePiece) or (lo == 0 and hi == block.shape[axis]):
+            return block
+    homes = [h for h in map(base.block_home, parts) if h is not None]
+    if homes:
+        holder = base.holder(homes[0][0], home_device(parts, homes[0][0]))
+        found = None if isinstance(holder, str) else holder.concatenate(spans, axis)
+        if found is not None:
+            return found
+    if len(parts) == 1:
+        return np.asarray(parts[0])
+    return np.concatenate([np.asarray(p) for p in parts], axis=axis)
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,17 +344,24 @@ class Reader:
 
 
 def read_pieces(reader: Reader, runtime: Runtime, *args: Any) -> tuple[np.ndarray, ...]:
-    """The read task: one program selects every position; the result is cut into the pieces."""
+    """The read task: one program selects every position; the result is cut into the pieces. A
+    chunk in device memory is read there and its pieces stay there (`DevicePiece`), for the
+    blocks' tasks to join on a device (`joined`)."""
     if len(reader.bounds) < 2:
         return ()
     (data,) = reader.part.arrays(args)
     positions = reader.positions
-    if reader.flat:
-        data, positions = raveled(np.asarray(data), positions)  # a resident block: a host copy
+    on_device = base.is_device_block(data)
+    if reader.flat and on_device and hasattr(data, "reshape"):
+        data = data.reshape((math.prod(data.shape),))  # C-contiguous: raveled as it lies
+    elif reader.flat:
+        data, positions = raveled(np.asarray(data), positions)
     chain, axis = reader.chain(), 0 if reader.flat else reader.axis
     inputs = _touched(runtime, chain, [data, positions], [(0, axis)])
-    out = run_splitting(_runner(runtime, reader.block), chain, inputs)
-    lead = (slice(None),) * (0 if reader.flat else reader.axis)
+    out = run_splitting(_runner(runtime, reader.block, resident=on_device), chain, inputs)
+    if base.is_device_block(out):
+        return tuple(DevicePiece(out, axis, lo, hi) for lo, hi in pairwise(reader.bounds))
+    lead = (slice(None),) * axis
     return tuple(out[(*lead, slice(lo, hi))] for lo, hi in pairwise(reader.bounds))
 
 
@@ -350,15 +412,29 @@ def device_for(block: int, backend: Backend) -> int | None:
     return block % count if count else None
 
 
-def block_holder(number: int) -> tuple[Backend, base.BlockHolder]:
+def home_device(inputs: Sequence[Any], backend: Backend) -> int | None:
+    """The number of the device (of `backend`'s) holding most bytes of the device blocks among
+    `inputs` (the lowest number on a tie); None where none lies on one of `backend`'s devices."""
+    held: dict[int, int] = {}
+    for value in inputs:
+        home = base.block_home(value)
+        if home is not None and home[0] is backend:
+            held[home[1]] = held.get(home[1], 0) + math.prod(value.shape) * value.dtype.itemsize
+    return min(held, key=lambda d: (-held[d], d)) if held else None
+
+
+def block_holder(number: int, home: tuple[Backend, int] | None = None) -> tuple[Backend, base.BlockHolder]:
     """The backend (and its executor) that keeps block `number` in device memory: the first by
-    rank whose executor keeps blocks, on block `number`'s device. RuntimeError naming why where
-    none can here."""
+    rank whose executor keeps blocks, on device `home` where that is the backend's (a block's
+    `base.block_home`), else on block `number`'s device. RuntimeError naming why where none can
+    here."""
     why = []
     for found in catalog.registered():
-        holder = base.holder(found.backend, device_for(number, found.backend))
+        backend = found.backend
+        device = home[1] if home is not None and home[0] is backend else device_for(number, backend)
+        holder = base.holder(backend, device)
         if not isinstance(holder, str):
-            return found.backend, holder
+            return backend, holder
         why.append(holder)
     raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
                        f"here: {'; '.join(why)}; persist() keeps them in host memory")
@@ -367,7 +443,8 @@ def block_holder(number: int) -> tuple[Backend, base.BlockHolder]:
 def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
             handover: bool = False, resident: bool = False
             ) -> Callable[[Chain, list[np.ndarray]], np.ndarray]:
-    """Plan a chain for its inputs and run it on block `block`'s device; its one output, written
+    """Plan a chain for its inputs and run it where its resident inputs lie, else on block
+    `block`'s device (`home_device`, `device_for`); its one output, written
     into `into` where that has the output's shape and dtype (a split block's halves do not), or
     with `handover` left on the device where `crossing.hand_over` can, or with `resident` kept in
     the device's memory where its backend can (`base.BlockHolder`: `persist(device=True)`)."""
@@ -377,7 +454,9 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
                                  block_holder(block)[0] if keep else None)
         program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs],
                                          placement)
-        device = device_for(block, program.backend)
+        device = home_device(inputs, program.backend)
+        if device is None:
+            device = device_for(block, program.backend)
         if keep:
             holder = base.holder(program.backend, device)
             if not isinstance(holder, str):
@@ -464,7 +543,8 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
         inputs = _touched(runtime, recipe.chain, inputs, sources)
         handover = recipe.export and not recipe.post
         with runtime.applied():
-            resident = config._resident and not recipe.post  # views of a kept block: downloaded
+            # views of a kept block are downloaded, but a gather's reshape sees it as it lies
+            resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
         out = run_splitting(_runner(runtime, recipe.block, into, handover, resident), recipe.chain, inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:

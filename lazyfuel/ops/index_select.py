@@ -97,6 +97,17 @@ def out_shape(attrs: Mapping[str, Any], shapes: list[Any]) -> Shape:
     return tuple(math.prod(shapes[1]) if i == attrs["dim"] else n for i, n in enumerate(shapes[0]))
 
 
+STREAMED_ROW_BYTES = 512  # index_select rows at least this long are read as streams
+
+
+def reads_as_stream(params: Mapping[str, Any], k: int, itemsize: int) -> bool:
+    """The indices (k == 1) once; the source as a stream when no more rows are picked than it has
+    and each row holds at least `STREAMED_ROW_BYTES` (planner.streams, decision 47)."""
+    row = int(params["inner_count"]) * itemsize
+    fewer = int(params["n_indices"]) <= int(params["source_dim_size"])
+    return k == 1 or (fewer and row >= STREAMED_ROW_BYTES)
+
+
 def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
             rng: np.random.Generator) -> tuple[Inputs, Attrs]:
     src = random_array(rng, dtypes[0], shape)
@@ -114,4 +125,5 @@ SPEC = register(data_mover(
     _inputs, 0, kind=OpKind.IndexSelect, name="index_select",
     inputs=(("source", None), ("indices", INDICES_U32)), dtype_rule=DtypeRule("source"),
     params_type=IndexSelectParams, plan=plan, reference=lambda a, at: index_select(a[0], at["dim"], a[1]),
-    chunking=by_indices, cut=cut, shape=out_shape, shader="index_select", push=PUSH))
+    chunking=by_indices, cut=cut, shape=out_shape, shader="index_select", push=PUSH,
+    streams=reads_as_stream))

@@ -74,4 +74,5 @@ SPEC = register(data_mover(
     inputs=(("data", None), ("mask", frozenset({DType.BOOL}))), dtype_rule=DtypeRule("data"),
     params_type=MaskedFillParams, plan=plan, reference=lambda a, at: masked_fill(a[0], a[1], at["value"]),
     chunking=by_rows, blockwise=True, cut=lambda attrs, axis, shapes: [axis, axis],
-    shape=lambda attrs, s: s[0], shader="masked_fill", push=PUSH))
+    shape=lambda attrs, s: s[0], shader="masked_fill", push=PUSH,
+    streams=lambda params, k, itemsize: True))  # data and mask once, in order

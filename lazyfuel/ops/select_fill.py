@@ -66,4 +66,5 @@ SPEC = register(data_mover(
     inputs=(*select_op.SPEC.inputs, ("mask", frozenset({DType.BOOL}))), dtype_rule=DtypeRule("source"),
     params_type=SelectFillParams, plan=plan,
     reference=lambda a, at: masked_fill(select_op.index_select(a[0], at["dim"], a[1]), a[2], at["value"]),
-    chunking=by_indices, cases=CASES, view_cases=(), shader="select_fill", push=PUSH))
+    chunking=by_indices, cases=CASES, view_cases=(), shader="select_fill", push=PUSH,
+    streams=lambda params, k, itemsize: k == 2 or select_op.reads_as_stream(params, k, itemsize)))  # the mask

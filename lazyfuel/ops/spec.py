@@ -99,6 +99,9 @@ Chunking = Callable[[Inputs, Attrs, int], tuple[list[tuple[Inputs, Attrs]], int]
 CutRule = Callable[[Mapping[str, Any], int, list[Any]], "list[int | None] | None"]
 # (the chain node's attrs, its inputs' shapes) -> the output shape (no dtype needed)
 ShapeRule = Callable[[Mapping[str, Any], list[Any]], Shape]
+# (the step's params, argument k, the output's itemsize) -> whether the kernel reads argument k once,
+# in order, in long runs (a stream: planner.streams)
+StreamRule = Callable[[Mapping[str, Any], int, int], bool]
 # (input shapes, dtype of input 0, attrs) -> the step's params and its output shape
 ParamRule = Callable[[Sequence[Sequence[int]], DType, Mapping[str, Any]], tuple[KernelParams, Shape]]
 
@@ -114,7 +117,8 @@ class OpSpec:
     split; each output element must come from its own input rows). `cases` run for every binding,
     `view_cases` where the binding's caps accept the view. `shader` names the op's GLSL compute
     shader (`shaders/<shader>.comp`) and `push` its push-constant block, which the Vulkan kernel
-    packs (None: no shader of its own).
+    packs (None: no shader of its own). `streams` says which arguments a step reads as a stream
+    (`planner.streams`; None: none).
     """
 
     kind: OpKind
@@ -135,6 +139,7 @@ class OpSpec:
     shape: ShapeRule | None = None
     shader: str = ""
     push: PushLayout | None = None
+    streams: StreamRule | None = None
 
     def params(self, shapes: Sequence[Sequence[int]], dtype: DType,
                attrs: Mapping[str, Any]) -> tuple[KernelParams, Shape]:

@@ -3,11 +3,14 @@
 Each `OpDef` lists its value arguments (names of inputs or earlier steps, or an inline list) and
 its parameters with a reader (`fields.Scope` method) and a default; `call` builds the lazy result
 through `lazyfuel`'s public functions only. The FFT family is offered when `lazyfuel` has it
-(`hasattr(lf, "rfft")`); a graph naming it otherwise gets an error saying so.
+(`hasattr(lf, "rfft")`); a graph naming it otherwise gets an error saying so. An op whose graph
+module declares its builder (`lf.OP_FUNCTIONS`: `lf.flip`) is a step too, its parameters read by
+their annotation (`_READERS`).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,6 +143,25 @@ _OPS = [
       for name in ("fft", "ifft", "rfft", "irfft")),
 ]
 
+# how a parameter of a declared op's function is read, by its annotation
+_READERS: dict[str, Reader] = {"int": _int, "int | None": _opt_int, "float": _fill}
+
+
+def _declared(name: str, function: Callable[..., lf.Array]) -> OpDef:
+    """The step of a declared op: `x`, then the function's parameters (TypeError naming a parameter
+    whose annotation has no reader, with those that have)."""
+    params: dict[str, Param] = {}
+    for p in list(inspect.signature(function).parameters.values())[1:]:
+        reader = _READERS.get(str(p.annotation))
+        if reader is None:
+            raise TypeError(f"op {name}: parameter {p.name!r} is annotated {p.annotation!r}; a graph "
+                            f"step reads parameters annotated {' or '.join(map(repr, _READERS))}")
+        params[p.name] = Param(reader) if p.default is p.empty else Param(reader, p.default)
+    doc = (function.__doc__ or name).strip().splitlines()[0]
+    return OpDef(name, ("x",), params, lambda x, **kwargs: function(x, **kwargs), doc)
+
+
+_OPS += [_declared(name, function) for name, function in lf.OP_FUNCTIONS.items()]
 OPS: dict[str, OpDef] = {op.name: op for op in _OPS}
 
 

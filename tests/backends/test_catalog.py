@@ -4,8 +4,11 @@ backend outside the few places listed here."""
 
 from __future__ import annotations
 
+import os
 import pkgutil
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -139,3 +142,20 @@ def test_priors_tuning_devices_and_the_device_array_come_from_the_packages():
 def test_a_backend_info_is_plain_data():
     cpu = catalog.info(CPU)
     assert isinstance(cpu, BackendInfo) and cpu.rank == 90 and cpu.documents == ("cpu.md",)
+
+
+def test_a_new_backend_names_itself_from_its_own_package_in_a_fresh_process():
+    # what a backends/<name>/__init__.py does: name its backend and register it; nothing above
+    # backends/ (not even contracts/model.py's Backend enum) needs a line for it
+    code = ("import pickle\nfrom lazyfuel.backends import catalog\n"
+            "from lazyfuel.contracts.model import Backend\n"
+            "toy = Backend.add('Toy')\n"
+            "catalog.register(catalog.BackendInfo(toy, rank=50, documents=(), plug_in=lambda: None))\n"
+            "assert Backend.Toy is toy is Backend.parse('Toy') and pickle.loads(pickle.dumps(toy)) is toy\n"
+            "assert catalog.info(toy).rank == 50 and toy in [i.backend for i in catalog.registered()]\n"
+            "assert 'toy' in catalog.backend_choices()\n"
+            "assert Backend.add('Vulkan') is Backend.Vulkan\n")
+    root = str(Path(lazyfuel.__file__).parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": root})
+    with pytest.raises(ValueError, match=r"^a Backend member is named by a public identifier, got '2x'$"):
+        Backend.add("2x")

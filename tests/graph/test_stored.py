@@ -5,6 +5,7 @@ touched chunk read once however often it is wanted; chunk bytes in flight bounde
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import numpy as np
@@ -14,6 +15,7 @@ from zarr.storage import LocalStore, WrapperStore
 
 import lazyfuel as lf
 from lazyfuel.graph import stored
+from lazyfuel.integrity import DamagedStoreError
 
 SHAPE, CHUNKS = (1000, 24), (128, 24)
 
@@ -59,6 +61,13 @@ def make_store(path, data: np.ndarray, fmt: int, codec: str, chunks=CHUNKS, fill
     if fill_value is None:
         arr[...] = data
     return arr
+
+
+def rows_of(op: str, x: lf.Array, idx: np.ndarray) -> lf.Array:
+    """Rows `idx` of `x` by `op`: an index_select, or a gather of whole rows (the same result)."""
+    if op == "index_select":
+        return lf.index_select(x, 0, idx)
+    return lf.gather(x, 0, np.tile(idx[:, None], x.shape[1]))
 
 
 CASES = [(2, "raw"), (2, "zstd"), (2, "blosc"), (3, "raw"), (3, "zstd"), (3, "blosc"), (3, "sharded")]
@@ -126,13 +135,14 @@ def test_raw_chunks_are_read_as_the_byte_ranges_of_the_touched_rows(tmp_path, bi
 
 
 @pytest.mark.parametrize("codec", ["zstd", "sharded"])
-def test_each_touched_chunk_is_read_once_however_often_it_is_wanted(tmp_path, bits_equal, codec):
+@pytest.mark.parametrize("op", ["index_select", "gather"])
+def test_each_touched_chunk_is_read_once_however_often_it_is_wanted(tmp_path, bits_equal, codec, op):
     data = table(9)
     make_store(tmp_path / "t.zarr", data, 3, codec)
     store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
     idx = np.tile(np.array([5, 130, 131, 900, 5]), 200)  # 1000 ids over several output blocks
-    got = lf.index_select(lf.from_zarr(store), 0, idx).compute()
-    bits_equal(got, data[idx])
+    x = lf.from_zarr(store)
+    bits_equal(rows_of(op, x, idx).compute(), data[idx])
     if codec == "zstd":
         assert store.calls == Counter({"c/0/0": 1, "c/1/0": 1, "c/7/0": 1})  # untouched chunks: never
     else:  # shards of 256 rows: the index and the touched rows of shards 0 and 3 only
@@ -161,18 +171,37 @@ def test_the_dask_graph_grows_with_blocks_and_touched_chunks_not_indices(tmp_pat
 
 
 def test_a_take_waits_for_room_and_an_oversized_take_takes_the_whole_budget():
-    budget = stored.ByteBudget(100)
-    first = budget.take(70)
+    budget = stored.ByteBudget()
+    first = budget.take(70, 100)
     taken: list[int] = []
-    waiter = threading.Thread(target=lambda: taken.append(budget.take(500)))
+    waiter = threading.Thread(target=lambda: taken.append(budget.take(500, 100)))
     waiter.start()
     waiter.join(0.2)
     assert waiter.is_alive() and not taken  # 70 + 100 does not fit: it waits
     budget.give(first)
     waiter.join(5)
-    assert taken == [100] and budget.held == 100
+    assert taken == [100] and budget.held == 100 and budget.peak == 100
     budget.give(100)
     assert budget.held == 0
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "zstd"), (3, "blosc"), (3, "sharded")])
+def test_reads_hold_no_more_than_the_read_budget(tmp_path, bits_equal, fmt, codec, monkeypatch):
+    data = table(20)
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    monkeypatch.setattr(stored, "BUDGET", stored.ByteBudget())
+    idx = np.random.default_rng(21).integers(0, SHAPE[0], 900)
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    select, gather = lf.index_select(x, 0, idx), lf.gather(x, 0, np.tile(idx[:, None], SHAPE[1]))
+    with lf.config(read_budget="4KiB"):  # less than one chunk (12 KiB): one read at a time
+        bits_equal(select.compute(), data[idx])
+        bits_equal(gather.compute(), data[idx])
+        bits_equal(select.to_dask().compute(), data[idx])
+        select.to_zarr(tmp_path / "out.zarr")
+    bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), data[idx])
+    assert 0 < stored.BUDGET.peak <= 4096
+    with lf.config(read_budget=0.5):
+        assert stored.read_budget() == stored.host_memory() // 2
 
 
 def test_coalesced_spans_merge_close_rows_and_cut_long_ones():
@@ -196,3 +225,156 @@ def test_to_zarr_of_a_select_over_a_zarr_store_is_bit_equal(tmp_path, bits_equal
     y.to_zarr(tmp_path / "out.zarr")
     bits_equal(zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[...], data[idx])
     bits_equal(lf.index_select(y, 0, np.arange(499, -1, -1)).compute(), data[idx[::-1]])  # not direct
+
+
+def gather_ids(seed: int, shape: tuple[int, ...], extent: int, order: str) -> np.ndarray:
+    """Gather indices of `shape` into an axis of `extent`: random, sorted down the axis, or
+    repeated (few distinct rows, each wanted many times)."""
+    rng = np.random.default_rng(seed)
+    if order == "repeated":
+        return rng.choice(rng.integers(0, extent, 7), shape)
+    idx = rng.integers(0, extent, shape)
+    return np.sort(idx, axis=0) if order == "sorted" else idx
+
+
+@pytest.mark.parametrize(("fmt", "codec"), CASES)
+@pytest.mark.parametrize("order", ["random", "sorted", "repeated"])
+def test_gather_from_zarr_is_bit_equal_to_numpy(tmp_path, bits_equal, fmt, codec, order):
+    data = table(fmt * 20 + len(codec))
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    rows = gather_ids(14, (700, SHAPE[1]), SHAPE[0], order)  # several output blocks
+    bits_equal(lf.gather(x, 0, rows).compute(), np.take_along_axis(data, rows, 0))
+    bits_equal(lf.gather(x, 0, rows).to_dask().compute(), np.take_along_axis(data, rows, 0))  # to_zarr's path
+    cols = gather_ids(16, (SHAPE[0], 30), SHAPE[1], order)  # along the second axis
+    bits_equal(lf.gather(x, 1, cols).compute(), np.take_along_axis(data, cols, 1))
+
+
+def test_gather_reads_only_the_byte_ranges_of_the_touched_rows(tmp_path, bits_equal, monkeypatch):
+    data = table(17)
+    make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(500, 24))  # 48 kB chunks, rows of 96 B
+    idx = np.tile(np.array([[3], [499], [700], [3]]), (50, SHAPE[1]))  # 200 x 24 ids, 3 distinct rows
+    idx[::7, 5] = 3
+    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
+    bits_equal(lf.gather(lf.from_zarr(store), 0, idx).compute(), np.take_along_axis(data, idx, 0))
+    assert sum(store.bytes.values()) == 3 * SHAPE[1] * 4  # three distinct rows, each read once
+    assert store.calls == Counter({"c/0/0": 2, "c/1/0": 1})
+
+
+def test_the_graph_of_a_million_id_gather_builds_in_well_under_a_second(tmp_path):
+    zarr.create_array(store=str(tmp_path / "t.zarr"), shape=(2_000_000, 4), dtype="float32",
+                      chunks=(65_536, 4), compressors=None)
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    rng = np.random.default_rng(19)
+    for make in (lambda: lf.index_select(x, 0, rng.integers(0, 2_000_000, 1_000_000)),
+                 lambda: lf.gather(x, 0, rng.integers(0, 2_000_000, (250_000, 4)))):
+        y = make()
+        start = time.perf_counter()
+        graph = y.to_dask().__dask_graph__()
+        took = time.perf_counter() - start
+        assert took < 0.5, f"{took:.2f} s"
+        assert len(graph) <= 2 * 31 + 2 * len(y.chunks[0]) + 4  # source keys, read tasks, output blocks
+
+
+@pytest.mark.parametrize(("fmt", "codec", "op"), [(2, "raw", "index_select"), (3, "zstd", "index_select"),
+                                                  (3, "sharded", "index_select"), (3, "zstd", "gather")])
+def test_to_zarr_of_a_select_larger_than_the_read_budget_writes_it_in_slabs(tmp_path, bits_equal, fmt, codec,
+                                                                            op, monkeypatch):
+    import tracemalloc
+
+    from lazyfuel import zarr_io
+
+    data = np.random.default_rng(22).standard_normal((4000, 128)).astype(np.float32)  # chunks of 128 KiB
+    make_store(tmp_path / "t.zarr", data, fmt, codec, chunks=(256, 128))
+    idx = np.random.default_rng(23).integers(0, data.shape[0], 24_000)  # random: blocks want every chunk
+    x = lf.from_zarr(tmp_path / "t.zarr")
+    y = rows_of(op, x, idx)
+    written = []
+    real = zarr_io._write_block
+
+    def write_block(block, z, offset, block_info=None):  # type: ignore[no-untyped-def]
+        written.append(offset)
+        return real(block, z, offset, block_info)
+
+    monkeypatch.setattr(zarr_io, "_write_block", write_block)
+    nbytes, blocks = idx.size * data.shape[1] * 4, len(y.chunks[0])  # 12 MB
+    y.to_zarr(tmp_path / "warm.zarr")  # imports and caches out of the measurement
+    peaks = []
+    for budget, slabs in ((nbytes, 1), (nbytes // 10, -(-blocks // (blocks // 10)))):
+        written.clear()
+        tracemalloc.start()
+        with lf.config(read_budget=budget):
+            y.to_zarr(tmp_path / "out.zarr", overwrite=True)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert len(set(written)) == slabs and len(written) == blocks
+        bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), data[idx])  # checksums verified too
+        peaks.append(peak)
+    assert peaks[0] > nbytes and peaks[1] < peaks[0] / 2  # the whole result held, then not
+    if op == "index_select":  # a gather also holds its plan: int64 offsets, several per element
+        assert peaks[1] < nbytes / 3
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_stores_lazyfuel_wrote_raw_are_read_as_byte_ranges_for_a_few_rows(tmp_path, bits_equal, fmt,
+                                                                          monkeypatch):
+    data = table(24)
+    lf.from_array(data, chunks=(200, 24)).to_zarr(tmp_path / "w.zarr", compressors=None, zarr_format=fmt)
+    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    store = CountingStore(LocalStore(str(tmp_path / "w.zarr"), read_only=True))
+    x = lf.from_zarr(store)
+    few = np.array([3, 450, 7, 3])  # under 1/8 of a chunk's rows: byte ranges
+    bits_equal(lf.index_select(x, 0, few).compute(), data[few])
+    row = SHAPE[1] * 4
+    assert sum(store.bytes.values()) == 3 * row
+    bits_equal(lf.gather(x, 0, np.tile(few[:, None], SHAPE[1])).compute(), data[few])
+    many = np.random.default_rng(25).integers(0, SHAPE[0], 900)  # whole chunks, verified
+    store.bytes.clear()
+    bits_equal(lf.index_select(x, 0, many).compute(), data[many])
+    assert sum(store.bytes.values()) == 5 * (200 * row + 4)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_damaged_chunk_of_a_raw_store_lazyfuel_wrote_is_an_error_on_a_partial_read(tmp_path, fmt):
+    data = table(26)
+    path = tmp_path / "w.zarr"
+    lf.from_array(data, chunks=(200, 24)).to_zarr(path, compressors=None, zarr_format=fmt)
+    key = {2: "1.0", 3: "c/1/0"}[fmt]
+    few, many = np.array([210, 300]), np.arange(200, 400)
+    with open(path / key, "r+b") as f:  # a flipped byte inside a row read: whole reads catch it
+        f.seek(100 * SHAPE[1] * 4 + 5)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\)"):
+        lf.index_select(lf.from_zarr(path), 0, many).compute()
+    (path / key).write_bytes((path / key).read_bytes()[:-10])  # truncated
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*truncated or was replaced"):
+        lf.index_select(lf.from_zarr(path), 0, few).compute()
+    (path / key).unlink()
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*is missing"):
+        lf.index_select(lf.from_zarr(path), 0, few).compute()
+
+
+def test_a_slab_write_that_fails_part_way_publishes_nothing(tmp_path, bits_equal, monkeypatch):
+    from lazyfuel import zarr_io
+
+    data = table(27)
+    make_store(tmp_path / "t.zarr", data, 3, "raw")
+    old = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    lf.from_array(old).to_zarr(tmp_path / "out.zarr")
+    real = zarr_io._write_block
+
+    def write_block(block, z, offset, block_info=None):  # type: ignore[no-untyped-def]
+        if offset[0] > 0:  # the second slab on
+            raise OSError("disk full")
+        return real(block, z, offset, block_info)
+
+    monkeypatch.setattr(zarr_io, "_write_block", write_block)
+    idx = np.random.default_rng(28).integers(0, SHAPE[0], 2000)
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    with lf.config(read_budget=4 * 128 * SHAPE[1] * 4), pytest.raises(OSError, match="disk full"):
+        y.to_zarr(tmp_path / "out.zarr", overwrite=True)
+    bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), old)  # the old store, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr", "t.zarr"]  # no temporary left

@@ -2,7 +2,8 @@
 
 `lazyfuel/contracts/cpu.md` declares kernels whose base entry points (`lazyfuel::cpu::gather` …)
 fan to one symbol per dtype (`lazyfuel::cpu::gather_f32` …). Each kernel is one dtype-agnostic
-numpy step function (the select family in `kernels.py`, numpy.fft in `fft.py`), so every symbol
+numpy step function (the select family in `kernels.py`, numpy.fft in `fft.py`, an op's own
+module's `STEPS`), so every symbol
 of a kernel resolves to the same `KernelRef`, whose `impl` is that function. The link registry
 covers every lazyfuel dtype; the document decides which of those symbols are bound.
 """
@@ -16,6 +17,7 @@ from functools import partial
 from lazyfuel.backends.cpu import fft, kernels
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
+from lazyfuel.ops.homes import declared
 from lazyfuel.registry.model import KernelRef
 from lazyfuel.registry.signature import KernelSignature, op_signature
 
@@ -41,6 +43,11 @@ OP_KINDS: dict[str, OpKind] = {
     "gather_wide": OpKind.Gather, "masked_fill": OpKind.MaskedFill, "contiguize": OpKind.Contiguize,
     "fft": OpKind.Fft, "ifft": OpKind.Ifft, "rfft": OpKind.Rfft, "irfft": OpKind.Irfft,
 }
+# an op with its own module here (`backends/cpu/<op>.py`) declares its steps there as
+# `STEPS = {"<base entry point>": step function}`, each computing the op's kind
+for _spec, _steps in declared(__package__, "STEPS"):
+    for _base, _step in _steps.items():
+        KERNELS[_base], OP_KINDS[_base] = _step, _spec.kind
 # the select step functions take indices in either kernel dtype the planner hands them
 INDEX_DTYPES = frozenset({DType.U32, DType.I64})
 

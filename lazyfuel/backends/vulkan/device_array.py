@@ -1,9 +1,10 @@
 """`lazyfuel.DeviceArray`: a compute's result left in a Vulkan pool's memory (`compute(device=True)`).
 
 A chunked result is assembled on the device in one allocation (C order), so the consumer sees one
-array, as torch and CuPy users expect: `assemble(blocks, chunks, shape, dtype)` copies every
-resident block's rows into it with device copies (one batch; a result of one block is that block,
-no copy). A block on another pool comes through host memory (counted in `lazyfuel.profile`).
+array, as torch and CuPy users expect: `assemble(blocks, chunks, dtype, pool)` copies every
+resident block's rows into it with device copies (one batch; a result of one block on that pool
+is that block, no copy). A block on another pool comes device to device where a path exists
+(`ResidentBlock.bind`, `peer.py`), else through host memory (both counted in `lazyfuel.profile`).
 
 The memory is a `residency.ResidentBlock` pinned for the DeviceArray's life (never spilled), so it
 counts against the pool's `device_memory_budget`. It is freed when the DeviceArray and every
@@ -137,19 +138,22 @@ class DeviceArray(CArrayMeta):
         return f"lazyfuel.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
 
 
-def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: Any) -> DeviceArray:
-    """One DeviceArray of the whole result from its blocks (row-major over `chunks`): resident
-    blocks copied into one allocation on the first block's pool by device copies (exportable where
-    the pool hands off to CUDA; a one-block result already so is that block); host blocks (numpy,
-    or blocks of another pool) uploaded into place."""
+def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: Any,
+             pool: DevicePool | None = None) -> DeviceArray:
+    """One DeviceArray of the whole result from its blocks (row-major over `chunks`) on `pool`
+    (default: the first resident block's): resident blocks copied into one allocation by device
+    copies (another pool's moved first, `ResidentBlock.bind`; exportable where the pool hands off
+    to CUDA; a one-block result on `pool` already so is that block); host blocks (numpy, or blocks
+    of a pool with no path to `pool`) uploaded into place."""
     shape = tuple(sum(c) for c in chunks)
     dtype = np.dtype(dtype)
     first = next((b for b in blocks if isinstance(b, ResidentBlock)), None)
     if first is None:
         raise ValueError("assemble() needs at least one resident block")
-    pool = first.pool
+    pool = first.pool if pool is None else pool
     cuda = hand_off(pool).kind == CUDA
-    if len(blocks) == 1 and first.shape == shape and (first.shared_buffer is not None or not cuda):
+    if len(blocks) == 1 and first.shape == shape and first.pool is pool \
+            and (first.shared_buffer is not None or not cuda):
         return DeviceArray(first)
     whole = ResidentBlock.reserve(pool, shape, dtype, shared=cuda)
     try:

@@ -212,10 +212,17 @@ class VulkanExecutor:
 
     def assemble(self, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...],
                  dtype: np.dtype) -> Any:
-        """One `DeviceArray` of the whole result (`device_array.assemble`)."""
+        """One `DeviceArray` of the whole result on this executor's pool (`device_array.assemble`)."""
         from lazyfuel.backends.vulkan.device_array import assemble
 
-        return assemble(blocks, chunks, dtype)
+        return assemble(blocks, chunks, dtype, self.pool)
+
+    def concatenate(self, parts: Sequence[tuple[Any, int, int]], axis: int) -> ResidentBlock | None:
+        """Row ranges of blocks joined along `axis` into one resident block of this pool
+        (`joined.joined`), or None where their rows are not contiguous bytes."""
+        from lazyfuel.backends.vulkan.joined import joined
+
+        return joined(self.pool, parts, axis)
 
     # -- checks ---------------------------------------------------------------------------------
     @classmethod

@@ -9,7 +9,8 @@ dtype-agnostic wrapper, so all their symbols resolve to the same KernelRef.
 select_fill: an index_select and the masked_fill of its result in one dispatch),
 `lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source),
 `lazyfuel/contracts/vulkan_copy.md` (Contiguize of a dense view as one vkCmdCopyBuffer) and
-`lazyfuel/contracts/vulkan_variants.md` (the other code paths of index_select and gather).
+`lazyfuel/contracts/vulkan_variants.md` (the other code paths of index_select and gather), and
+the kernels an op's own module declares (`KERNELS` in `backends/vulkan/<op>.py`).
 Both are cached: a symbol resolves to the same KernelRef object every time.
 """
 
@@ -28,6 +29,7 @@ from lazyfuel.backends.vulkan.kernels import (
 from lazyfuel.backends.vulkan.strided import StridedGatherKernel, StridedIndexSelectKernel
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
+from lazyfuel.ops.homes import declared
 from lazyfuel.registry.model import KernelRef
 from lazyfuel.registry.signature import op_signature
 
@@ -51,6 +53,13 @@ OP_KINDS: dict[type[VulkanKernel], OpKind] = {
     GatherKernel: OpKind.Gather, StridedGatherKernel: OpKind.Gather, MaskedFillKernel: OpKind.MaskedFill,
     SelectFillKernel: OpKind.SelectFill,
 }
+# an op with its own module here (`backends/vulkan/<op>.py`) declares its kernels there as
+# `KERNELS = {"<base entry point>": kernel}`: each computes the op's kind, and its symbols
+# `lazyfuel::vulkan::<base>_<suffix>` fan to every dtype (its document says which are bound)
+OWN_KERNELS: dict[str, VulkanKernel] = {}
+for _spec, _kernels in declared(__package__, "KERNELS"):
+    for _base, _kernel in _kernels.items():
+        OWN_KERNELS[_base], OP_KINDS[type(_kernel)] = _kernel, _spec.kind
 
 
 def _ref(name: str, kernel: VulkanKernel) -> KernelRef:
@@ -96,6 +105,9 @@ def lazyfuel_entry_points() -> dict[str, KernelRef]:
         table[f"{_OWN}copy_buffer_{dtype.suffix}"] = copy_buffer
         table[f"{_OWN}index_select_strided_{dtype.suffix}"] = strided_index_select
         table[f"{_OWN}gather_strided_{dtype.suffix}"] = strided_gather
+    for base, kernel in OWN_KERNELS.items():
+        ref = _ref(f"{_OWN}{base}", kernel)
+        table.update({f"{_OWN}{base}_{dtype.suffix}": ref for dtype in DType})
     for dtype in EXTRA_INDEX_SELECT:
         table[f"{_OWN}index_select_{dtype.suffix}"] = index_select
     for dtype in EXTRA_SELECT:

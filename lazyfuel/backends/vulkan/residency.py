@@ -3,8 +3,11 @@
 A `ResidentBlock` is a small handle (shape, dtype, pool) over one C-contiguous block held in the
 device memory of the pool that computed it: the object a persisted dask graph holds in place of a
 numpy chunk. The Vulkan executor binds a resident block of its own pool as a program input where
-it lies (`bind`: no upload); anything else reads it through `np.asarray(block)`, which downloads a
-copy (counted as downloaded bytes in `lazyfuel.profile`).
+it lies (`bind`: no upload), and one of another pool device to device where a path exists
+(`peer.py`: exported memory between pools of one GPU); anything else reads it through
+`np.asarray(block)`, which downloads a copy (counted as downloaded bytes in `lazyfuel.profile`).
+`home` is (Vulkan, the pool's number among the pools blocks are spread over), which the graph
+layer runs a program's work by (`graph.task.home_device`).
 
 Each pool has one `ResidentStore` (`store_of(pool)`) keeping its blocks under a budget,
 `lazyfuel.config.device_memory_budget` (a fraction of the device heap, default 0.8, or bytes),
@@ -132,14 +135,15 @@ class ResidentStore:
         """Unpin a newly written slot (`release`: the store back under its budget)."""
         self.release(slot)
 
-    def read(self, slot: _Slot, out: np.ndarray) -> None:
-        """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes)."""
+    def read(self, slot: _Slot, out: np.ndarray) -> bool:
+        """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes); whether they came
+        from the device (False: from the spilled host copy, no byte over the link)."""
         flat = out.reshape(-1).view(np.uint8)
         with self._lock:
             if slot.allocation is None:
                 assert slot.host is not None
                 flat[:] = slot.host
-                return
+                return False
             allocation = self.touch(slot)
         try:
             with self.pool.batch() as batch:
@@ -147,6 +151,7 @@ class ResidentStore:
                 batch.run()
         finally:
             self.release(slot)
+        return True
 
     def drop(self, slot: _Slot) -> None:
         """Give the slot's device memory back (idempotent; nothing may read it any more)."""
@@ -180,6 +185,13 @@ class ResidentStore:
     def _place(self, slot: _Slot, shared: bool = False) -> None:
         """Give `slot` (pinned) device memory, spilling others first to stay under the budget."""
         with self._lock:
+            largest = self.pool.info.max_memory_allocation_size
+            if slot.nbytes > largest:  # no spilling makes room for one buffer past the device's limit
+                raise MemoryError(
+                    f"a resident block of {slot.nbytes} bytes is larger than the largest allocation "
+                    f"{self.pool.label} makes (maxMemoryAllocationSize {largest} bytes); use smaller "
+                    "chunks (compute(device=True) puts the whole result in one allocation: "
+                    "persist(device=True) keeps it block by block)")
             budget = self.budget
             if slot.nbytes > budget:
                 raise MemoryError(
@@ -312,14 +324,56 @@ class ResidentBlock(CArrayMeta):
         """Unpin a reserved block once its bytes are written (the store back under its budget)."""
         self._store.settle(self._slot)
 
+    @property
+    def home(self) -> tuple[Backend, int | None]:
+        """(Vulkan, the number of this block's pool among the pools blocks are spread over, None
+        where it is none of them): `backends.base.block_home`."""
+        from lazyfuel.backends.vulkan.pool import spread_slots
+
+        slot = (self.pool.info.index, self.pool.replica)
+        slots = spread_slots()
+        return Backend.Vulkan, slots.index(slot) if slot in slots else None
+
+    def reach(self, other: object) -> str:
+        """How this block's bytes reach the kernels of `other`'s pool (another device block), in
+        `lf.explain`'s words (`peer.describe`)."""
+        from lazyfuel.backends.vulkan import peer
+
+        if not isinstance(other, ResidentBlock):
+            return "through host memory (the other block is not a Vulkan resident block)"
+        return peer.describe(self.pool, other.pool)
+
     def bind(self, batch: Batch) -> Allocation | None:
         """The block's device memory for the kernels of `batch`, pinned (and brought back if
-        spilled) until the batch closes; None where the batch is another pool's."""
+        spilled) until the batch closes; for a batch of another pool, a copy moved there device to
+        device (`peer.bind`), or None where no such path exists (the caller takes a host copy)."""
         if batch.pool is not self.pool:
-            return None
+            from lazyfuel.backends.vulkan import peer
+
+            return peer.bind(self, batch)
         allocation = self._store.touch(self._slot)
         batch.after_close(lambda: self._store.release(self._slot), keep=self)
         return allocation
+
+    def reshape(self, shape: tuple[int, ...]) -> ResidentBlock:
+        """The same bytes in another C-order `shape` of as many elements: a handle that keeps this
+        one alive (its memory is freed with this one). ValueError for another size."""
+        shape = tuple(int(n) for n in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot see a resident block of shape {self.shape} as shape {shape}")
+        view = ResidentBlock.__new__(ResidentBlock)
+        view.pool, view.shape, view.dtype = self.pool, shape, self.dtype
+        view._store, view._slot, view._base = self._store, self._slot, self
+        view._finalizer = weakref.finalize(view, lambda: None)  # the base frees the memory
+        return view
+
+    def pin(self) -> Allocation:
+        """Pin the block on its pool's device (brought back if spilled); its memory until `unpin`."""
+        return self._store.touch(self._slot)
+
+    def unpin(self) -> None:
+        """Undo one `pin`."""
+        self._store.release(self._slot)
 
     def pin_while(self, owner: object) -> None:
         """Keep the block on the device (never spilled) for as long as `owner` lives."""
@@ -333,9 +387,8 @@ class ResidentBlock(CArrayMeta):
     # -- host copies ----------------------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
-        if out.nbytes:
-            self._store.read(self._slot, out)
-            profiling.record(bytes_downloaded=out.nbytes, device=self.pool.label)
+        if out.nbytes and self._store.read(self._slot, out):
+            profiling.record(bytes_downloaded=out.nbytes)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __getitem__(self, key: Any) -> np.ndarray:

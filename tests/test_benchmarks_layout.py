@@ -20,9 +20,9 @@ def test_benchmarks_keeps_what_a_user_runs():
 
 def test_every_probe_has_its_line_saying_what_it_decided():
     readme = (BENCHMARKS / "probes" / "README.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^- `([a-z_]+\.py)`", readme, flags=re.M))
+    listed = set(re.findall(r"^- `([a-z0-9_]+\.py)`", readme, flags=re.M))
     assert listed == {p.name for p in (BENCHMARKS / "probes").glob("*.py")}
-    for line in re.findall(r"^- `[a-z_]+\.py`.*?(?=^- |\Z)", readme, flags=re.M | re.S):
+    for line in re.findall(r"^- `[a-z0-9_]+\.py`.*?(?=^- |\Z)", readme, flags=re.M | re.S):
         assert re.search(r"decisions? \d+", line) or "a helper of" in line, line
 
 

@@ -1,5 +1,8 @@
 """Checks of user input shared by every layer: indices, masks, fill values and shapes.
 
+The index and mask checks are here; the fill value's are in `lazyfuel.fill_checks` and the shapes'
+in `lazyfuel.shape_checks`, both importable from here too.
+
 Each check either returns the input in the one form kernels accept (U32 indices, a bool mask, the
 fill value's bytes, a normalised dim) or raises with a message that says what was wrong, where, and
 what would be accepted:
@@ -16,19 +19,21 @@ are computed). They are vectorised, so checking a million indices costs a couple
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from lazyfuel.dtypes import DType, native
-from lazyfuel.layout import normalize_dim
+from lazyfuel.dtypes import native
+from lazyfuel.fill_checks import fill_bytes  # noqa: F401 (re-exported)
+from lazyfuel.shape_checks import (  # noqa: F401 (re-exported)
+    broadcast_mask_shape,
+    check_gather_shapes,
+    masked_fill_shape,
+)
 
 U32_LIMIT = 2**32
 SLAB = 1 << 17  # index elements reduced at a time (1 MiB of int64: stays in a core's cache)
@@ -238,181 +243,3 @@ def check_mask(mask: Any) -> np.ndarray:
         raise TypeError("mask must be bool (got uint8); a uint8 mask is not reinterpreted: "
                         "pass mask.astype(bool)")
     raise TypeError(f"mask must be bool (got {m.dtype}); pass a bool array, e.g. mask != 0")
-
-
-def fill_bytes(value: Any, dtype: DType) -> bytes:
-    """The bytes of `value` as an element of `dtype`: what a MaskedFill kernel writes where the mask
-    is true.
-
-    Accepts Python and numpy scalars (bool, int, float, complex, bf16) and 0-d arrays. One rule:
-    the value goes in only if `dtype` holds it exactly; nothing is truncated, wrapped or dropped.
-
-    - integer dtypes (U8 U16 U32 U64 I8 I16 I32 I64): a whole number in the dtype's range (`2`,
-      `2.0`, `True`, `3+0j`); a fraction (1.5), NaN, ±inf or a value out of range is refused;
-    - BOOL: True, False, 0 or 1 (and their float and complex twins); any other number is refused;
-    - float dtypes (F16 BF16 F32 F64) and complex ones (C64 C128): rounded to nearest, as every
-      float is; a finite value too large for the dtype is refused (it would become infinite:
-      PyTorch's "cannot be converted without overflow"); NaN and ±inf pass, and a value already
-      of the dtype keeps its exact bits (NaN payloads, -0.0);
-    - a complex value into a real dtype: only with an imaginary part of exactly 0.
-
-    Raises:
-        TypeError: `value` is not a bool, real or complex scalar (a string, None, an n-d array).
-        ValueError: `dtype` cannot hold the value; the message names the value, the dtype and
-            what it would accept.
-    """
-    dtype = DType.parse(dtype)
-    arr = _scalar_array(value)
-    target = dtype.numpy
-    if arr.dtype.kind == "c" and target.kind != "c":
-        if arr.imag != 0:
-            raise ValueError(f"fill value {value!r} is complex but the data is {dtype}, which holds "
-                             f"real values only; pass a real value (e.g. value.real)")
-        arr = arr.real
-    if target.kind in "iub":
-        return _whole_fill(arr, value, dtype)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")  # numpy's overflow / complex warnings: we check ourselves
-        try:
-            cast = arr.astype(target)
-            overflow = _overflowed(arr, cast)
-        except OverflowError:  # a Python int beyond float64
-            overflow = True
-    if overflow:
-        info = ml_dtypes.finfo(target)
-        raise ValueError(f"fill value {value!r} cannot be converted to {dtype} without overflow; "
-                         f"expected a magnitude <= {float(info.max):g}, or ±inf")
-    return cast.tobytes()
-
-
-def _scalar_array(value: Any) -> np.ndarray:
-    """`value` as a 0-d array of a numeric or bool dtype; TypeError otherwise."""
-    if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(f"fill value must be a bool, int, float or complex scalar (Python or numpy), "
-                        f"got {type(value).__name__} {value!r}")
-    if isinstance(value, numbers.Number) and not isinstance(value, np.generic):
-        # Python ints of any size: keep them exact (numpy would make object or overflow).
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            return np.asarray(value, dtype=object)
-    arr = np.asarray(value)
-    if arr.ndim != 0:
-        raise TypeError(f"fill value must be a scalar, got an array of shape {arr.shape}")
-    if arr.dtype.kind in "biufc":
-        return arr
-    try:
-        DType.from_numpy(arr.dtype)  # bf16 and other numpy twins of our dtypes
-    except TypeError:
-        raise TypeError(f"fill value must be a bool, int, float or complex scalar (Python or numpy), "
-                        f"got {type(value).__name__} {value!r}") from None
-    return arr
-
-
-def _whole_fill(arr: np.ndarray, value: Any, dtype: DType) -> bytes:
-    """The bytes of `value` (a real 0-d `arr`) in integer or bool `dtype`, which must hold it exactly."""
-    info = None if dtype is DType.BOOL else np.iinfo(dtype.numpy)
-    low, high = (0, 1) if info is None else (int(info.min), int(info.max))
-    accepted, fix = (("True, False, 0 or 1", "value != 0") if dtype is DType.BOOL
-                     else (f"a whole number {low} <= value <= {high}", "round(value)"))
-    raw = arr.item()
-    if isinstance(raw, numbers.Integral):  # bool, int, numpy ints (Python ints of any size)
-        whole = int(raw)
-    else:
-        real = float(raw)
-        if not math.isfinite(real):
-            raise ValueError(f"fill value {value!r} cannot be converted to {dtype}: integers have "
-                             f"no NaN or infinity; expected {accepted}")
-        if not real.is_integer():
-            raise ValueError(f"fill value {value!r} is not a whole number, so {dtype} cannot hold it "
-                             f"exactly (nothing is truncated); expected {accepted}, e.g. {fix}")
-        whole = int(real)
-    if not low <= whole <= high:
-        if dtype is DType.BOOL:
-            raise ValueError(f"fill value {value!r} is not a truth value, so BOOL cannot hold it "
-                             f"exactly; expected {accepted}, e.g. {fix}")
-        raise ValueError(f"fill value {value!r} is out of range for {dtype} "
-                         f"(expected {low} <= value <= {high})")
-    return np.asarray(whole, dtype=dtype.numpy).tobytes()
-
-
-def _overflowed(source: np.ndarray, cast: np.ndarray) -> bool:
-    """True if a finite part (real or imaginary) of `source` became infinite in `cast`."""
-    before = complex(source.item()) if source.dtype == object else _as_complex(source)
-    after = _as_complex(cast)
-    return any(math.isfinite(b) and not math.isfinite(c)
-               for b, c in ((before.real, after.real), (before.imag, after.imag)))
-
-
-def _as_complex(a: np.ndarray) -> complex:
-    return complex(a.astype(np.complex128).item())
-
-
-def broadcast_mask_shape(mask_shape: Sequence[int], data_shape: Sequence[int]) -> tuple[int, ...]:
-    """The data's shape, after checking that a mask of `mask_shape` broadcasts to it (numpy rules).
-
-    The broadcast goes one way: the mask is stretched to the data, never the data to the mask.
-    This is what a MaskedFill step sees: the API (`masked_fill_shape`) has already stretched the
-    data to the common shape where the mask is larger.
-
-    Raises:
-        ValueError: naming both shapes and the first dim that does not fit.
-    """
-    mask_shape, data_shape = tuple(mask_shape), tuple(data_shape)
-    if len(mask_shape) > len(data_shape):
-        raise ValueError(f"mask of shape {mask_shape} does not broadcast to data of shape {data_shape}: "
-                         f"the mask has {len(mask_shape)} dims, the data {len(data_shape)}")
-    lead = len(data_shape) - len(mask_shape)
-    for i, (m, d) in enumerate(zip(mask_shape, data_shape[lead:])):
-        if m not in (1, d):
-            raise ValueError(f"mask of shape {mask_shape} does not broadcast to data of shape "
-                             f"{data_shape}: mask dim {i} has {m} elements, expected 1 or {d}")
-    return data_shape
-
-
-def masked_fill_shape(mask_shape: Sequence[int], data_shape: Sequence[int]) -> tuple[int, ...]:
-    """The shape of `masked_fill(data, mask, v)`: data and mask broadcast together (numpy rules),
-    as `np.where(mask, v, data)` and PyTorch's out-of-place `masked_fill` do. A mask larger than
-    the data stretches the data up: mask (2, 1) over data (25,) gives (2, 25).
-
-    Raises:
-        ValueError: the shapes do not broadcast together, naming both and the first dim (counted
-            from the right, as broadcasting aligns them) where they differ and neither is 1.
-    """
-    mask_shape, data_shape = tuple(mask_shape), tuple(data_shape)
-    out = []
-    for back in range(1, max(len(mask_shape), len(data_shape)) + 1):
-        m = mask_shape[-back] if back <= len(mask_shape) else 1
-        d = data_shape[-back] if back <= len(data_shape) else 1
-        if m != d and 1 not in (m, d):
-            raise ValueError(f"mask of shape {mask_shape} and data of shape {data_shape} do not "
-                             f"broadcast together: dim -{back} has {m} elements in the mask and {d} "
-                             f"in the data (expected equal extents, or 1 in either)")
-        out.append(d if m == 1 else m)
-    return tuple(reversed(out))
-
-
-def check_gather_shapes(source_shape: Sequence[int], index_shape: Sequence[int], dim: int) -> int:
-    """The normalised `dim` of a gather, after checking the index shape against the source shape.
-
-    `dim` may be negative. The index must have the source's rank and equal the source's extent on
-    every axis but `dim` (PyTorch also allows smaller extents there). A 0-d source or
-    index counts as one element along dim 0, as in PyTorch. The output has the index's shape.
-
-    Raises:
-        IndexError: `dim` is out of range for the source's rank.
-        ValueError: the ranks differ, or an extent differs on an axis other than `dim`.
-    """
-    source_shape, index_shape = tuple(source_shape), tuple(index_shape)
-    d = normalize_dim(dim, len(source_shape))
-    src = source_shape or (1,)
-    idx = index_shape or (1,)
-    if len(src) != len(idx):
-        raise ValueError(f"gather index has {len(index_shape)} dims but the source has "
-                         f"{len(source_shape)}; expected an index of rank {len(source_shape)} "
-                         f"(got shape {index_shape} for source shape {source_shape})")
-    for axis, (s, i) in enumerate(zip(src, idx)):
-        if axis != d and s != i:
-            expected = (*src[:d], "any", *src[d + 1:])
-            raise ValueError(f"gather index has shape {index_shape}, expected "
-                             f"({', '.join(map(str, expected))}) for source shape {source_shape} "
-                             f"and dim {d}: axis {axis} has {i} elements, the source {s}")
-    return d

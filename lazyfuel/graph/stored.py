@@ -21,10 +21,8 @@ by `lazyfuel.config.read_budget` (`read_budget`): a task waits for its share bef
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -35,123 +33,37 @@ import numpy as np
 from lazyfuel import windowed
 from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.byte_ranges import (  # noqa: F401 (re-exported)
+    GAP_BYTES,
+    RANGE_BYTES,
+    SPANS_IN_FLIGHT,
+    _read_spans,
+    coalesced,
+)
+from lazyfuel.graph.read_memory import (  # noqa: F401 (re-exported)
+    _HELD,
+    ByteBudget,
+    _Held,
+    _Scratch,
+    _stored_size,
+    host_memory,
+    read_budget,
+)
 from lazyfuel.graph.touched import touched_rows
-from lazyfuel.settings import config
-
-GAP_BYTES = 256 * 2**10
-"""Two touched byte ranges of a raw chunk closer than this are read as one."""
-
-RANGE_BYTES = 4 * 2**20
-"""The longest single read of a raw chunk (merged ranges are cut there)."""
-
-SPANS_IN_FLIGHT = 4
-"""Reads of one raw chunk requested at once (so one read task holds at most 16 MiB of them)."""
-
-
-def host_memory() -> int:
-    """Bytes of physical memory of this machine."""
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def read_budget() -> int:
-    """The bytes of chunk data the read tasks of one compute may hold at once:
-    `lazyfuel.config.read_budget`, a fraction of `host_memory` or a number of bytes. Read when
-    the graph is built (in the caller's `lf.config`), carried by each `StoredReader`."""
-    value = config.read_budget
-    return max(1, int(value * host_memory())) if isinstance(value, float) else int(value)
-
-
-class ByteBudget:
-    """A count of the chunk bytes that read threads hold: a thread takes its bytes before it
-    holds chunk data and gives them back after, waiting while they would not fit under the
-    limit it was given (`read_budget`). `peak` is the most ever held at once."""
-
-    def __init__(self) -> None:
-        self.held = self.peak = 0
-        self._changed = threading.Condition()
-
-    def take(self, nbytes: int, limit: int) -> int:
-        """Wait until `nbytes` (at most `limit`) fit under `limit`, take them; what was taken."""
-        nbytes = max(0, min(int(nbytes), int(limit)))
-        with self._changed:
-            self._changed.wait_for(lambda: self.held + nbytes <= limit or self.held == 0)
-            self.held += nbytes
-            self.peak = max(self.peak, self.held)
-        return nbytes
-
-    def give(self, nbytes: int) -> None:
-        """Give back bytes `take` returned."""
-        with self._changed:
-            self.held -= nbytes
-            self._changed.notify_all()
-
+from lazyfuel.graph.zarr_chunks import (  # noqa: F401 (re-exported)
+    MISSING,
+    _bytes_dtype,
+    _local_file,
+    _one_compressor,
+    _raw_bytes_dtype,
+    _raw_shards,
+    _row_offsets,
+    _trailer,
+    raw_dtype,
+    regular_chunks,
+)
 
 BUDGET = ByteBudget()
-
-
-def _bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
-    """`dtype` in the byte order of `codecs` when they are the `bytes` codec alone, else None."""
-    from zarr.codecs import BytesCodec
-
-    if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
-        return None
-    endian = getattr(codecs[0].endian, "value", codecs[0].endian)
-    return dtype if endian is None else dtype.newbyteorder("<" if endian == "little" else ">")
-
-
-def _trailer(arr: Any) -> int:
-    """Bytes after a raw chunk's values: 4 when each chunk ends in its crc32c (what lazyfuel
-    writes with `compressors=None`: v3's `crc32c` codec, v2's CRC32C filter), else 0."""
-    import numcodecs
-    from zarr.codecs import Crc32cCodec
-
-    meta = arr.metadata
-    if meta.zarr_format == 2:
-        return 4 if len(meta.filters or ()) == 1 and isinstance(meta.filters[0], numcodecs.CRC32C) else 0
-    codecs = tuple(meta.codecs)
-    return 4 if len(codecs) == 2 and isinstance(codecs[1], Crc32cCodec) else 0
-
-
-def _raw_bytes_dtype(codecs: Sequence[Any], dtype: np.dtype) -> np.dtype | None:
-    """`_bytes_dtype` of v3 `codecs`, a `crc32c` codec after the `bytes` codec allowed."""
-    from zarr.codecs import Crc32cCodec
-
-    if len(codecs) == 2 and isinstance(codecs[1], Crc32cCodec):
-        codecs = codecs[:1]
-    return _bytes_dtype(codecs, dtype)
-
-
-def raw_dtype(arr: Any) -> np.dtype | None:
-    """The dtype of a zarr array's chunk bytes (byte order included) when each chunk is stored as
-    its raw C-order bytes (maybe followed by a crc32c, `_trailer`); None otherwise (compressed,
-    filtered, sharded, F order)."""
-    meta = arr.metadata
-    dtype = np.dtype(arr.dtype)
-    if meta.zarr_format == 2:
-        raw = meta.compressor is None and (not meta.filters or _trailer(arr)) and meta.order == "C"
-        return dtype if raw else None
-    return _raw_bytes_dtype(tuple(meta.codecs), dtype)
-
-
-def _raw_shards(arr: Any) -> tuple[Any, np.dtype] | None:
-    """(the sharding codec, the dtype of its inner chunks' bytes) when `arr` is sharded into inner
-    chunks stored raw that span the whole shard on every axis but the first; else None."""
-    from zarr.codecs import ShardingCodec
-
-    meta = arr.metadata
-    if meta.zarr_format != 3 or len(meta.codecs) != 1 or not isinstance(meta.codecs[0], ShardingCodec):
-        return None
-    codec = meta.codecs[0]
-    dtype = _bytes_dtype(tuple(codec.codecs), np.dtype(arr.dtype))
-    if dtype is None or tuple(codec.chunk_shape[1:]) != tuple(arr.shards[1:]):
-        return None
-    return codec, dtype
-
-
-def regular_chunks(arr: Any) -> tuple[int, ...]:
-    """The chunk shape a source over `arr` is cut into: the shards of a sharded array (its inner
-    chunks are read through zarr's partial decode), else its chunks."""
-    return tuple(getattr(arr, "shards", None) or arr.chunks)
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,83 +171,7 @@ def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
         BUDGET.give(taken)
 
 
-def _one_compressor(arr: Any) -> tuple[Any, np.dtype] | None:
-    """(a numcodecs codec that decodes a chunk's bytes, the dtype of the decoded bytes) when each
-    chunk is one compressor's output of its C-order bytes (v2: a compressor, no filters; v3: the
-    `bytes` codec and one of zstd, blosc, gzip); else None."""
-    import numcodecs
-    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
-
-    meta = arr.metadata
-    if meta.zarr_format == 2:
-        ok = meta.compressor is not None and not meta.filters and meta.order == "C"
-        return (meta.compressor, np.dtype(arr.dtype)) if ok else None
-    codecs = tuple(meta.codecs)
-    kinds = {ZstdCodec: numcodecs.Zstd, BloscCodec: numcodecs.Blosc, GzipCodec: numcodecs.GZip}
-    if len(codecs) != 2 or type(codecs[1]) not in kinds:
-        return None
-    dtype = _bytes_dtype(codecs[:1], np.dtype(arr.dtype))
-    return None if dtype is None else (kinds[type(codecs[1])](), dtype)
-
-
-class _Scratch:
-    """Read and decode buffers kept for the next chunk: a fresh 64 MiB buffer per chunk costs its
-    page faults again (about as long as decoding it here). At most `keep` are kept, process-wide."""
-
-    def __init__(self, keep: int) -> None:
-        self.keep, self.free = keep, []
-        self._lock = threading.Lock()
-
-    def take(self, nbytes: int) -> np.ndarray:
-        with self._lock:
-            for i, buf in enumerate(self.free):
-                if buf.nbytes == nbytes:
-                    return self.free.pop(i)
-        return np.empty(nbytes, np.uint8)
-
-    def give(self, buf: np.ndarray) -> None:
-        with self._lock:
-            self.free = [*self.free, buf][-self.keep:]
-
-
 SCRATCH = _Scratch(keep=4)
-
-
-class _Held(threading.local):
-    """Each read thread's buffer for a chunk's compressed bytes, grown to the largest it read:
-    a fresh buffer per chunk of tens of MB is what glibc's arenas keep after it is freed."""
-
-    def __init__(self) -> None:
-        self.buf = np.empty(0, np.uint8)
-
-    def read(self, file: str) -> np.ndarray | None:
-        """The bytes of `file` (a view of this thread's buffer), or None when there is none."""
-        try:
-            fd = os.open(file, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            size = os.fstat(fd).st_size
-            if self.buf.nbytes < size:
-                self.buf = np.empty(0, np.uint8)  # the old one goes first
-                self.buf = np.empty(size, np.uint8)
-            view = self.buf[:size]
-            if size and os.preadv(fd, [view], 0) != size:
-                raise OSError(f"zarr chunk {file} changed size while it was read")
-            return view
-        finally:
-            os.close(fd)
-
-
-_HELD = _Held()
-
-
-def _stored_size(file: str | None) -> int | None:
-    """The size of a local chunk file (None when it is not local or not there)."""
-    try:
-        return os.stat(file).st_size if file is not None else None
-    except FileNotFoundError:
-        return None
 
 
 def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
@@ -386,39 +222,6 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
             SCRATCH.give(scratch)
     finally:
         BUDGET.give(taken)
-
-
-MISSING = np.int64(-1)
-
-
-def _row_offsets(arr: Any, chunk: tuple[int, ...], rows: np.ndarray
-                 ) -> tuple[Any, np.ndarray, np.dtype, tuple[int, ...]] | None:
-    """Where each row of chunk `chunk` (a shard of a sharded array) lies in the store: the store
-    path, each row's byte offset (`MISSING` for rows of chunks never written), the stored dtype
-    and the stored shape of one row; None when the rows are not stored as raw bytes."""
-    from zarr.core.sync import sync
-
-    store_path = arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk)
-    dtype = raw_dtype(arr)
-    if dtype is not None:
-        full = tuple(arr.chunks[1:])  # stored chunks are whole (edge chunks padded)
-        return store_path, rows * (math.prod(full) * dtype.itemsize), dtype, full
-    sharded = _raw_shards(arr)
-    if sharded is None:
-        return None
-    codec, dtype = sharded
-    full = tuple(arr.shards[1:])
-    inner_rows = codec.chunk_shape[0]
-    per_shard = tuple(s // c for s, c in zip(arr.shards, codec.chunk_shape))
-    index = sync(codec._load_shard_index_maybe(store_path, per_shard))  # zarr's own reader of it
-    if index is None:
-        return store_path, np.full(rows.shape, MISSING), dtype, full
-    starts = index.offsets_and_lengths.reshape(per_shard[0], -1, 2)[:, 0, 0]
-    unwritten = starts == np.iinfo(np.uint64).max
-    starts = np.where(unwritten, 0, starts).astype(np.int64)
-    inner = rows // inner_rows
-    offsets = starts[inner] + (rows - inner * inner_rows) * (math.prod(full) * dtype.itemsize)
-    return store_path, np.where(unwritten[inner], MISSING, offsets), dtype, full
 
 
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
@@ -475,14 +278,6 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     return out
 
 
-def _local_file(store_path: Any) -> str | None:
-    """The file of `store_path` when its store is a local directory (zarr's `LocalStore`)."""
-    from zarr.storage import LocalStore
-
-    store = store_path.store
-    return os.path.join(str(store.root), store_path.path) if type(store) is LocalStore else None
-
-
 class _WrongLength(Exception):
     """A chunk file whose length is not the one expected (its length is the argument)."""
 
@@ -509,43 +304,6 @@ def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
         os.close(fd)
         SCRATCH.give(scratch)
     return 0
-
-
-def coalesced(offsets: np.ndarray, row_bytes: int) -> list[tuple[int, int, slice]]:
-    """Ascending byte `offsets` of rows of `row_bytes` as spans `(first byte, end byte, the
-    offsets in it)` to read whole: rows closer than `GAP_BYTES` share a span when they lie a whole
-    number of rows apart, and no span is longer than `RANGE_BYTES`."""
-    if offsets.size == 0:
-        return []
-    step = np.diff(offsets)
-    breaks = np.flatnonzero((step - row_bytes > GAP_BYTES) | (step % row_bytes != 0)) + 1
-    spans = []
-    for a, b in pairwise([0, *breaks.tolist(), offsets.size]):
-        while a < b:  # cut long spans at RANGE_BYTES
-            end = a + max(1, int(np.searchsorted(offsets[a:b], offsets[a] + RANGE_BYTES - row_bytes,
-                                                 side="right")))
-            spans.append((int(offsets[a]), int(offsets[end - 1]) + row_bytes, slice(a, end)))
-            a = end
-    return spans
-
-
-async def _read_spans(store_path: Any, spans: Sequence[tuple[int, int, slice]],
-                      place: Callable[[int, slice, Any], None]) -> int:
-    """Read each span of one stored chunk (at most `SPANS_IN_FLIGHT` at a time) and `place` it as
-    it arrives; how many spans the store did not hold."""
-    from zarr.abc.store import RangeByteRequest
-    from zarr.core.buffer import default_buffer_prototype
-
-    prototype, room = default_buffer_prototype(), asyncio.Semaphore(SPANS_IN_FLIGHT)
-
-    async def one(lo: int, hi: int, part: slice) -> bool:
-        async with room:
-            buf = await store_path.get(prototype, RangeByteRequest(lo, hi))
-            if buf is not None:
-                place(lo, part, buf.as_numpy_array())
-            return buf is None
-
-    return sum(await asyncio.gather(*(one(*span) for span in spans)))
 
 
 def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tuple[int, ...] | None:

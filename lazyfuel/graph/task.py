@@ -42,24 +42,37 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
-from lazyfuel.backends import base, catalog
-from lazyfuel.backends.base import devices, executor
-from lazyfuel.contracts.model import Backend
+from lazyfuel.backends import base
+from lazyfuel.backends.base import executor
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import crossing
-from lazyfuel.graph.indices import checked_block, kernel_dtype, narrowed, shifted
+from lazyfuel.graph.device_blocks import (  # noqa: F401 (re-exported)
+    DevicePiece,
+    block_holder,
+    device_for,
+    home_device,
+    joined,
+)
 from lazyfuel.graph.ir import ViewOp
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
+from lazyfuel.graph.task_inputs import (  # noqa: F401 (re-exported)
+    ArgMeta,
+    Assembled,
+    Const,
+    Gathered,
+    InputSpec,
+    LazyIndex,
+    Part,
+    Signature,
+    apply_views,
+    view_layout,
+)
 from lazyfuel.graph.touched import staged_where_cheaper
 from lazyfuel.layout import Layout
-from lazyfuel.ops.views import VIEWS
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.placement import Placement
 from lazyfuel.settings import config
-
-ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
-Signature = tuple[DType, Layout]
 
 
 class Runtime(Protocol):
@@ -69,148 +82,6 @@ class Runtime(Protocol):
     def planner(self) -> Planner: ...
 
     def applied(self) -> AbstractContextManager[Any]: ...
-
-
-# the numpy rule of each view (`lazyfuel.ops.views`), and of the post view `reshape` (a gather's
-# elements, after its program)
-_NUMPY_VIEWS: dict[str, Callable[[np.ndarray, dict[str, Any]], np.ndarray]] = {
-    **{name: view.numpy for name, view in VIEWS.items()},
-    "reshape": lambda a, attr: a.reshape(attr["shape"]),
-}
-
-
-def apply_views(a: np.ndarray, views: Sequence[ViewOp]) -> np.ndarray:
-    """`a` viewed through each op in turn (numpy views: no data moves)."""
-    for op, attrs in views:
-        a = _NUMPY_VIEWS[op](a, dict(attrs))
-    return a
-
-
-def view_layout(lay: Layout, views: Sequence[ViewOp]) -> Layout:
-    """The layout `apply_views` would give an array of layout `lay`."""
-    for op, attrs in views:
-        lay = VIEWS[op].layout(lay, dict(attrs))
-    return lay
-
-
-@dataclass(frozen=True)
-class Part:
-    """Task argument `arg` seen through numpy `views`."""
-
-    arg: int
-    views: tuple[ViewOp, ...] = ()
-
-    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        chunk = args[self.arg]
-        if not self.views and crossing.is_device_chunk(chunk):
-            return [chunk]  # left on the device for the next program (`graph.crossing`)
-        return [apply_views(np.asarray(chunk), self.views)]
-
-    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        shape, dtype = metas[self.arg]
-        return [(DType.from_numpy(dtype), view_layout(Layout.contiguous(shape), self.views))]
-
-
-@dataclass(frozen=True, eq=False)
-class Const:
-    """A block of concrete indices: part of the snapshot taken, checked and narrowed to the
-    kernel's index dtype when the op was built (`graph.indices.Indices.concrete`)."""
-
-    value: np.ndarray
-
-    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return [np.ascontiguousarray(self.value)]
-
-    def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
-        """The indices each minus `start` (they stay in range): one copy (`indices.shifted`)."""
-        return shifted(self.value, start)
-
-    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        return [(DType.from_numpy(self.value.dtype), Layout.contiguous(self.value.shape))]
-
-
-@dataclass(frozen=True)
-class LazyIndex:
-    """Task argument `arg` holds lazy indices into an axis of `axis_len`, starting at `origin` in
-    the whole index array: checked and narrowed here (`indices.checked_block`)."""
-
-    arg: int
-    axis_len: int
-    origin: tuple[int, ...]  # global position of this index block, for messages
-
-    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return [checked_block(args[self.arg], self.axis_len, self.origin)]
-
-    def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
-        """The checked indices each minus `start` (they stay in range)."""
-        return shifted(checked_block(args[self.arg], self.axis_len, self.origin), start)
-
-    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        return [(DType.from_numpy(kernel_dtype(self.axis_len)), Layout.contiguous(metas[self.arg][0]))]
-
-
-@dataclass(frozen=True)
-class Gathered:
-    """A select's source along `axis`, read from the `parts` its indices hit, and the indices.
-
-    `part_starts[i]` is where part i begins along `axis` in the select's source. Gives two program
-    inputs: the source and the indices remapped into it (in their kernel dtype). The source is
-    one part as it is; or, when the parts are views of one buffer laid out one after the other (chunks of
-    `from_array`: the recipe then passes every chunk from the lowest to the highest hit), one
-    spanning view over them (no copy, no look at the index values); else the parts the indices
-    hit, concatenated.
-    """
-
-    parts: tuple[Part, ...]
-    part_starts: tuple[int, ...]
-    axis: int
-    index: Const | LazyIndex
-    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`,
-    # `span.span_is_cheap`); True: the recipe allowed the gap, so the span is taken whatever it is
-    reach: int = 0  # at least the program source's extent along `axis` (0: the whole axis)
-
-    @property
-    def gap(self) -> int | None:
-        """The gap `spanning_view` may span: any the recipe allowed (it decided before any chunk
-        existed), or its own default rule without a reach."""
-        return self.reach or None
-
-    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        source, local = self._arrays(args)
-        # positions into the program's source, which may index it in a narrower dtype than
-        # the whole axis needs (a chunked axis past 2**32: U32, so Vulkan kernels can run it)
-        return [source, narrowed(local, self.reach, copy=False) if self.reach else local]
-
-    def _arrays(self, args: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
-        if len(chosen) == 1:
-            return chosen[0], self.index.moved(args, self.part_starts[0])
-        span = spanning_view(chosen, self.part_starts, self.axis, self.gap) if self.spannable else None
-        if span is not None:
-            return span, self.index.moved(args, self.part_starts[0])
-        (idx,) = self.index.arrays(args)
-        begin = np.asarray(self.part_starts, dtype=np.int64)
-        ids = np.searchsorted(begin, idx, side="right") - 1
-        used = np.unique(ids)
-        chosen = [chosen[i] for i in used]
-        if len(chosen) == 1:
-            return chosen[0], shifted(idx, self.part_starts[int(used[0])])
-        sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
-        back = np.zeros(len(self.parts), dtype=idx.dtype)  # how far each used part moves down
-        back[used] = begin[used] - np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        local = np.subtract(idx, back[ids], dtype=idx.dtype)  # in the indices' dtype: no wrap
-        return joined(chosen, self.axis), local
-
-    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        (index,) = self.index.signature(metas)
-        if self.reach:
-            index = (DType.from_numpy(kernel_dtype(self.reach)), index[1])
-        sigs = [p.signature(metas)[0] for p in self.parts]
-        if len(sigs) == 1:
-            return [sigs[0], index]
-        shape = list(sigs[0][1].shape)
-        shape[self.axis] = sum(s[1].shape[self.axis] for s in sigs)
-        return [(sigs[0][0], Layout.contiguous(tuple(shape))), index]
 
 
 def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> BlockRecipe:
@@ -235,88 +106,6 @@ def spanned(recipe: BlockRecipe, args: list[Any], spans: dict[tuple, Any]) -> Bl
         inputs[i] = replace(spec, parts=(Part(len(args) - 1),), part_starts=spec.part_starts[:1])
         changed = True
     return replace(recipe, inputs=tuple(inputs)) if changed else recipe
-
-
-@dataclass(frozen=True, eq=False)
-class Assembled:
-    """A select's source made of the pieces read for this block (see `graph.pieces`), and the
-    order to take them in.
-
-    `pieces[i] = (arg, j)`: piece j of the read task whose result is task argument `arg`. Gives
-    two program inputs: the pieces concatenated along `axis` (one piece as it is), of `shape`
-    (1-d for a gather's elements), and `perm` (the kernel index dtype), which a select along `axis` applies.
-    """
-
-    pieces: tuple[tuple[int, int], ...]
-    axis: int
-    perm: Const
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
-        got = [args[a][j] for a, j in self.pieces]
-        return [joined(got, self.axis), self.perm.value]
-
-    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
-        return [(DType.from_numpy(self.dtype), Layout.contiguous(self.shape)),
-                *self.perm.signature(metas)]
-
-
-InputSpec = Part | Const | LazyIndex | Gathered | Assembled
-
-
-@dataclass(frozen=True, eq=False)
-class DevicePiece:
-    """Rows `lo:hi` along `axis` of a device block a read task left on its device (`read_pieces`):
-    a device block itself (`base.is_device_block`: it lies where `block` lies), which `joined`
-    puts together with its neighbours on the device; `np.asarray` is a host copy of the rows."""
-
-    block: Any
-    axis: int
-    lo: int
-    hi: int
-
-    __lazyfuel_device_block__ = True
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        shape = list(self.block.shape)
-        shape[self.axis] = self.hi - self.lo
-        return tuple(shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(self.block.dtype)
-
-    @property
-    def home(self) -> Any:
-        return base.block_home(self.block)
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        rows = (slice(None),) * self.axis + (slice(self.lo, self.hi),)
-        out = np.asarray(self.block)[rows]
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-
-def joined(parts: Sequence[Any], axis: int) -> Any:
-    """`parts` concatenated along `axis`: one part as it is (a whole device block's piece: the
-    block); where any part is a device block, into one device block on the device holding most of
-    their bytes (`home_device`, `BlockHolder.concatenate`: device copies, device to device between
-    pools where a path exists); else, or where that cannot be, on the host."""
-    spans = [(p.block, p.lo, p.hi) if isinstance(p, DevicePiece) else (p, 0, p.shape[axis]) for p in parts]
-    if len(parts) == 1:
-        block, lo, hi = spans[0]
-        if not isinstance(parts[0], DevicePiece) or (lo == 0 and hi == block.shape[axis]):
-            return block
-    homes = [h for h in map(base.block_home, parts) if h is not None]
-    if homes:
-        holder = base.holder(homes[0][0], home_device(parts, homes[0][0]))
-        found = None if isinstance(holder, str) else holder.concatenate(spans, axis)
-        if found is not None:
-            return found
-    if len(parts) == 1:
-        return np.asarray(parts[0])
-    return np.concatenate([np.asarray(p) for p in parts], axis=axis)
 
 
 @dataclass(frozen=True, eq=False)
@@ -403,41 +192,6 @@ class BlockRecipe:
         """Program input dtypes and layouts, assuming every argument chunk is contiguous."""
         sigs = [s for spec in self.inputs for s in spec.signature(metas)]
         return [d for d, _ in sigs], [lay for _, lay in sigs]
-
-
-def device_for(block: int, backend: Backend) -> int | None:
-    """The device number block `block` runs on: `block` modulo the number of devices `backend`
-    spreads over; None for a backend with one device."""
-    count = len(devices(backend))
-    return block % count if count else None
-
-
-def home_device(inputs: Sequence[Any], backend: Backend) -> int | None:
-    """The number of the device (of `backend`'s) holding most bytes of the device blocks among
-    `inputs` (the lowest number on a tie); None where none lies on one of `backend`'s devices."""
-    held: dict[int, int] = {}
-    for value in inputs:
-        home = base.block_home(value)
-        if home is not None and home[0] is backend:
-            held[home[1]] = held.get(home[1], 0) + math.prod(value.shape) * value.dtype.itemsize
-    return min(held, key=lambda d: (-held[d], d)) if held else None
-
-
-def block_holder(number: int, home: tuple[Backend, int] | None = None) -> tuple[Backend, base.BlockHolder]:
-    """The backend (and its executor) that keeps block `number` in device memory: the first by
-    rank whose executor keeps blocks, on device `home` where that is the backend's (a block's
-    `base.block_home`), else on block `number`'s device. RuntimeError naming why where none can
-    here."""
-    why = []
-    for found in catalog.registered():
-        backend = found.backend
-        device = home[1] if home is not None and home[0] is backend else device_for(number, backend)
-        holder = base.holder(backend, device)
-        if not isinstance(holder, str):
-            return backend, holder
-        why.append(holder)
-    raise RuntimeError(f"persist(device=True) keeps blocks in device memory, and no backend can "
-                       f"here: {'; '.join(why)}; persist() keeps them in host memory")
 
 
 def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,

@@ -1,6 +1,6 @@
 """Planned fusions: an index_select whose only reader is a masked_fill may run as one SelectFill.
 
-The planner (`plan._Builder`, through `PairPlanning`) plans such a pair both ways and keeps the
+The planner (`builder._Builder`, through `PairPlanning`) plans such a pair both ways and keeps the
 cheaper: the two steps (an
 index_select binding, then a masked_fill binding reading its result), or one binding of op kind
 SelectFill reading the select's source and indices and the fill's mask (on Vulkan the
@@ -60,7 +60,7 @@ def pinned_way(pins: frozenset[str], pair: Iterable[str], fused: Iterable[str]) 
 
 
 class PairPlanning:
-    """How the planner's builder (`plan._Builder`, which mixes this in) plans a fusable pair. It
+    """How the planner's builder (`builder._Builder`, which mixes this in) plans a fusable pair. It
     relies on the builder's `steps`, `choices`, `contiguous` (chain value -> its contiguous
     program value), `values`, `n_inputs`, `pins`, `costs`, and on `_select`, `_try_select`,
     `_cheaper_of` and `_source_of`."""

@@ -14,6 +14,7 @@ import pytest
 import lazyfuel as lf
 from lazyfuel.api import DefaultRuntime
 from lazyfuel.graph import task as task_module
+from lazyfuel.graph import task_inputs
 from lazyfuel.graph.lower import lower_into
 
 
@@ -45,6 +46,7 @@ def test_parts_of_one_buffer_are_spanned_once_for_every_task(backend, bits_equal
         return real(*args, **kwargs)
 
     monkeypatch.setattr(task_module, "spanning_view", counted)
+    monkeypatch.setattr(task_inputs, "spanning_view", counted)  # where `Gathered` spans in a task
     a = np.arange(32 * 3, dtype=np.int32).reshape(32, 3)
     idx = np.array([31, 0, 17, 9, 30, 1, 16, 8] * 4)  # every block hits all four chunks
     y = lf.index_select(lf.from_array(a, chunks=(8, 3)), 0, idx)

@@ -14,7 +14,7 @@ import zarr
 from zarr.storage import LocalStore, WrapperStore
 
 import lazyfuel as lf
-from lazyfuel.graph import stored
+from lazyfuel.graph import byte_ranges, stored
 from lazyfuel.integrity import DamagedStoreError
 
 SHAPE, CHUNKS = (1000, 24), (128, 24)
@@ -118,7 +118,7 @@ def test_chunks_never_written_read_as_the_fill_value(tmp_path, bits_equal, fmt, 
 def counted_select(path, idx: np.ndarray, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """`index_select(from_zarr(path), 0, idx).compute()` through a `CountingStore`, no gaps merged:
     the store (its counts) and the result."""
-    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "GAP_BYTES", 0)  # where `coalesced` reads it
     store = CountingStore(LocalStore(str(path), read_only=True))
     return store, lf.index_select(lf.from_zarr(store), 0, idx).compute()
 
@@ -255,7 +255,7 @@ def test_gather_reads_only_the_byte_ranges_of_the_touched_rows(tmp_path, bits_eq
     make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(500, 24))  # 48 kB chunks, rows of 96 B
     idx = np.tile(np.array([[3], [499], [700], [3]]), (50, SHAPE[1]))  # 200 x 24 ids, 3 distinct rows
     idx[::7, 5] = 3
-    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "GAP_BYTES", 0)  # where `coalesced` reads it
     store = CountingStore(LocalStore(str(tmp_path / "t.zarr"), read_only=True))
     bits_equal(lf.gather(lf.from_zarr(store), 0, idx).compute(), np.take_along_axis(data, idx, 0))
     assert sum(store.bytes.values()) == 3 * SHAPE[1] * 4  # three distinct rows, each read once
@@ -321,7 +321,7 @@ def test_stores_lazyfuel_wrote_raw_are_read_as_byte_ranges_for_a_few_rows(tmp_pa
                                                                           monkeypatch):
     data = table(24)
     lf.from_array(data, chunks=(200, 24)).to_zarr(tmp_path / "w.zarr", compressors=None, zarr_format=fmt)
-    monkeypatch.setattr(stored, "GAP_BYTES", 0)
+    monkeypatch.setattr(byte_ranges, "GAP_BYTES", 0)  # where `coalesced` reads it
     store = CountingStore(LocalStore(str(tmp_path / "w.zarr"), read_only=True))
     x = lf.from_zarr(store)
     few = np.array([3, 450, 7, 3])  # under 1/8 of a chunk's rows: byte ranges

@@ -13,8 +13,9 @@ import lazyfuel
 
 PACKAGE = Path(lazyfuel.__file__).resolve().parent
 # the layers `ops` may import: contracts and the bottom modules (docs/architecture.md)
-BELOW = {"contracts", "dtypes", "layout", "checks", "precision", "profiling", "settings", "notices",
-         "hostcopy", "publish", "integrity", "completion", "zarr_io"}
+BELOW = {"contracts", "dtypes", "layout", "checks", "fill_checks", "shape_checks", "precision", "profiling",
+         "settings", "knobs", "knob_parsers", "notices", "hostcopy", "publish", "integrity", "completion",
+         "zarr_io"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,0 +1,195 @@
+"""A task's program inputs made from its arguments: numpy views of chunks (`Part`), concrete and lazy
+index blocks (`Const`, `LazyIndex`), a select's source from the chunks its indices hit
+(`Gathered`) or from the pieces read for the block (`Assembled`); each gives its arrays and, before
+any chunk exists, its signature (`graph.task` says how a recipe uses them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lazyfuel.dtypes import DType
+from lazyfuel.graph import crossing
+from lazyfuel.graph.device_blocks import joined
+from lazyfuel.graph.indices import checked_block, kernel_dtype, narrowed, shifted
+from lazyfuel.graph.ir import ViewOp
+from lazyfuel.graph.span import spanning_view
+from lazyfuel.layout import Layout
+from lazyfuel.ops.views import VIEWS
+
+ArgMeta = tuple[tuple[int, ...], np.dtype]  # shape and dtype of one task argument
+Signature = tuple[DType, Layout]
+
+
+# the numpy rule of each view (`lazyfuel.ops.views`), and of the post view `reshape` (a gather's
+# elements, after its program)
+_NUMPY_VIEWS: dict[str, Callable[[np.ndarray, dict[str, Any]], np.ndarray]] = {
+    **{name: view.numpy for name, view in VIEWS.items()},
+    "reshape": lambda a, attr: a.reshape(attr["shape"]),
+}
+
+
+def apply_views(a: np.ndarray, views: Sequence[ViewOp]) -> np.ndarray:
+    """`a` viewed through each op in turn (numpy views: no data moves)."""
+    for op, attrs in views:
+        a = _NUMPY_VIEWS[op](a, dict(attrs))
+    return a
+
+
+def view_layout(lay: Layout, views: Sequence[ViewOp]) -> Layout:
+    """The layout `apply_views` would give an array of layout `lay`."""
+    for op, attrs in views:
+        lay = VIEWS[op].layout(lay, dict(attrs))
+    return lay
+
+
+@dataclass(frozen=True)
+class Part:
+    """Task argument `arg` seen through numpy `views`."""
+
+    arg: int
+    views: tuple[ViewOp, ...] = ()
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        chunk = args[self.arg]
+        if not self.views and crossing.is_device_chunk(chunk):
+            return [chunk]  # left on the device for the next program (`graph.crossing`)
+        return [apply_views(np.asarray(chunk), self.views)]
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        shape, dtype = metas[self.arg]
+        return [(DType.from_numpy(dtype), view_layout(Layout.contiguous(shape), self.views))]
+
+
+@dataclass(frozen=True, eq=False)
+class Const:
+    """A block of concrete indices: part of the snapshot taken, checked and narrowed to the
+    kernel's index dtype when the op was built (`graph.indices.Indices.concrete`)."""
+
+    value: np.ndarray
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return [np.ascontiguousarray(self.value)]
+
+    def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
+        """The indices each minus `start` (they stay in range): one copy (`indices.shifted`)."""
+        return shifted(self.value, start)
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        return [(DType.from_numpy(self.value.dtype), Layout.contiguous(self.value.shape))]
+
+
+@dataclass(frozen=True)
+class LazyIndex:
+    """Task argument `arg` holds lazy indices into an axis of `axis_len`, starting at `origin` in
+    the whole index array: checked and narrowed here (`indices.checked_block`)."""
+
+    arg: int
+    axis_len: int
+    origin: tuple[int, ...]  # global position of this index block, for messages
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return [checked_block(args[self.arg], self.axis_len, self.origin)]
+
+    def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
+        """The checked indices each minus `start` (they stay in range)."""
+        return shifted(checked_block(args[self.arg], self.axis_len, self.origin), start)
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        return [(DType.from_numpy(kernel_dtype(self.axis_len)), Layout.contiguous(metas[self.arg][0]))]
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """A select's source along `axis`, read from the `parts` its indices hit, and the indices.
+
+    `part_starts[i]` is where part i begins along `axis` in the select's source. Gives two program
+    inputs: the source and the indices remapped into it (in their kernel dtype). The source is
+    one part as it is; or, when the parts are views of one buffer laid out one after the other (chunks of
+    `from_array`: the recipe then passes every chunk from the lowest to the highest hit), one
+    spanning view over them (no copy, no look at the index values); else the parts the indices
+    hit, concatenated.
+    """
+
+    parts: tuple[Part, ...]
+    part_starts: tuple[int, ...]
+    axis: int
+    index: Const | LazyIndex
+    spannable: bool = True  # False: the parts lie too far apart to span (`span.gap_allows`,
+    # `span.span_is_cheap`); True: the recipe allowed the gap, so the span is taken whatever it is
+    reach: int = 0  # at least the program source's extent along `axis` (0: the whole axis)
+
+    @property
+    def gap(self) -> int | None:
+        """The gap `spanning_view` may span: any the recipe allowed (it decided before any chunk
+        existed), or its own default rule without a reach."""
+        return self.reach or None
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        source, local = self._arrays(args)
+        # positions into the program's source, which may index it in a narrower dtype than
+        # the whole axis needs (a chunked axis past 2**32: U32, so Vulkan kernels can run it)
+        return [source, narrowed(local, self.reach, copy=False) if self.reach else local]
+
+    def _arrays(self, args: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
+        if len(chosen) == 1:
+            return chosen[0], self.index.moved(args, self.part_starts[0])
+        span = spanning_view(chosen, self.part_starts, self.axis, self.gap) if self.spannable else None
+        if span is not None:
+            return span, self.index.moved(args, self.part_starts[0])
+        (idx,) = self.index.arrays(args)
+        begin = np.asarray(self.part_starts, dtype=np.int64)
+        ids = np.searchsorted(begin, idx, side="right") - 1
+        used = np.unique(ids)
+        chosen = [chosen[i] for i in used]
+        if len(chosen) == 1:
+            return chosen[0], shifted(idx, self.part_starts[int(used[0])])
+        sizes = np.asarray([c.shape[self.axis] for c in chosen], dtype=np.int64)
+        back = np.zeros(len(self.parts), dtype=idx.dtype)  # how far each used part moves down
+        back[used] = begin[used] - np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        local = np.subtract(idx, back[ids], dtype=idx.dtype)  # in the indices' dtype: no wrap
+        return joined(chosen, self.axis), local
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        (index,) = self.index.signature(metas)
+        if self.reach:
+            index = (DType.from_numpy(kernel_dtype(self.reach)), index[1])
+        sigs = [p.signature(metas)[0] for p in self.parts]
+        if len(sigs) == 1:
+            return [sigs[0], index]
+        shape = list(sigs[0][1].shape)
+        shape[self.axis] = sum(s[1].shape[self.axis] for s in sigs)
+        return [(sigs[0][0], Layout.contiguous(tuple(shape))), index]
+
+
+@dataclass(frozen=True, eq=False)
+class Assembled:
+    """A select's source made of the pieces read for this block (see `graph.pieces`), and the
+    order to take them in.
+
+    `pieces[i] = (arg, j)`: piece j of the read task whose result is task argument `arg`. Gives
+    two program inputs: the pieces concatenated along `axis` (one piece as it is), of `shape`
+    (1-d for a gather's elements), and `perm` (the kernel index dtype), which a select along `axis` applies.
+    """
+
+    pieces: tuple[tuple[int, int], ...]
+    axis: int
+    perm: Const
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
+        got = [args[a][j] for a, j in self.pieces]
+        return [joined(got, self.axis), self.perm.value]
+
+    def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
+        return [(DType.from_numpy(self.dtype), Layout.contiguous(self.shape)),
+                *self.perm.signature(metas)]
+
+
+InputSpec = Part | Const | LazyIndex | Gathered | Assembled

@@ -25,6 +25,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster, WorkerPlugin
 
+from lazyfuel.backends import catalog
 from lazyfuel.settings import config
 
 
@@ -65,11 +66,9 @@ def worker_rank(worker: Any) -> int:
 def worker_device() -> dict[str, Any]:
     """In a worker (`client.run(worker_device)`): its pid, the device it pinned, and the pool that
     device opens (`pool`: id, `index`, `label`)."""
-    from lazyfuel.backends.vulkan import get_pool
-
-    pool = get_pool()
+    pool = catalog.pinnable().default_pool()
     return {"pid": os.getpid(), "pinned": config.device,
-            "pool": id(pool), "index": pool.info.index, "label": pool.label}
+            "pool": pool["id"], "index": pool["index"], "label": pool["label"]}
 
 
 def local_gpu_cluster(n_workers: int | None = None, devices: Sequence[int | str] | None = None,
@@ -81,9 +80,7 @@ def local_gpu_cluster(n_workers: int | None = None, devices: Sequence[int | str]
     to `LocalCluster` (e.g. `dashboard_address=None`).
     """
     if devices is None:
-        from lazyfuel.backends.vulkan.pool import spread_slots
-
-        devices = [index for index, _ in spread_slots()]
+        devices = catalog.pinnable().spread_devices()
     plugin = PinDevice(list(devices))
     n = len(plugin.devices or ()) if n_workers is None else n_workers
     kwargs.setdefault("dashboard_address", None)

@@ -80,6 +80,9 @@ class BackendInfo:
     `device_array()`: the class of a whole result kept in its device memory (`lf.DeviceArray`).
     `in_host_memory`: its kernels read and write host memory (the numpy reference): nothing it
     reads crosses a link, and its copy is what copying on the host costs.
+    `spread_devices()`: the device numbers a graph's blocks are spread over here (one per pool, a
+    device repeated for each of its pools: what `distributed.local_gpu_cluster` pins workers to);
+    `default_pool()`: the pool this process opens (`id`, `index`, `label`: `distributed.worker_device`).
     """
 
     backend: Backend
@@ -97,6 +100,8 @@ class BackendInfo:
     tuning: Tuning | None = None
     device_array: Callable[[], type] | None = None
     in_host_memory: bool = False
+    spread_devices: Callable[[], list[int]] | None = None
+    default_pool: Callable[[], dict[str, Any]] | None = None
 
     def device_prior(self) -> DevicePrior:
         """The prior rates of this backend on its device here (`prior()`, else `kernels`, no link)."""
@@ -208,3 +213,13 @@ def backend_choices() -> tuple[str, ...]:
 def device_prior(backend: Backend) -> DevicePrior:
     """`backend`'s prior rates on its device here (`BackendInfo.device_prior`)."""
     return info(backend).device_prior()
+
+
+def pinnable() -> BackendInfo:
+    """The best registered backend whose workers can be pinned to a device (`spread_devices` and
+    `default_pool`: `lazyfuel.distributed`); RuntimeError naming the registered ones if none."""
+    for found in registered():
+        if found.spread_devices is not None and found.default_pool is not None:
+            return found
+    names = ", ".join(found.backend.name for found in registered()) or "none"
+    raise RuntimeError(f"no registered backend has devices to pin dask workers to (registered: {names})")

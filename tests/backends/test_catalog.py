@@ -111,10 +111,10 @@ def test_no_layer_above_backends_names_a_concrete_backend_beyond_the_listed_plac
     assert found == STILL_NAMED
 
 
-# Imports of a concrete backend package above backends/: dask.distributed workers pin and report
-# Vulkan devices. Nothing else imports a backend package by name (the audit's references are the
+# Imports of a concrete backend package above backends/: none (dask.distributed's worker pinning
+# asks the catalog for a backend with devices, `catalog.pinnable`; the audit's references are the
 # op specs', `lazyfuel.ops`).
-STILL_IMPORTED = {"distributed.py": 2}
+STILL_IMPORTED: dict[str, int] = {}
 
 
 def test_no_layer_above_backends_imports_a_backend_package_beyond_the_listed_places():
@@ -159,3 +159,16 @@ def test_a_new_backend_names_itself_from_its_own_package_in_a_fresh_process():
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": root})
     with pytest.raises(ValueError, match=r"^a Backend member is named by a public identifier, got '2x'$"):
         Backend.add("2x")
+
+
+def test_workers_are_pinned_through_the_catalog(monkeypatch):
+    found = catalog.pinnable()
+    assert found.backend is Backend.Vulkan  # lavapipe here: the one backend with devices to pin
+    assert found.spread_devices() == [d.index for d in catalog.listed_devices()][:len(found.spread_devices())]
+    pool = found.default_pool()
+    assert set(pool) == {"id", "index", "label"} and pool["id"] == found.default_pool()["id"]
+    cpu = catalog.info(Backend.Cpu)
+    monkeypatch.setattr(catalog, "registered", lambda: (cpu,))
+    with pytest.raises(RuntimeError, match=r"^no registered backend has devices to pin dask workers to "
+                                           r"\(registered: Cpu\)$"):
+        catalog.pinnable()

@@ -109,6 +109,19 @@ def choose_device(wanted: str | None = None, source: str = "LAZYFUEL_DEVICE") ->
     return choose(list_devices(), wanted, source=source)
 
 
+def spread_devices() -> list[int]:
+    """The physical device of each pool blocks are spread over (`pool.spread_slots`; opens none)."""
+    from lazyfuel.backends.vulkan.pool import spread_slots
+
+    return [index for index, _ in spread_slots()]
+
+
+def default_pool() -> dict[str, Any]:
+    """The pool this process opens: its `id`, device `index` and `label`."""
+    pool = get_pool()
+    return {"id": id(pool), "index": pool.info.index, "label": pool.label}
+
+
 def device_array() -> type:
     """The class of a whole result kept in Vulkan memory (`lf.DeviceArray`)."""
     from lazyfuel.backends.vulkan.device_array import DeviceArray
@@ -122,4 +135,4 @@ register_backend(BackendInfo(
     plug_in=register, fingerprint=fingerprint, shares_memory_with=(Backend.Cuda,),
     pinned=pinned_host, devices=list_devices, describe_devices=describe_devices,
     choose_device=choose_device, kernels=KERNELS, prior=device_prior, tuning=TUNING,
-    device_array=device_array))
+    device_array=device_array, spread_devices=spread_devices, default_pool=default_pool))

@@ -15,7 +15,7 @@
   (`Planner(registry, backends, costs=MeasuredCosts.load(...))`).
 
 This layer sits below the backends: the caller injects each backend's executor and device
-fingerprint (`lazyfuel.measured` does it for the built-in backends).
+fingerprint (`lazyfuel.judged_costs` does it for the built-in backends).
 """
 
 from lazyfuel.judge.cache import JudgeCache, cache_dir

@@ -15,7 +15,7 @@ invocations) from its pool's `coalesced`. They differ by device kind, as measure
 
 The judge may replace a family's shape for one device (`lazyfuel judge`: `judge.tuning` times
 the default and a few neighbours, `TUNED_FAMILIES`, and keeps the default unless another is faster
-by more than the noise). The layer above injects a `PicksSource` (`use_picks`; `lazyfuel.measured`
+by more than the noise). The layer above injects a `PicksSource` (`use_picks`; `lazyfuel.judged_costs`
 reads the judge cache) that a pool asks when it is created. Precedence: the environment's
 overrides, then the judge's picks, then the device kind's defaults; no picks: the defaults.
 

@@ -1,6 +1,6 @@
 """How the judge tunes Vulkan's kernel shapes: the `catalog.Tuning` this package registers.
 
-The layer above (`lazyfuel.tuned`, `lazyfuel.measured`) drives the judge over any backend's
+The layer above (`lazyfuel.shape_tuning`, `lazyfuel.judged_costs`) drives the judge over any backend's
 `Tuning`; this module says what that is on Vulkan: the families of `TUNED_FAMILIES` on the pool of
 the executor given, with the device kind's default shape (`tuning.default_tuning`), the SPIR-V
 revision the picks are keyed by (`kernels.family_revision`), the F32 bindings of the family to time

@@ -19,7 +19,7 @@ from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, meas
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, TuningTarget
-from lazyfuel.tuned import tune_kernels
+from lazyfuel.shape_tuning import tune_kernels
 
 PICK = (128, 16)  # not a default of any device kind
 

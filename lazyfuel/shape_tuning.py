@@ -6,7 +6,7 @@
   the family that the judge has workloads for (at one rung quick, two otherwise, on the kernel
   clock), stores each pick in the judge cache and applies the picks to this process's device.
   What `lazyfuel judge` runs.
-Devices read the cached picks through `lazyfuel.measured.install_picks` (the environment's
+Devices read the cached picks through `lazyfuel.judged_costs.install_picks` (the environment's
 overrides still win, e.g. Vulkan's tuning.py).
 """
 

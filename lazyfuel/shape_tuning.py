@@ -22,7 +22,7 @@ from lazyfuel.backends.base import executor
 from lazyfuel.backends.catalog import BackendInfo, TunedFamily
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, TuningPick, TuningTarget, neighbours
-from lazyfuel.judge.measure import run_workload
+from lazyfuel.judge.binding_timing import run_workload
 from lazyfuel.judge.tuning import Shape
 from lazyfuel.judge.workloads import ladder_workloads, supported
 from lazyfuel.providers import default_registry

@@ -18,9 +18,9 @@ This layer sits below the backends: the caller injects each backend's executor a
 fingerprint (`lazyfuel.judged_costs` does it for the built-in backends).
 """
 
+from lazyfuel.judge.binding_timing import FULL, QUICK, Budget, Judge, KernelTimer, Runner, Verdict, fit_line
 from lazyfuel.judge.cache import JudgeCache, cache_dir
 from lazyfuel.judge.costs import MeasuredCosts, UnmeasuredCostWarning
-from lazyfuel.judge.measure import FULL, QUICK, Budget, Judge, KernelTimer, Runner, Verdict, fit_line
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement, Point, judgement_key
 from lazyfuel.judge.progress import Progress
 from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key

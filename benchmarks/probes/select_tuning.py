@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 
 from kernels import BenchStep, Device, copy_shader
 
-import lazyfuel.backends.vulkan.pipelines as pipelines_mod
+import lazyfuel.backends.vulkan.compute_pipelines as compute_pipelines
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
     GatherKernel,
@@ -120,8 +120,8 @@ def use_before(pool: Any, revision: str, folder: Path) -> None:
     for path in listing:
         blob = subprocess.run(["git", "show", f"{revision}:{path}"], check=True, capture_output=True).stdout
         (folder / Path(path).name).write_bytes(blob)
-    read, get = pipelines_mod.spirv, pool.pipelines.get
-    pipelines_mod.spirv = lambda name: ((folder / f"{name[7:]}.spv").read_bytes()
+    read, get = compute_pipelines.spirv, pool.pipelines.get
+    compute_pipelines.spirv = lambda name: ((folder / f"{name[7:]}.spv").read_bytes()
                                         if name.startswith("before:") else read(name))
     pool.pipelines.get = lambda name, spec: get(f"before:{name}" if BEFORE["on"] else name, spec)
 

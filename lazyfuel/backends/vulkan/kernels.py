@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.compute_pipelines import spirv
 from lazyfuel.backends.vulkan.memory import Allocation
-from lazyfuel.backends.vulkan.pipelines import spirv
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.ops import gather as gather_op

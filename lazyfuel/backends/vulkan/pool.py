@@ -33,6 +33,7 @@ import vulkan as vk
 from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.batch import Batch, Context
 from lazyfuel.backends.vulkan.check import VK_ERROR_DEVICE_LOST, VK_TIMEOUT, DeviceLostError, check
+from lazyfuel.backends.vulkan.compute_pipelines import Pipelines
 from lazyfuel.backends.vulkan.devices import (
     PUSH_DESCRIPTOR,
     DeviceInfo,
@@ -49,7 +50,6 @@ from lazyfuel.backends.vulkan.launch_shapes import choose_tuning, measured_picks
 from lazyfuel.backends.vulkan.link_probe import LinkProbe, probed_link
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pinned import PinnedHost
-from lazyfuel.backends.vulkan.pipelines import Pipelines
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
 from lazyfuel.settings import config
 

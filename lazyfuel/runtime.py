@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from lazyfuel.backends import catalog
-from lazyfuel.measured import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
+from lazyfuel.judged_costs import measured_costs  # also gives new Vulkan pools the judge's kernel shapes
 from lazyfuel.planner import Planner
 from lazyfuel.providers import available_backends, default_registry, left_out
 from lazyfuel.settings import config

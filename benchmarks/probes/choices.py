@@ -46,7 +46,7 @@ from kernels import Device, gbs
 import lazyfuel as lf
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
-from lazyfuel.measured import device_fingerprint, measured_costs
+from lazyfuel.judged_costs import device_fingerprint, measured_costs
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Binding
 

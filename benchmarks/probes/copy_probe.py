@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
 
-import lazyfuel.backends.vulkan.pipelines as pipelines_mod
+import lazyfuel.backends.vulkan.compute_pipelines as compute_pipelines
 from lazyfuel.backends.vulkan import get_pool
 from lazyfuel.backends.vulkan.kernels import bind
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     nbytes = args.mib << 20
     with tempfile.TemporaryDirectory() as tmp:
         build(Path(tmp))
-        pipelines_mod.SPIRV_DIR = Path(tmp)  # probe modules only; the shipped ones are not used here
+        compute_pipelines.SPIRV_DIR = Path(tmp)  # probe modules only; the shipped ones are not used here
         src, dst = pool.allocator.alloc(nbytes), pool.allocator.alloc(nbytes)
         with pool.batch() as batch:
             batch.upload(src, np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8))

@@ -3,7 +3,7 @@
 For each op on a (8192, 8192) f32 array (64M elements, 256 MiB) in (2048, 8192) chunks, the same
 lazy pipeline is lowered to dask with four planners and computed (threaded scheduler):
 
-- `auto`: Vulkan and Cpu allowed, costs measured by the judge (`lazyfuel.measured.measured_costs`);
+- `auto`: Vulkan and Cpu allowed, costs measured by the judge (`lazyfuel.judged_costs.measured_costs`);
 - `auto (priors)`: the same without measurements (the shared cost priors of `registry/cost.py`);
 - `vulkan`: Vulkan only; `cpu`: Cpu only.
 
@@ -40,7 +40,7 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.graph.lower import lower
 from lazyfuel.judge import Progress
 from lazyfuel.judge.costs import UnmeasuredCostWarning
-from lazyfuel.measured import device_fingerprint, judge_registry, measured_costs
+from lazyfuel.judged_costs import device_fingerprint, judge_registry, measured_costs
 from lazyfuel.planner import Planner
 from lazyfuel.providers import default_registry
 

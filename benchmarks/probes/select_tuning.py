@@ -5,7 +5,7 @@ rank 1, 16-byte words), index_select of rows (256 elements, dim 0) and of single
 gather along the last dim of [n/256, 256], masked_fill, contiguize of a transposed square, and
 vkCmdCopyBuffer as the device's ceiling. Each configuration `L<workgroup>/E<elements per
 invocation>/<s|c>` (s: sequential mapping, c: coalesced; `table`: the pool's own per-device
-choices, tuning.py; a `/general` suffix turns index_select's aligned-row path off) runs once per
+choices, launch_shapes.py; a `/general` suffix turns index_select's aligned-row path off) runs once per
 round, interleaved with the others, and the figure is the median over rounds (the VM is shared:
 compare within a run). GB/s counts bytes read + written + index or mask bytes, as
 benchmarks/kernels.py does. Outputs are checked against numpy once.
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 
 from kernels import BenchStep, Device, copy_shader
 
-import lazyfuel.backends.vulkan.pipelines as pipelines_mod
+import lazyfuel.backends.vulkan.compute_pipelines as compute_pipelines
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
     GatherKernel,
@@ -120,15 +120,15 @@ def use_before(pool: Any, revision: str, folder: Path) -> None:
     for path in listing:
         blob = subprocess.run(["git", "show", f"{revision}:{path}"], check=True, capture_output=True).stdout
         (folder / Path(path).name).write_bytes(blob)
-    read, get = pipelines_mod.spirv, pool.pipelines.get
-    pipelines_mod.spirv = lambda name: ((folder / f"{name[7:]}.spv").read_bytes()
+    read, get = compute_pipelines.spirv, pool.pipelines.get
+    compute_pipelines.spirv = lambda name: ((folder / f"{name[7:]}.spv").read_bytes()
                                         if name.startswith("before:") else read(name))
     pool.pipelines.get = lambda name, spec: get(f"before:{name}" if BEFORE["on"] else name, spec)
 
 
 def configure(pool: Any, config: str, table: tuple[dict, bool]) -> None:
     """Set every family's (workgroup, elements per invocation) and the pool's mapping; `table`
-    restores the pool's own choices (tuning.py); `before` runs --before's modules as main did."""
+    restores the pool's own choices (launch_shapes.py); `before` runs --before's modules as main did."""
     BEFORE["on"] = config.startswith("before")
     if config == "before":
         config = "L64/E4/s/general"

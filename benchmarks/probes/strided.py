@@ -39,8 +39,8 @@ from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.judge.costs import UnmeasuredCostWarning
 from lazyfuel.judge.workloads import program_for
+from lazyfuel.judged_costs import device_fingerprint, measured_costs
 from lazyfuel.layout import Layout
-from lazyfuel.measured import device_fingerprint, measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner, Program
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Binding

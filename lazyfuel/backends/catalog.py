@@ -47,7 +47,7 @@ class TunedFamily:
 
 @dataclass(frozen=True)
 class Tuning:
-    """A backend's kernel-shape tuning, wired to the judge by the layer above (`lazyfuel.tuned`).
+    """A backend's kernel-shape tuning, wired to the judge by the layer above (`lazyfuel.shape_tuning`).
 
     `families(runner)`: the tuned families on the device of `runner` (the backend's executor);
     `apply(runner, picks)`: make `runner`'s device use the picked shapes ({family: shape}) now;

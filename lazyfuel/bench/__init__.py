@@ -1,6 +1,6 @@
 """`lazyfuel bench`: numpy, dask and lazyfuel on the same select workloads; a table and a plot."""
 
-from lazyfuel.bench.measure import FULL_SIZES, QUICK_SIZES, Timing, measure, table
+from lazyfuel.bench.best_of import FULL_SIZES, QUICK_SIZES, Timing, measure, table
 from lazyfuel.bench.plot import plot
 from lazyfuel.bench.workloads import WORKLOADS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from lazyfuel.bench.measure import Timing
+from lazyfuel.bench.best_of import Timing
 from lazyfuel.bench.workloads import IMPLEMENTATIONS
 
 _STYLE = {"numpy": ("tab:blue", "o"), "dask": ("tab:orange", "s"), "lazyfuel": ("tab:green", "^")}

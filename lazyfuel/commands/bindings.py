@@ -26,8 +26,8 @@ def _select(args: argparse.Namespace) -> Callable[[Binding], bool]:
 
 def _judge(args: argparse.Namespace) -> int:
     from lazyfuel.judge import JudgeCache, Progress
-    from lazyfuel.measured import judge_registry, measured_costs
-    from lazyfuel.tuned import tunable, tune_kernels
+    from lazyfuel.judged_costs import judge_registry, measured_costs
+    from lazyfuel.shape_tuning import tunable, tune_kernels
 
     cache = JudgeCache()
     backends = available_backends(args.backend)

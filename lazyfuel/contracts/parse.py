@@ -18,7 +18,7 @@ import yaml
 
 from lazyfuel.contracts import schema
 from lazyfuel.contracts.flatten import flatten_block
-from lazyfuel.contracts.kernel import read_kernel
+from lazyfuel.contracts.kernel_block import read_kernel
 from lazyfuel.contracts.model import (
     Backend,
     ContractDocument,

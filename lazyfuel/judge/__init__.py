@@ -8,23 +8,23 @@
   and revision hash.
 - `TransferJudgement`: a device's measured transfers (submit, upload, download lines), the term a
   program on a kernel-clocked backend (Vulkan) pays besides its steps (`judge.transfers`).
-- `TuningTarget`, `TuningPick` (`judge.tuning`): `Judge.tune` picks a kernel family's launch shape
+- `TuningTarget`, `TuningPick` (`judge.shape_picks`): `Judge.tune` picks a kernel family's launch shape
   (workgroup size x elements per invocation) among a few candidates around the device kind's
   default, keeping the default unless another is faster by more than the noise; cached alike.
 - `MeasuredCosts`: the planner's `CostModel` built from the cache
   (`Planner(registry, backends, costs=MeasuredCosts.load(...))`).
 
 This layer sits below the backends: the caller injects each backend's executor and device
-fingerprint (`lazyfuel.measured` does it for the built-in backends).
+fingerprint (`lazyfuel.judged_costs` does it for the built-in backends).
 """
 
+from lazyfuel.judge.binding_timing import FULL, QUICK, Budget, Judge, KernelTimer, Runner, Verdict, fit_line
 from lazyfuel.judge.cache import JudgeCache, cache_dir
 from lazyfuel.judge.costs import MeasuredCosts, UnmeasuredCostWarning
-from lazyfuel.judge.measure import FULL, QUICK, Budget, Judge, KernelTimer, Runner, Verdict, fit_line
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement, Point, judgement_key
 from lazyfuel.judge.progress import Progress
+from lazyfuel.judge.shape_picks import TuningPick, TuningTarget, cached_picks, neighbours
 from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
-from lazyfuel.judge.tuning import TuningPick, TuningTarget, cached_picks, neighbours
 
 __all__ = [
     "FULL",

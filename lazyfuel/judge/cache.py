@@ -7,7 +7,7 @@ measuring at the same time lose nothing and a reader never sees half a file. Sto
 drops the entries it supersedes (same device, kernel_source, symbol and dtypes; another revision
 or judge version): they can never be read again, since the key no longer matches. The devices'
 transfer terms (`judge.transfers`) live in the same file under `transfers`, superseded alike
-(same device, backend and transfer mode), and the kernels' launch shapes (`judge.tuning`) under
+(same device, backend and transfer mode), and the kernels' launch shapes (`judge.shape_picks`) under
 `tuning` (same device, backend and family).
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lazyfuel.judge.model import JUDGE_VERSION, Judgement
+from lazyfuel.judge.shape_picks import TuningPick, tuning_identity
 from lazyfuel.judge.transfers import TransferJudgement, transfer_identity
-from lazyfuel.judge.tuning import TuningPick, tuning_identity
 from lazyfuel.settings import config
 
 try:

@@ -9,7 +9,7 @@ steps with the public API, run them and summarise the outputs (`run`, `outputs`)
 from lazyfuel.pipeline.document import GraphError
 from lazyfuel.pipeline.ops import OPS, available_ops
 from lazyfuel.pipeline.run import Built, RunResult, build, execute, explain
-from lazyfuel.pipeline.spec import Graph, load_graph, parse_graph
+from lazyfuel.pipeline.spec import PipelineSpec, load_graph, parse_graph
 
-__all__ = ["OPS", "Built", "Graph", "GraphError", "RunResult", "available_ops", "build", "execute",
-           "explain", "load_graph", "parse_graph"]
+__all__ = ["OPS", "Built", "GraphError", "PipelineSpec", "RunResult", "available_ops", "build",
+           "execute", "explain", "load_graph", "parse_graph"]

@@ -33,7 +33,7 @@ from lazyfuel.pipeline import inputs as input_kinds
 from lazyfuel.pipeline import outputs as output_kinds
 from lazyfuel.pipeline.document import GraphError
 from lazyfuel.pipeline.ops import OPS
-from lazyfuel.pipeline.spec import Graph, OutputSpec
+from lazyfuel.pipeline.spec import OutputSpec, PipelineSpec
 
 LOCAL_SCHEDULERS = ("threads", "processes", "sync")
 Log = Callable[[str], None]
@@ -47,7 +47,7 @@ def _stderr(message: str) -> None:
 class Built:
     """A graph's values as lazy Arrays, and its outputs paired with theirs."""
 
-    graph: Graph
+    graph: PipelineSpec
     values: dict[str, lf.Array]
     outputs: list[tuple[OutputSpec, lf.Array]]
     pending_stores: list[str] = field(default_factory=list)  # generated stores not written yet
@@ -76,7 +76,7 @@ class RunResult:
         return bool(self.profile.bytes_uploaded + self.profile.bytes_downloaded)
 
 
-def build(graph: Graph, log: Log = _stderr, write_stores: bool = True) -> Built:
+def build(graph: PipelineSpec, log: Log = _stderr, write_stores: bool = True) -> Built:
     """Every input and step as lazy Arrays; GraphError naming the line of a failing one.
 
     With `write_stores=False` a generated zarr store that does not exist yet is stood in for by
@@ -107,7 +107,7 @@ def build(graph: Graph, log: Log = _stderr, write_stores: bool = True) -> Built:
     return Built(graph, values, outs, pending)
 
 
-def explain(graph: Graph) -> str:
+def explain(graph: PipelineSpec) -> str:
     """`lf.explain` of each output, headed by its name; builds but writes and runs nothing. A note
     of a plan's header (a left-out backend) is shown once, in the first plan that has it."""
     built = build(graph, write_stores=False)

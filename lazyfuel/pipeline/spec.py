@@ -73,8 +73,9 @@ class OutputSpec:
 
 
 @dataclass(frozen=True)
-class Graph:
-    """A validated graph. `path` is the file as given (errors print it)."""
+class PipelineSpec:
+    """A validated pipeline graph (a `graphs/*.yaml` file), nothing built yet. `path` is the file as
+    given (errors print it)."""
 
     path: str
     description: str
@@ -97,7 +98,7 @@ class Graph:
         return 0
 
 
-def load_graph(path: str | Path, overrides: Mapping[str, str] | None = None) -> Graph:
+def load_graph(path: str | Path, overrides: Mapping[str, str] | None = None) -> PipelineSpec:
     """Read and validate the graph at `path`; `overrides` replace params (text, as from --set)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -110,7 +111,7 @@ def load_graph(path: str | Path, overrides: Mapping[str, str] | None = None) -> 
 
 
 def parse_graph(text: str, path: str = "<string>", overrides: Mapping[str, str] | None = None,
-                base: Path | None = None) -> Graph:
+                base: Path | None = None) -> PipelineSpec:
     """Validate a graph's text; relative paths in it are taken from `base` (default: cwd)."""
     root = read(text, path)
     scope = Scope(path, "", {})
@@ -129,7 +130,7 @@ def parse_graph(text: str, path: str = "<string>", overrides: Mapping[str, str] 
     outputs = _outputs(scope.at("outputs"), top["outputs"], [*(i.name for i in inputs),
                                                            *(s.name for s in steps)], base)
     _check_places(scope.at("outputs"), inputs, outputs)
-    return Graph(path, str(description or ""), params, memory, inputs, steps, outputs, memory_line)
+    return PipelineSpec(path, str(description or ""), params, memory, inputs, steps, outputs, memory_line)
 
 
 def _check_places(scope: Scope, inputs: tuple[InputSpec, ...], outputs: tuple[OutputSpec, ...]) -> None:

@@ -20,7 +20,7 @@ from lazyfuel.backends import catalog
 from lazyfuel.backends.catalog import BackendInfo
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing
-from lazyfuel.measured import device_fingerprint
+from lazyfuel.judged_costs import device_fingerprint
 from lazyfuel.providers import BACKEND_CHOICES, CONTRACTS_DIR, backend_priority, default_registry
 
 PACKAGE = Path(lazyfuel.__file__).parent

@@ -3,7 +3,7 @@ implementation), its folder made when missing."""
 
 from __future__ import annotations
 
-from lazyfuel.bench.measure import Timing
+from lazyfuel.bench.best_of import Timing
 from lazyfuel.bench.plot import plot
 
 

@@ -6,7 +6,7 @@ from lazyfuel.cli import main
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import JudgeCache
-from lazyfuel.measured import measured_costs
+from lazyfuel.judged_costs import measured_costs
 from lazyfuel.providers import default_registry
 
 

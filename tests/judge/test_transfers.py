@@ -27,8 +27,8 @@ from lazyfuel.judge import (
     transfer_key,
 )
 from lazyfuel.judge.costs import reset_warning
+from lazyfuel.judged_costs import device_fingerprint, measured_costs
 from lazyfuel.layout import Layout
-from lazyfuel.measured import device_fingerprint, measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.chain import encode_key
 from lazyfuel.planner.explain import describe_choices, describe_program

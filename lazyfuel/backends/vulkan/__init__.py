@@ -10,7 +10,7 @@ Public entry points (no Vulkan handles or cffi types leave this package):
 Importing this package registers its `BackendInfo` (`backends.catalog`: first where costs tie,
 its results may stay in device memory for Cuda, page-locked host memory for `lf.empty_pinned`, the
 devices `lf.devices` lists and `lazyfuel devices` shows, its cost priors by device kind
-(`priors.py`), the kernel shapes the judge tunes (`tuning_hook.py`), `lf.DeviceArray`) and touches
+(`priors.py`), the kernel shapes the judge tunes (`shape_tuning_hook.py`), `lf.DeviceArray`) and touches
 no device; the pool opens on first use.
 """
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lazyfuel.backends.catalog import BackendInfo
 from lazyfuel.backends.catalog import register as register_backend
 from lazyfuel.backends.vulkan.priors import KERNELS, device_prior
-from lazyfuel.backends.vulkan.tuning_hook import TUNING
+from lazyfuel.backends.vulkan.shape_tuning_hook import TUNING
 from lazyfuel.contracts.model import Backend
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lazyfuel.backends.vulkan.batch import Batch
+from lazyfuel.backends.vulkan.compute_pipelines import spirv
 from lazyfuel.backends.vulkan.memory import Allocation
-from lazyfuel.backends.vulkan.pipelines import spirv
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.ops import gather as gather_op
@@ -29,7 +29,7 @@ from lazyfuel.settings import config
 
 WIDTHS = (1, 2, 4, 8, 16)
 # Each family's workgroup size and elements (or words) per invocation come from the pool
-# (`pool.groups`, chosen per device kind in tuning.py); benchmarks/probes/select_tuning.py and
+# (`pool.groups`, chosen per device kind in launch_shapes.py); benchmarks/probes/select_tuning.py and
 # benchmarks/probes/kernels_gpu.py measure the choices. Gather's quads need elements a multiple of 4.
 # gather moves quads of 4 consecutive outputs per step on GPUs (specialisation constant 5); the
 # `gather_scalar` binding (`GatherKernel(quads=False)`, contracts/vulkan_variants.md) moves one.

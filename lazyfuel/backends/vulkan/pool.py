@@ -33,6 +33,7 @@ import vulkan as vk
 from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.batch import Batch, Context
 from lazyfuel.backends.vulkan.check import VK_ERROR_DEVICE_LOST, VK_TIMEOUT, DeviceLostError, check
+from lazyfuel.backends.vulkan.compute_pipelines import Pipelines
 from lazyfuel.backends.vulkan.devices import (
     PUSH_DESCRIPTOR,
     DeviceInfo,
@@ -45,12 +46,11 @@ from lazyfuel.backends.vulkan.export import EXTENSION as EXPORT_FD
 from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.kept import KeptImports
+from lazyfuel.backends.vulkan.launch_shapes import choose_tuning, measured_picks
 from lazyfuel.backends.vulkan.link_probe import LinkProbe, probed_link
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pinned import PinnedHost
-from lazyfuel.backends.vulkan.pipelines import Pipelines
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
-from lazyfuel.backends.vulkan.tuning import choose_tuning, measured_picks
 from lazyfuel.settings import config
 
 _WAIT_NS = 1_000_000_000  # wake up each second while waiting; a stuck device is still reported
@@ -93,7 +93,7 @@ class DevicePool:
         self._context_lock = threading.Lock()
         # Workgroup size and elements per invocation per kernel family, and the mapping of
         # positions to invocations: measured defaults per device kind, the judge's picks for this
-        # device, the environment's overrides (tuning.py).
+        # device, the environment's overrides (launch_shapes.py).
         tuning = choose_tuning(self.info.kind, self.info.max_workgroup_size,
                                picks=measured_picks(self.info, self.info.max_workgroup_size))
         self.groups: dict[str, tuple[int, int]] = dict(tuning.groups)

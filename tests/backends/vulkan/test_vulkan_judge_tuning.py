@@ -14,12 +14,12 @@ from vulkan_helpers import random_array, raw, same_bits
 from lazyfuel.backends.vulkan.executor import VulkanExecutor
 from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
 from lazyfuel.backends.vulkan.kernels import family_revision
+from lazyfuel.backends.vulkan.launch_shapes import TUNED_FAMILIES, default_tuning, measured_picks
 from lazyfuel.backends.vulkan.pool import DevicePool
-from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, default_tuning, measured_picks
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, TuningTarget
-from lazyfuel.tuned import tune_kernels
+from lazyfuel.shape_tuning import tune_kernels
 
 PICK = (128, 16)  # not a default of any device kind
 

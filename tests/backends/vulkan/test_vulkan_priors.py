@@ -14,8 +14,8 @@ from lazyfuel.backends.vulkan.priors import BY_KIND, kind_prior
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import MeasuredCosts
+from lazyfuel.judged_costs import measured_costs
 from lazyfuel.layout import Layout
-from lazyfuel.measured import measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.providers import default_registry
 

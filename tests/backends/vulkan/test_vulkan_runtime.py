@@ -13,8 +13,8 @@ from vulkan_helpers import REPO
 
 from lazyfuel.backends.vulkan import describe_devices, list_devices
 from lazyfuel.backends.vulkan.check import DeviceLostError, VulkanError, check, result_name
+from lazyfuel.backends.vulkan.compute_pipelines import Pipelines
 from lazyfuel.backends.vulkan.devices import choose
-from lazyfuel.backends.vulkan.pipelines import Pipelines
 
 # -- devices -------------------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """How the judge tunes Vulkan's kernel shapes: the `catalog.Tuning` this package registers.
 
-The layer above (`lazyfuel.tuned`, `lazyfuel.measured`) drives the judge over any backend's
+The layer above (`lazyfuel.shape_tuning`, `lazyfuel.judged_costs`) drives the judge over any backend's
 `Tuning`; this module says what that is on Vulkan: the families of `TUNED_FAMILIES` on the pool of
-the executor given, with the device kind's default shape (`tuning.default_tuning`), the SPIR-V
+the executor given, with the device kind's default shape (`launch_shapes.default_tuning`), the SPIR-V
 revision the picks are keyed by (`kernels.family_revision`), the F32 bindings of the family to time
 them on, how to run with another shape (the pool's `groups`, restored after), how to apply picks
-to the pool, and how pools opened later read the judge cache's picks (`tuning.use_picks`).
+to the pool, and how pools opened later read the judge cache's picks (`launch_shapes.use_picks`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from lazyfuel.backends.catalog import Shape, TunedFamily, Tuning
 from lazyfuel.backends.vulkan.fingerprint import vulkan_fingerprint
-from lazyfuel.backends.vulkan.tuning import TUNED_FAMILIES, choose_tuning, default_tuning, use_picks
+from lazyfuel.backends.vulkan.launch_shapes import TUNED_FAMILIES, choose_tuning, default_tuning, use_picks
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 

@@ -13,9 +13,9 @@ invocations) from its pool's `coalesced`. They differ by device kind, as measure
   (`benchmarks/probes/select_tuning.py`: index_select and gather +10-16 %, the others +2-7 %, on the
   2-CPU VM; BENCHMARKS.md, "tuning").
 
-The judge may replace a family's shape for one device (`lazyfuel judge`: `judge.tuning` times
+The judge may replace a family's shape for one device (`lazyfuel judge`: `judge.shape_picks` times
 the default and a few neighbours, `TUNED_FAMILIES`, and keeps the default unless another is faster
-by more than the noise). The layer above injects a `PicksSource` (`use_picks`; `lazyfuel.measured`
+by more than the noise). The layer above injects a `PicksSource` (`use_picks`; `lazyfuel.judged_costs`
 reads the judge cache) that a pool asks when it is created. Precedence: the environment's
 overrides, then the judge's picks, then the device kind's defaults; no picks: the defaults.
 

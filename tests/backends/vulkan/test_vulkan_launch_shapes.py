@@ -1,4 +1,4 @@
-"""Per-device kernel specialisation (tuning.py): the defaults per device kind, the overrides, and
+"""Per-device kernel specialisation (launch_shapes.py): the defaults per device kind, the overrides, and
 the kernels bit-exact under every workgroup choice the tables or an override may give."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from test_vulkan_select import gather, index_select, masked_fill
 from vulkan_helpers import random_array, raw, same_bits
 
 import lazyfuel as lf
-from lazyfuel.backends.vulkan.tuning import FAMILIES, choose_tuning, default_tuning, parse_groups
+from lazyfuel.backends.vulkan.launch_shapes import FAMILIES, choose_tuning, default_tuning, parse_groups
 from lazyfuel.dtypes import DType
 
 pytestmark = pytest.mark.usefixtures("memory_mode")

@@ -34,8 +34,15 @@ from lazyfuel.contracts.model import Backend
 from lazyfuel.judge.cache import JudgeCache
 from lazyfuel.judge.model import Judgement, Point, dtype_key, judgement_key
 from lazyfuel.judge.progress import Progress
+from lazyfuel.judge.shape_picks import (
+    CandidateTiming,
+    Shape,
+    TuningPick,
+    TuningTarget,
+    tune_family,
+    tuning_key,
+)
 from lazyfuel.judge.transfers import TransferJudgement, TransferProbe, transfer_key
-from lazyfuel.judge.tuning import CandidateTiming, Shape, TuningPick, TuningTarget, tune_family, tuning_key
 from lazyfuel.judge.workloads import Workload, ladder_workload, ladder_workloads, supported
 from lazyfuel.planner.program import Program
 from lazyfuel.registry.model import Binding
@@ -234,7 +241,7 @@ class Judge:
         return judgement
 
     def tune(self, targets: Sequence[TuningTarget], *, force: bool = False) -> list[tuple[TuningPick, bool]]:
-        """A launch-shape pick per target (`judge.tuning`) and whether it was measured now: cached
+        """A launch-shape pick per target (`judge.shape_picks`) and whether it was measured now: cached
         unless `force` (or quick while this judge is not), else timed now (`time_interleaved`)
         and stored."""
         backend = self.runner.backend.name

@@ -1,4 +1,4 @@
-"""The judge's launch-shape tuning (judge/tuning.py): the decision rule on fixed timings (a fake
+"""The judge's launch-shape tuning (judge/shape_picks.py): the decision rule on fixed timings (a fake
 timing source, so the decision is deterministic), the cache (stored, superseded by a new revision,
 read back for a device), and the neighbours it tries."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from lazyfuel.backends.cpu.executor import CpuExecutor
 from lazyfuel.judge import Judge, TuningTarget, cached_picks, neighbours
-from lazyfuel.judge.tuning import CandidateTiming, decide
+from lazyfuel.judge.shape_picks import CandidateTiming, decide
 
 DEVICE = "fake device | for the tuning tests"
 DEFAULT = (256, 8)

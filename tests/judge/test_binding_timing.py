@@ -16,8 +16,8 @@ from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
 from lazyfuel.judge import Judge, JudgeCache, Point, Progress, UnmeasuredCostWarning, fit_line
 from lazyfuel.judge.workloads import ladder_workload, ladder_workloads, supported
+from lazyfuel.judged_costs import device_fingerprint, measured_costs
 from lazyfuel.layout import Layout
-from lazyfuel.measured import device_fingerprint, measured_costs
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
 from lazyfuel.registry import KernelRef, Registry, register_link_registry

@@ -1,4 +1,4 @@
-"""`lazyfuel.bench.measure`: every implementation of each op timed at each size (the best of the
+"""`lazyfuel.bench.best_of`: every implementation of each op timed at each size (the best of the
 repeats, after a warm-up), a wrong answer refused, an unknown op named with the known ones, and
 the table with the speed relative to numpy. Real workloads at a tiny size on the CPU backend."""
 
@@ -9,10 +9,10 @@ import importlib
 import numpy as np
 import pytest
 
-from lazyfuel.bench.measure import Timing, measure, table
+from lazyfuel.bench.best_of import Timing, measure, table
 from lazyfuel.bench.workloads import IMPLEMENTATIONS, WORKLOADS, Workload
 
-bench = importlib.import_module("lazyfuel.bench.measure")  # the package re-exports measure()
+bench = importlib.import_module("lazyfuel.bench.best_of")  # the package re-exports measure()
 
 
 def test_each_implementation_at_each_size_is_timed_and_reported(monkeypatch):

@@ -11,7 +11,7 @@ transfer term, for the backends whose executors time transfers: `transfer_modes(
 
 Importing it also makes the devices of every backend with tunable kernel shapes
 (`BackendInfo.tuning`: Vulkan's workgroup sizes) start from the judge's cached shapes for their
-device (`install_picks`; tuned by `lazyfuel.tuned.tune_kernels`).
+device (`install_picks`; tuned by `lazyfuel.shape_tuning.tune_kernels`).
 """
 
 from __future__ import annotations

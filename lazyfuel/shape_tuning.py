@@ -6,8 +6,8 @@
   the family that the judge has workloads for (at one rung quick, two otherwise, on the kernel
   clock), stores each pick in the judge cache and applies the picks to this process's device.
   What `lazyfuel judge` runs.
-Devices read the cached picks through `lazyfuel.measured.install_picks` (the environment's
-overrides still win, e.g. Vulkan's tuning.py).
+Devices read the cached picks through `lazyfuel.judged_costs.install_picks` (the environment's
+overrides still win, e.g. Vulkan's launch_shapes.py).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from lazyfuel.backends.base import executor
 from lazyfuel.backends.catalog import BackendInfo, TunedFamily
 from lazyfuel.contracts.model import Backend
 from lazyfuel.judge import Judge, JudgeCache, TuningPick, TuningTarget, neighbours
-from lazyfuel.judge.measure import run_workload
-from lazyfuel.judge.tuning import Shape
+from lazyfuel.judge.binding_timing import run_workload
+from lazyfuel.judge.shape_picks import Shape
 from lazyfuel.judge.workloads import ladder_workloads, supported
 from lazyfuel.providers import default_registry
 from lazyfuel.registry import Registry

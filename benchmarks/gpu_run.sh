@@ -38,12 +38,12 @@
 # per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
 #   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # resident (not in the default list): issue 18's CUDA hand-off and resident figures: the DLPack / CUDA
-#   hand-off and resident tests (tests/backends/vulkan/test_vulkan_cuda_handoff.py,
-#   test_vulkan_persist_device.py, tests/test_dlpack.py: the CUDA ones run where torch sees the pool's
+#   hand-off and resident tests (tests/backends/vulkan/test_vulkan_shared_cuda_handoff.py,
+#   test_vulkan_residency_persist_device.py, tests/test_dlpack.py: the CUDA ones run where torch sees the pool's
 #   GPU), then benchmarks/data_path.py --workloads w3,w4 (RESIDENT_ARGS; output resident.txt and
 #   resident.json): W3 16 GiB resident index_select + masked_fill vs torch and CuPy at 1 KiB and 64 B
 #   rows, W4 torch.from_dlpack(y.compute(device=True)) vs the compute alone, the store's budget
-#   under 16 threads; then test_vulkan_persist_device.py (RESIDENT_PERSIST_S seconds at most).
+#   under 16 threads; then test_vulkan_residency_persist_device.py (RESIDENT_PERSIST_S seconds at most).
 #   About 4 minutes on the H200 (W3 2, the tests 1-2).
 # link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
@@ -122,12 +122,12 @@ for stage in $stages; do
 from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_memory_allocation_size, hand_off(p))" \
                 2>&1 | tee "$OUT/resident_env.txt"
               timeout 120 python3 -m pytest -q -r sfE --tb=short -p no:cacheprovider \
-                tests/backends/vulkan/test_vulkan_cuda_handoff.py tests/test_dlpack.py >"$OUT/resident_tests.txt" 2>&1
+                tests/backends/vulkan/test_vulkan_shared_cuda_handoff.py tests/test_dlpack.py >"$OUT/resident_tests.txt" 2>&1
               tail -n 25 "$OUT/resident_tests.txt"
               python3 benchmarks/data_path.py --workloads w3,w4 --json "$OUT/resident.json" ${RESIDENT_ARGS:-} \
                 2>&1 | tee "$OUT/resident.txt"
               timeout ${RESIDENT_PERSIST_S:-180} python3 -m pytest -q -r fE --tb=line -p no:cacheprovider \
-                tests/backends/vulkan/test_vulkan_persist_device.py >"$OUT/resident_persist.txt" 2>&1
+                tests/backends/vulkan/test_vulkan_residency_persist_device.py >"$OUT/resident_persist.txt" 2>&1
               tail -n 25 "$OUT/resident_persist.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;

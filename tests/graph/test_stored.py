@@ -170,21 +170,6 @@ def test_the_dask_graph_grows_with_blocks_and_touched_chunks_not_indices(tmp_pat
     assert len(graph) <= blocks + 2 * chunks + 2  # output blocks, read tasks, the source's keys
 
 
-def test_a_take_waits_for_room_and_an_oversized_take_takes_the_whole_budget():
-    budget = stored.ByteBudget()
-    first = budget.take(70, 100)
-    taken: list[int] = []
-    waiter = threading.Thread(target=lambda: taken.append(budget.take(500, 100)))
-    waiter.start()
-    waiter.join(0.2)
-    assert waiter.is_alive() and not taken  # 70 + 100 does not fit: it waits
-    budget.give(first)
-    waiter.join(5)
-    assert taken == [100] and budget.held == 100 and budget.peak == 100
-    budget.give(100)
-    assert budget.held == 0
-
-
 @pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "zstd"), (3, "blosc"), (3, "sharded")])
 def test_reads_hold_no_more_than_the_read_budget(tmp_path, bits_equal, fmt, codec, monkeypatch):
     data = table(20)
@@ -202,18 +187,6 @@ def test_reads_hold_no_more_than_the_read_budget(tmp_path, bits_equal, fmt, code
     assert 0 < stored.BUDGET.peak <= 4096
     with lf.config(read_budget=0.5):
         assert stored.read_budget() == stored.host_memory() // 2
-
-
-def test_coalesced_spans_merge_close_rows_and_cut_long_ones():
-    kib = 1024
-    offsets = np.array([0, 1, 2, 10, 5000, 5001, 5002.5]) * kib  # rows of 1 KiB; gap 256 rows
-    spans = stored.coalesced(offsets.astype(np.int64), row_bytes=kib)
-    assert [(lo // kib, hi / kib) for lo, hi, _ in spans] == [(0, 11), (5000, 5002), (5002, 5003.5)]
-    assert [(s.start, s.stop) for _, _, s in spans] == [(0, 4), (4, 6), (6, 7)]  # not a whole row apart
-    rows = np.arange(0, 40_000, 2, dtype=np.int64)
-    long = stored.coalesced(rows * kib, row_bytes=kib)  # cut at RANGE_BYTES (4 Ki rows)
-    assert all(hi - lo <= stored.RANGE_BYTES for lo, hi, _ in long)
-    assert sum(s.stop - s.start for _, _, s in long) == rows.size
 
 
 @pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "blosc"), (3, "sharded")])

@@ -6,7 +6,7 @@ These tests feed the Vulkan and Cpu executors U32 indices near every bound (the 
 2**31, 2**32 - 1, negative int64 values cast to uint32 …), directly and as values computed on the
 device (an index_select of an index table: nothing on the host ever sees them), and check:
 
-1. kernel level (tests/backends/vulkan/test_vulkan_bounds.py goes further here: hypothesis over
+1. kernel level (tests/backends/vulkan/test_vulkan_kernels_bounds.py goes further here: hypothesis over
    values, dtypes of every width, ranks, dims, both memory modes and both invocation mappings):
    each buffer sits inside a larger allocation whose surroundings hold a guard byte and whose
    source bytes never do; the status word names the first bad position; every output element of

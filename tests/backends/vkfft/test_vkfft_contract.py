@@ -1,4 +1,5 @@
-"""The vkfft provider without a device: its document, link registry, registration and revision."""
+"""The vkfft provider without a device: its document, link registry, registration (its revision and
+staging: test_vkfft_links, test_vkfft_transforms)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 
 import lazyfuel.backends.vkfft as vkfft
 from lazyfuel.backends.vkfft.device import INSTALL_HINT, _choose, thread_stack
-from lazyfuel.backends.vkfft.links import LINK_REGISTRY, code, entry_points
-from lazyfuel.backends.vkfft.transforms import TRANSFORMS, stage, unstage
+from lazyfuel.backends.vkfft.links import LINK_REGISTRY, entry_points
+from lazyfuel.backends.vkfft.transforms import TRANSFORMS
 from lazyfuel.contracts import parse_document
 from lazyfuel.contracts.fmt import format_text
 from lazyfuel.contracts.model import AwkwardLayoutStrategy, Backend, ContractError, Determinism, OpKind
@@ -62,28 +63,6 @@ def test_link_registry_binds_only_the_dtypes_each_transform_takes() -> None:
     bad = TEXT.replace("dtypes: [F32]", "dtypes: [F32, C64]", 1)  # rfft_single on complex input
     with pytest.raises(ContractError, match="entry point 'lazyfuel::vkfft::rfft_c64' is not in link"):
         Registry().add_document(parse_document(bad, "vkfft.md"))
-
-
-def test_revision_folds_in_the_pyvkfft_version_and_the_driving_code() -> None:
-    blob = code(TRANSFORMS["rfft"])
-    assert blob.startswith(b"rfft r2c=True inverse=False pyvkfft=")
-    assert b"class OpenCLExecutor" in blob and b"def stage(" in blob
-    assert code(TRANSFORMS["irfft"]) != blob
-
-
-def test_stage_moves_crops_pads_and_casts_in_one_copy() -> None:
-    import numpy as np
-
-    a = np.arange(24.0).reshape(2, 3, 4)
-    staged = stage(a, 1, 5, np.dtype(np.complex64))
-    assert staged.shape == (8, 5) and staged.dtype == np.complex64 and staged.flags.c_contiguous
-    assert np.array_equal(staged[:, :3].real.reshape(2, 4, 3), np.moveaxis(a, 1, -1))
-    assert not staged[:, 3:].any()
-    same = np.ascontiguousarray(a, np.float32)
-    assert np.shares_memory(stage(same, 2, 4, np.dtype(np.float32)), same)  # nothing to do: no copy
-    assert not np.shares_memory(stage(same, 2, 4, np.dtype(np.float32), fresh=True), same)
-    back = unstage(np.moveaxis(a, 1, -1).reshape(8, 3), (2, 3, 4), 1)
-    assert np.array_equal(back, a) and back.flags.c_contiguous
 
 
 def test_no_device_is_an_error_naming_the_fix() -> None:

@@ -61,7 +61,7 @@ def _read(r: lf.DeviceArray) -> np.ndarray:
 @pytest.fixture
 def mapped(pool):
     """The pool, where its device memory is host-visible (lavapipe): a CPU DLPack reads results in
-    place (on a discrete GPU see test_vulkan_cuda_handoff.py)."""
+    place (on a discrete GPU see test_vulkan_shared_cuda_handoff.py)."""
     if not pool.allocator.direct:
         pytest.skip(f"{pool.label}'s device memory is not host-visible here (no CPU DLPack)")
     return pool

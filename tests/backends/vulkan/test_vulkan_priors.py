@@ -1,4 +1,5 @@
-"""Priors by device kind (issue 18 item 3): with nothing measured, a step costs in proportion to
+"""The Vulkan priors by device kind (`backends.vulkan.priors`, issue 18 item 3): a probed link in
+place of the kind's; with nothing measured, a step costs in proportion to
 the bytes it moves, a transfer to the bytes that cross the link, and the backend a workload
 belongs on wins on the first run: the Cpu on lavapipe, the GPU on a discrete device."""
 
@@ -88,3 +89,23 @@ def test_measured_costs_of_this_process_know_the_vulkan_device_kind(tmp_path, mo
         SELECT_FILL, *_select_fill(8192))
     assert program.backend is Backend.Cpu
     assert np.isfinite(program.cost)
+
+
+def test_a_probed_link_replaces_the_kinds_link_and_caps_the_kernels_at_the_devices_copy_rate() -> None:
+    from lazyfuel.backends.vulkan.link_probe import LinkProbe
+
+    probe = LinkProbe(submit_s=2e-5, up_bytes_per_s=3e9, down_bytes_per_s=4e9, pinned_up_bytes_per_s=5e9,
+                      pinned_down_bytes_per_s=6e9, copy_bytes_per_s=7e11)
+    prior = kind_prior("discrete", probe)
+    assert prior.kind == "discrete" and prior.link == probe.link and prior.link.source == "probed"
+    assert prior.kernels.bytes_per_s == 7e11  # the kind's 1e12 capped at the device's copy rate
+    assert prior.kernels.flops_per_s == BY_KIND["discrete"].kernels.flops_per_s
+    assert kind_prior("discrete") is BY_KIND["discrete"]  # no probe: the kind's own prior
+
+
+def test_an_unknown_device_kind_gets_the_default_kernels_over_host_memory() -> None:
+    from lazyfuel.backends.vulkan.priors import KERNELS
+
+    prior = kind_prior("accelerator")
+    assert prior.kind == "accelerator" and prior.kernels == KERNELS
+    assert prior.link == BY_KIND["cpu"].link  # host memory's link

@@ -9,11 +9,10 @@ layer reported anything while it ran (`no_validation_messages` in tests/conftest
 from __future__ import annotations
 
 import pytest
+from vulkan_helpers import POISON
 
 from lazyfuel.backends.vulkan import get_pool, register
 from lazyfuel.backends.vulkan.executor import VulkanExecutor
-
-POISON = 0xA5
 
 
 @pytest.fixture(scope="session")

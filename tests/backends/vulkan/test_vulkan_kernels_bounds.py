@@ -12,8 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import POISON
-from vulkan_helpers import GUARD, PAD, ProgramBuilder, binding, padded, random_array, run_one, same_bits
+from vulkan_helpers import (
+    GUARD,
+    PAD,
+    POISON,
+    ProgramBuilder,
+    binding,
+    padded,
+    random_array,
+    run_one,
+    same_bits,
+)
 from vulkan_helpers import run_kernel as guarded_run
 
 from lazyfuel.contracts.model import OpKind

@@ -9,10 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from conftest import POISON
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from vulkan_helpers import ALL_DTYPES, GUARD, PAD, REPO, carve, padded, random_array, raw, same_bits
+from vulkan_helpers import ALL_DTYPES, GUARD, PAD, POISON, REPO, carve, padded, random_array, raw, same_bits
 
 import lazyfuel as lf
 from lazyfuel.backends.vulkan.kernels import DeviceValue, StatusSlot

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[3]
 VULKAN_MD = REPO / "lazyfuel" / "contracts" / "vulkan.md"
 VARIANTS_MD = REPO / "lazyfuel" / "contracts" / "vulkan_variants.md"
 ALL_DTYPES = tuple(DType)
+POISON = 0xA5  # the byte the session pool's allocator fills fresh device memory with (conftest.py)
 # Bit patterns arithmetic would change: NaNs with payloads, -0.0, the smallest subnormal, -inf.
 SPECIALS = {
     2: [0x7C01, 0xFE42, 0x8000, 0x0001, 0xFC00, 0x7F81, 0x0040],  # f16 and bf16 NaNs, subnormals

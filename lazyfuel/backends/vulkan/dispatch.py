@@ -1,6 +1,6 @@
 """The hot path: recording dispatches, copies and barriers into one command buffer.
 
-Dense on purpose (STYLE.md, "The hot path"): every struct is built once per `Recorder`, every
+Dense on purpose (this is the hot path): every struct is built once per `Recorder`, every
 call goes straight to `vulkan.lib`, and nothing is allocated, logged or validated per call.
 Push-constant bytes are copied by Vulkan at record time, so one scratch buffer serves all calls.
 Work that repeats (the same kernel on the same buffers) can be packed once into `Prepared`

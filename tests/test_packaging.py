@@ -23,3 +23,19 @@ def test_package_data_covers_every_non_python_file() -> None:
     assert data, "expected the contract documents and the SPIR-V under lazyfuel/"
     missed = [str(p) for p in data if not any(p.match(g) for g in globs)]
     assert not missed, f"not in [tool.setuptools.package-data] lazyfuel = {globs}: {missed}"
+
+
+
+OUTSIDE = ("../" + "shared", "DESIGN" + ".md", "STYLE" + ".md")  # spelled apart: this file names none
+
+
+def test_no_tracked_file_points_at_documents_outside_the_repository():
+    # a user's clone has no shared folder beside it: only CI and the fresh-machine tools may name it
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    names = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
+    pointing = [name for name in names.splitlines()
+                if not name.startswith((".ci/", "tools/")) and (root / name).is_file()
+                and any(o in (root / name).read_text(encoding="utf-8", errors="replace") for o in OUTSIDE)]
+    assert pointing == []

@@ -10,20 +10,17 @@ import threading
 
 import numpy as np
 
+from lazyfuel import host_memory as host_memory_module
 from lazyfuel.settings import config
 
-
-def host_memory() -> int:
-    """Bytes of physical memory of this machine."""
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+host_memory = host_memory_module.total  # bytes of physical memory of this machine
 
 
 def read_budget() -> int:
     """The bytes of chunk data the read tasks of one compute may hold at once:
     `lazyfuel.config.read_budget`, a fraction of `host_memory` or a number of bytes. Read when
     the graph is built (in the caller's `lf.config`), carried by each `StoredReader`."""
-    value = config.read_budget
-    return max(1, int(value * host_memory())) if isinstance(value, float) else int(value)
+    return max(1, host_memory_module.budget_bytes(config.read_budget))
 
 
 class ByteBudget:

@@ -38,7 +38,6 @@ device cannot import host memory, nothing is kept.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lazyfuel import host_memory
 from lazyfuel.backends.vulkan.memory import Allocation, VulkanAllocator
 from lazyfuel.layout import _Holder, memory_span
 from lazyfuel.settings import config
@@ -58,21 +58,11 @@ KEEP_MIN = 4 << 20  # smaller spans (indices, masks) are copied: keeping them pi
 SEGMENT = 1 << 30  # an owner is imported in ranges of this many bytes (under maxMemoryAllocationSize)
 
 
-def host_memory_bytes() -> int:
-    """Physical memory of this machine in bytes (0 where unknown)."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
 def kept_budget() -> int:
     """The bytes `KeptImports` may keep imported at once: `config.kept_imports` as a fraction of
     host memory (read now: a VM's memory grows as it is used) or bytes; 0 keeps nothing."""
     value = config.kept_imports
-    if not value:
-        return 0
-    return int(value * host_memory_bytes()) if isinstance(value, float) else int(value)
+    return host_memory.budget_bytes(value) if value else 0
 
 
 def owner_of(span: np.ndarray) -> np.ndarray | None:

@@ -67,7 +67,10 @@ def _sliced(x: Node, key: tuple[int | slice, ...]) -> Node:
     if picked == 0 or picked >= math.prod(x.shape):  # nothing to compute, or nothing saved
         return Slice(x, key)
     if isinstance(x, MaskedFill):  # the mask has the data's shape and chunks (`masked_fill`)
-        return MaskedFill(_sliced(x.data, key), _sliced(x.mask, key), x.value)
+        data, mask = _sliced(x.data, key), _sliced(x.mask, key)
+        # a select's slice keeps the select's own chunks, a view's slice cuts the view's: the
+        # mask follows the data's again
+        return MaskedFill(data, mask if mask.chunks == data.chunks else Rechunk(mask, data.chunks), x.value)
     if isinstance(x, Contiguize):
         return Contiguize(_sliced(x.input, key))
     if isinstance(x, Transpose):

@@ -24,8 +24,9 @@ Workload W2 (`--workloads w2`): 1M random int64 ids (`--w2-ids`) over a (rows, 2
 of `--w2-gib` GiB (4 and 6 by default) in 16 chunks, each configuration in a fresh process with an
 empty judge cache (`LAZYFUEL_CACHE_DIR` a new folder: the planner prices with its priors): lazyfuel
 `compute()` (result to host; what the planner picked, from `lf.explain`) and `compute(device=True)`
-(the result on the GPU), torch on the CPU (`index_select`, all threads), torch gathering on the CPU
-into pinned memory and copying it up (`non_blocking`), numpy `take` on all threads.
+(the result on the GPU; what it picked from `lf.explain(y, device=True)`), torch on the CPU
+(`index_select`, all threads), torch gathering on the CPU into pinned memory and copying it up
+(`non_blocking`), numpy `take` on all threads.
 Seconds of the first compute in that process, then of a second (`again`).
 
 W1's CPU and CuPy peers (once, at the first chunk size): numpy and torch on the CPU with every
@@ -420,7 +421,7 @@ def w2_child(spec: dict[str, Any]) -> int:
     if name.startswith("lazyfuel"):
         on_device = "device=True" in name
         y = lf.index_select(lf.from_array(table, chunks=(-(-rows // W2_CHUNKS), W2_COLS)), 0, ids)
-        found["picked"] = planned(lf.explain(y))
+        found["picked"] = planned(lf.explain(y, device=on_device))
         times, profiles, got = [], [], None
         for _ in range(2):
             with lf.profile() as p:
@@ -475,7 +476,10 @@ def planned(explained: str) -> str:
     runs = next((line for line in lines if line.startswith("program on ")), "?").split(":")[0]
     read = next((line.split(" on ")[0] for line in lines if " read as it is " in line), "")
     chosen = [" ".join(line.lstrip("* ").split()) for line in lines if line.startswith("* ")][:1]
-    return "; ".join(x for x in (runs, *chosen, read) if x)[:150]
+    kept = next((line.split(" (~")[0] for line in lines if line.startswith("result kept on ")), "")
+    if "no program runs" in next((line for line in lines if line.startswith("result kept on ")), ""):
+        return kept[:150]  # the rows streamed up: the program lines are the alternative
+    return "; ".join(x for x in (runs, *chosen, read, kept) if x)[:150]
 
 
 WORKLOADS: dict[str, Callable[[argparse.Namespace, Any, dict[str, Any]], None]] = {

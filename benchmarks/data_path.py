@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w2-gib", default="4,6", help="W2's table sizes, GiB")
     parser.add_argument("--w2-ids", type=int, default=1 << 20, help="W2's number of ids")
     parser.add_argument("--w2-backend", default="auto", help="LAZYFUEL_BACKEND of W2's lazyfuel processes")
+    parser.add_argument("--w2-only", default="", help="run only W2's configurations whose name starts so")
     parser.add_argument("--w2-child", default="", help=argparse.SUPPRESS)  # one W2 configuration (JSON)
     parser.add_argument("--resident-gib", type=float, default=16.0, help="W3/W4: size of resident x")
     parser.add_argument("--resident-chunk-mib", type=int, default=1024, help="W3/W4: chunk size, MiB")
@@ -381,6 +382,7 @@ def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
         configs[2:2] = [f"torch CPU index_select ({torch.get_num_threads()} threads)"]
         if CUDA:
             configs.append("torch CPU index_select into pinned, then .cuda()")
+    configs = [name for name in configs if name.startswith(args.w2_only)]
     rows_out = []
     for gib in (float(g) for g in args.w2_gib.split(",") if g):
         for name in configs:

@@ -79,7 +79,8 @@ def main() -> int:
             best, median = _timed(lambda: y.compute(device=True), args.rounds)
             print(f"| {mib} | {flight} | {best:.1f} | {median:.1f} | |", flush=True)
     pinned = lf.empty_pinned((args.ids, COLS), np.float32)
-    best, median = _timed(lambda: take_rows(table, ids, pinned, split_min=0, piece=4 << 20), args.rounds)
+    best, median = _timed(lambda: take_rows(table, ids, pinned, "clip", split_min=0, piece=4 << 20),
+                          args.rounds)
     print(f"gather alone into page-locked memory (all threads): best {best:.1f} ms, median {median:.1f}")
     try:
         import torch

@@ -68,15 +68,15 @@ def test_no_positions_make_an_empty_block(pool) -> None:
     assert block.shape == (0, 4) and np.asarray(block).shape == (0, 4)
 
 
-def test_a_bad_position_frees_the_block_and_every_piece(pool, small_pieces) -> None:
+def test_a_bad_position_is_refused_naming_it_and_nothing_is_held(pool, small_pieces) -> None:
     source = _source(4000, (64,), np.float32, 2)
     positions = np.arange(4000, dtype=np.int64)[::-1].copy()
-    positions[3000] = 4000  # past the end: numpy's take raises in the piece that holds it
+    positions[3000] = 4000  # past the end: refused before any piece moves
     with in_mode(pool, "staged") as allocator:
         before = allocator.in_use
-        with pytest.raises(IndexError):
+        with pytest.raises(IndexError, match="position 4000 at 3000 is outside the source's 4000 rows"):
             gather_up(pool, source, positions)
-        assert allocator.in_use == before  # the block and the staging of the pieces in flight went back
+        assert allocator.in_use == before
         assert pool.resources()["idle_contexts"] == pool.resources()["contexts"]
 
 

@@ -100,15 +100,23 @@ def test_a_gather_of_k_rows_uploads_about_k_rows(vulkan, bits_equal, op) -> None
     assert p.where and all(backend == "Vulkan" for backend, _ in p.where)
 
 
-def test_a_source_past_the_largest_allocation_works_on_the_device(vulkan, bits_equal) -> None:
+def _past_the_largest_allocation(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A table just over the device's maxMemoryAllocationSize (lavapipe: 2 GiB) whose only rows
+    holding data (and touching memory: pages never touched cost nothing) are at `count` random
+    ids, the first and last row among them; and the ids."""
     from lazyfuel.backends.vulkan import get_pool
 
-    limit = get_pool().info.max_memory_allocation_size
-    rows = limit // ROW + 1024  # just over the limit (lavapipe: 2 GiB); pages never touched cost nothing
+    rows = get_pool().info.max_memory_allocation_size // ROW + 1024
     big = np.empty((rows, 256), np.float32)
-    ids = np.random.default_rng(5).integers(0, rows, 512)
+    ids = np.random.default_rng(seed).integers(0, rows, count)
     ids[:2] = 0, rows - 1
-    big[ids] = _table(len(ids), 6)  # only the touched rows hold data (and touch memory)
+    big[ids] = _table(len(ids), seed + 1)
+    return big, ids
+
+
+def test_a_source_past_the_largest_allocation_works_on_the_device(vulkan, bits_equal) -> None:
+    big, ids = _past_the_largest_allocation(512, 5)
+    rows = len(big)
     y = lf.from_array(big, chunks=(rows // 8 + 1, 256)).index_select(0, ids)
     with lf.profile() as p:
         got = y.compute()
@@ -180,15 +188,8 @@ def test_compute_on_the_device_gathers_the_rows_straight_into_device_memory(vulk
 
 
 def test_compute_on_the_device_of_a_table_past_the_largest_allocation(vulkan, bits_equal) -> None:
-    from lazyfuel.backends.vulkan import get_pool
-
-    limit = get_pool().info.max_memory_allocation_size
-    rows = limit // ROW + 1024  # just over the limit (lavapipe: 2 GiB); pages never touched cost nothing
-    big = np.empty((rows, 256), np.float32)
-    ids = np.random.default_rng(21).integers(0, rows, 600)
-    ids[:2] = 0, rows - 1
-    big[ids] = _table(len(ids), 22)
-    got, p = _streamed_run(big, ids, rows // 8 + 1, "staged")
+    big, ids = _past_the_largest_allocation(600, 21)
+    got, p = _streamed_run(big, ids, len(big) // 8 + 1, "staged")
     bits_equal(got, big[ids])
     assert not p.where and p.bytes_uploaded == len(ids) * ROW, p
 

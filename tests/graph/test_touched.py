@@ -221,3 +221,16 @@ def test_explain_on_the_device_says_the_rows_are_streamed_and_the_bytes_up(vulka
     assert "result kept on Vulkan: gathered on the host into page-locked staging" in text, text
     assert f"{4096 * ROW} bytes up, none down" in text and "no program runs" in text, text
     assert "result kept on" not in lf.explain(y)  # a host result: nothing is kept
+
+
+def test_persisting_on_the_device_streams_the_rows_too(vulkan, bits_equal) -> None:
+    from lazyfuel.backends.vulkan import get_pool
+    from lazyfuel.backends.vulkan.transfer import in_mode
+
+    table = _table(16384, 29)
+    ids = np.random.default_rng(30).integers(0, len(table), 5000)
+    with in_mode(get_pool(), "staged"), lf.profile() as p:
+        kept = lf.from_array(table, chunks=(2048, 256)).index_select(0, ids).persist(device=True)
+        assert not p.where and p.bytes_uploaded == len(ids) * ROW, p  # no program: the rows went up
+        bits_equal(kept.compute(), table[ids])
+        del kept

@@ -46,7 +46,8 @@ from lazyfuel.graph.span import address, owner
 from lazyfuel.settings import config
 
 Home = tuple[Any, int]
-_KEEPING: ContextVar[tuple[str, bool] | None] = ContextVar("lazyfuel_kept_indices", default=None)
+_KEEPING: ContextVar[tuple[str, bool, float | int] | None] = ContextVar("lazyfuel_kept_indices",
+                                                                       default=None)
 _SNAPSHOTS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()  # by id
 
 
@@ -84,8 +85,8 @@ class KeptIndices:
         """The program input made from `origin` (`detail` says which part and how it was moved):
         the kept device block when there is one lying beside `beside` (the select's source: the
         same pool, so an entry of a pool rebuilt since is made again), else `made()`, kept on
-        `home`'s device where it fits under `config.kept_indices` (the host array where it does
-        not, or no holder is there)."""
+        `home`'s device where it fits under the task's `kept_indices` (`keeping`; the host array
+        where it does not, or no holder is there)."""
         key = (id(origin), detail, home)
         with self._lock:
             found = self._entries.get(key)
@@ -93,7 +94,8 @@ class KeptIndices:
                 self._entries.move_to_end(key)
                 return found[0]
         host = made()
-        limit = host_memory.budget_bytes(config.kept_indices)
+        keeping_now = _KEEPING.get()
+        limit = host_memory.budget_bytes(keeping_now[2] if keeping_now else config.kept_indices)
         if host.nbytes == 0 or host.nbytes > limit:
             return host
         holder = base.holder(home[0], home[1])
@@ -145,11 +147,11 @@ def _beside(block: object, source: object) -> bool:
 
 
 @contextmanager
-def keeping(choice: str, resident: bool) -> Iterator[None]:
+def keeping(choice: str, resident: bool, limit: float | int) -> Iterator[None]:
     """Inside: a task builds its inputs for a graph lowered for backend `choice` (`auto` or one
-    backend's name), its result staying on the device where `resident`; outside any, nothing is
-    kept."""
-    token = _KEEPING.set((choice.lower(), resident))
+    backend's name), its result staying on the device where `resident`, under the graph's
+    `kept_indices` value `limit`; outside any, nothing is kept."""
+    token = _KEEPING.set((choice.lower(), resident, limit))
     try:
         yield
     finally:
@@ -159,9 +161,9 @@ def keeping(choice: str, resident: bool) -> Iterator[None]:
 def _wanted(home: Home) -> bool:
     """Whether the task's program runs on `home`'s backend for sure enough to keep indices there."""
     found = _KEEPING.get()
-    if found is None or not config.kept_indices:
+    if found is None or not found[2]:
         return False
-    choice, resident = found
+    choice, resident, _ = found
     return choice == home[0].name.lower() or (choice == "auto" and resident)
 
 
@@ -193,7 +195,8 @@ def one_part(block: Any, parts: Hashable, hit: Callable[[], int | None]) -> int 
     """`hit()` (the one part of a select's source, laid out as `parts` says, that the index
     device block `block` hits, or None), found once per block and layout while `block` lives
     and keeping is on: a block's values never change, so later computes need not read them."""
-    if _KEEPING.get() is None or not config.kept_indices:
+    found = _KEEPING.get()
+    if found is None or not found[2]:
         return hit()
     with _HITS_LOCK:
         known = _HITS.get(block, {})

@@ -291,7 +291,7 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
         kept = config.kept_indices
     inputs: list[Any] = []
     sources = []  # (program input, axis) of each select's source read from chunks in hand
-    with kept_indices.keeping(getattr(runtime, "backend", "auto"), resident), config(kept_indices=kept):
+    with kept_indices.keeping(getattr(runtime, "backend", "auto"), resident, kept):
         for spec in recipe.inputs:
             if isinstance(spec, Gathered):
                 sources.append((len(inputs), spec.axis))

@@ -13,7 +13,7 @@ compute; then the top functions by own time of one compute on the synchronous sc
 index_select + masked_fill_ on the resident tensors is timed beside.
 
     python benchmarks/probes/w3_wall.py [--mib 64] [--chunk-mib 4] [--row-bytes 1024,64]
-        [--rounds 3] [--threads 16] [--modes main,kept,mask resident] [--warm-s 1] [--profile]
+        [--rounds 3] [--threads 1,4,16] [--modes main,kept,mask resident] [--warm-s 1] [--profile]
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def _best(run: Callable[[], Any], rounds: int, warm_s: float) -> tuple[float, li
     return min(times), times
 
 
-def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: int, modes: list[str],
+def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int], modes: list[str],
         profile: bool, warm_s: float) -> None:
     cols = row_bytes // 4
     rows = (mib << 20) // row_bytes
@@ -118,14 +118,14 @@ def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: int, mod
         torch_s, times = _best(partial(_torch_w3, xt, idx_t, mask_t), rounds, warm_s)
         print(f"| torch index_select + masked_fill_ (resident tensors) | {torch_s * 1e3:.2f} | "
               f"{nbytes / torch_s / 1e12:.3f} | {_ms(times)} | - | - | - | - | - | - |")
-    for mode in modes:
+    for mode, n_threads in [(m, t) for m in modes for t in threads]:
         knob = {"kept_indices": 0} if mode == "main" else {}
         m = mask
         if mode == "mask resident":
             m = lf.from_array(mask, chunks=(chunk_rows, 1)).persist(device=True)
         y = x.index_select(0, idx).masked_fill(m, -1.0)
         held: list[Any] = []
-        once = partial(_persisted, y, held, threads)
+        once = partial(_persisted, y, held, n_threads)
         with lf.config(**knob):
             best, times = _best(once, rounds, warm_s)
             COUNTS.clear()
@@ -140,6 +140,7 @@ def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: int, mod
         name = {"main": "kept_indices=0 (main)", "kept": "kept indices (default)",
                 "mask resident": "kept indices, mask persisted (N, 1)"}[mode]
         ratio = f" ({torch_s / best:.2f}x torch)" if torch_s else ""
+        name += f", {n_threads} threads" if len(threads) > 1 else ""
         print(f"| {name}{ratio} | {best * 1e3:.2f} | {nbytes / best / 1e12:.3f} | "
               f"{_ms(times)} | {p.programs} | {p.device_seconds * 1e3:.1f} | "
               f"{kernel * 1e3:.1f} | {p.bytes_uploaded / 2**20:.1f} / {p.bytes_downloaded / 2**20:.1f} | "
@@ -180,7 +181,7 @@ def main() -> None:
     parser.add_argument("--chunk-mib", type=int, default=4)
     parser.add_argument("--row-bytes", default="1024,64")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--threads", default="16", help="comma-separated dask thread counts")
     parser.add_argument("--modes", default="main,kept,mask resident",
                         help="comma-separated: main (kept_indices=0), kept, mask resident")
     parser.add_argument("--warm-s", type=float, default=1.0)
@@ -189,7 +190,8 @@ def main() -> None:
     _count_device_calls()
     modes = [m for m in args.modes.split(",") if m]
     for row_bytes in [int(b) for b in args.row_bytes.split(",") if b]:
-        run(args.mib, args.chunk_mib, row_bytes, args.rounds, args.threads, modes, args.profile, args.warm_s)
+        run(args.mib, args.chunk_mib, row_bytes, args.rounds, [int(t) for t in args.threads.split(",") if t],
+            modes, args.profile, args.warm_s)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def _best(run: Callable[[], Any], rounds: int, warm_s: float) -> tuple[float, li
     return min(times), times
 
 
-def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int], modes: list[str],
+def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int | None], modes: list[str],
         profile: bool, warm_s: float) -> None:
     cols = row_bytes // 4
     rows = (mib << 20) // row_bytes
@@ -140,7 +140,7 @@ def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int
         name = {"main": "kept_indices=0 (main)", "kept": "kept indices (default)",
                 "mask resident": "kept indices, mask persisted (N, 1)"}[mode]
         ratio = f" ({torch_s / best:.2f}x torch)" if torch_s else ""
-        name += f", {n_threads} threads" if len(threads) > 1 else ""
+        name += f", {n_threads or 'default'} threads" if len(threads) > 1 else ""
         print(f"| {name}{ratio} | {best * 1e3:.2f} | {nbytes / best / 1e12:.3f} | "
               f"{_ms(times)} | {p.programs} | {p.device_seconds * 1e3:.1f} | "
               f"{kernel * 1e3:.1f} | {p.bytes_uploaded / 2**20:.1f} / {p.bytes_downloaded / 2**20:.1f} | "
@@ -164,11 +164,12 @@ def _torch_w3(xt: Any, idx_t: Any, mask_t: Any) -> Any:
     return torch.index_select(xt, 0, idx_t).masked_fill_(mask_t, -1.0)
 
 
-def _persisted(y: lf.Array, held: list[Any], threads: int) -> None:
-    """`y.persist(device=True)` into `held`, the last result let go first (as a loop's
-    `out = None; out = y.persist(...)` does)."""
+def _persisted(y: lf.Array, held: list[Any], threads: int | None) -> None:
+    """`y.persist(device=True)` into `held` on `threads` dask threads (None: lazyfuel's default),
+    the last result let go first (as a loop's `out = None; out = y.persist(...)` does)."""
     held.clear()
-    held.append(y.persist(device=True, scheduler="threads", num_workers=threads))
+    held.append(y.persist(device=True) if threads is None else
+                y.persist(device=True, scheduler="threads", num_workers=threads))
 
 
 def _ms(times: list[float]) -> str:
@@ -181,7 +182,8 @@ def main() -> None:
     parser.add_argument("--chunk-mib", type=int, default=4)
     parser.add_argument("--row-bytes", default="1024,64")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", default="16", help="comma-separated dask thread counts")
+    parser.add_argument("--threads", default="16",
+                        help="comma-separated dask thread counts; `default`: none given (lazyfuel's choice)")
     parser.add_argument("--modes", default="main,kept,mask resident",
                         help="comma-separated: main (kept_indices=0), kept, mask resident")
     parser.add_argument("--warm-s", type=float, default=1.0)
@@ -190,7 +192,8 @@ def main() -> None:
     _count_device_calls()
     modes = [m for m in args.modes.split(",") if m]
     for row_bytes in [int(b) for b in args.row_bytes.split(",") if b]:
-        run(args.mib, args.chunk_mib, row_bytes, args.rounds, [int(t) for t in args.threads.split(",") if t],
+        threads = [None if t == "default" else int(t) for t in args.threads.split(",") if t]
+        run(args.mib, args.chunk_mib, row_bytes, args.rounds, threads,
             modes, args.profile, args.warm_s)
 
 

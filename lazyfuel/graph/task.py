@@ -296,8 +296,8 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
             if isinstance(spec, Gathered):
                 sources.append((len(inputs), spec.axis))
             inputs.extend(spec.arrays(args))
-    if recipe.chain is None:
-        out = inputs[0]
+    if recipe.chain is None:  # views only: a view of a device block comes back as numpy
+        out = np.asarray(inputs[0]) if getattr(recipe.inputs[0], "views", ()) else inputs[0]
     else:
         inputs = _touched(runtime, recipe.chain, inputs, sources)
         handover = recipe.export and not recipe.post

@@ -58,8 +58,14 @@ class Part:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         chunk = args[self.arg]
-        if not self.views and crossing.is_device_chunk(chunk):
-            return [chunk]  # left on the device for the next program (`graph.crossing`)
+        if crossing.is_device_chunk(chunk):
+            if not self.views:
+                return [chunk]  # left on the device for the next program (`graph.crossing`)
+            viewed = getattr(chunk, "viewed", None)  # a resident block seen through the views in place
+            layout = view_layout(Layout.contiguous(chunk.shape), self.views)
+            found = None if viewed is None else viewed(layout)
+            if found is not None:
+                return [found]
         return [apply_views(np.asarray(chunk), self.views)]
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:

@@ -218,7 +218,7 @@ class ResidentBlock(CArrayMeta):
         return f"ResidentBlock(shape={self.shape}, dtype={self.dtype}, {self.pool.label}, {where})"
 
 
-class ResidentView:
+class ResidentView(CArrayMeta):
     """A view (`layout`, in elements from the block's first) of a `ResidentBlock`: what a task's
     program input is where it reads a resident block through a broadcast or a transpose (a
     persisted (N, 1) mask broadcast to its data's shape). The executor binds the block's memory
@@ -231,13 +231,9 @@ class ResidentView:
         self.block, self.layout = block, layout
         self.shape, self.dtype, self.pool = layout.shape, block.dtype, block.pool
 
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: math.prod(self.shape))
-    nbytes = property(lambda self: self.size * self.dtype.itemsize)
-
     @property
     def strides(self) -> tuple[int, ...]:
-        """The layout's strides in bytes, as numpy gives them."""
+        """The layout's strides in bytes, as numpy gives them (not C-contiguous ones)."""
         return tuple(s * self.dtype.itemsize for s in self.layout.strides)
 
     @property

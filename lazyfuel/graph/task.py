@@ -45,7 +45,7 @@ from lazyfuel import layout as layouts
 from lazyfuel.backends import base
 from lazyfuel.backends.base import executor
 from lazyfuel.dtypes import DType
-from lazyfuel.graph import crossing
+from lazyfuel.graph import crossing, kept_indices
 from lazyfuel.graph.device_blocks import (  # noqa: F401 (re-exported)
     DevicePiece,
     block_holder,
@@ -301,19 +301,21 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
     """The block (written into `into` when given: then `into` is returned)."""
     if math.prod(recipe.shape) == 0:
         return np.empty(recipe.shape, recipe.dtype)
+    with runtime.applied():
+        # views of a kept block are downloaded, but a gather's reshape sees it as it lies
+        resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
+        kept = config.kept_indices
     inputs: list[Any] = []
     sources = []  # (program input, axis) of each select's source read from chunks in hand
-    for spec in recipe.inputs:
-        if isinstance(spec, Gathered):
-            sources.append((len(inputs), spec.axis))
-        inputs.extend(spec.arrays(args))
-    if recipe.chain is None:
-        out = inputs[0]
+    with kept_indices.keeping(getattr(runtime, "backend", "auto"), resident, kept):
+        for spec in recipe.inputs:
+            if isinstance(spec, Gathered):
+                sources.append((len(inputs), spec.axis))
+            inputs.extend(spec.arrays(args))
+    if recipe.chain is None:  # views only: a view of a device block comes back as numpy
+        out = np.asarray(inputs[0]) if getattr(recipe.inputs[0], "views", ()) else inputs[0]
     else:
         handover = recipe.export and not recipe.post
-        with runtime.applied():
-            # views of a kept block are downloaded, but a gather's reshape sees it as it lies
-            resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
         out = _streamed(runtime, recipe, inputs) if resident and into is None else None
         if out is None:
             inputs = _touched(runtime, recipe.chain, inputs, sources)

@@ -100,6 +100,12 @@ class VulkanExecutor:
         return seconds
 
     @property
+    def queue_count(self) -> int:
+        """How many queues the pool submits programs to (`queues.py`): as many programs run at
+        once on the device (`graph.resident.device_workers`)."""
+        return len(self.pool.queues)
+
+    @property
     def transfer_mode(self) -> str:
         """How the pool moves host arrays (`memtypes.Mode`: direct, staged, import, zero-copy)."""
         return self.pool.allocator.mode.value

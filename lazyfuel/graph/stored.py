@@ -33,6 +33,7 @@ import numpy as np
 from lazyfuel import windowed
 from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph import file_spans
 from lazyfuel.graph.byte_ranges import (  # noqa: F401 (re-exported)
     GAP_BYTES,
     RANGE_BYTES,
@@ -260,7 +261,7 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     try:
         file = _local_file(store_path)
         if file is not None:
-            absent = _read_file_spans(file, spans, place, None if checked is None else checked[2])
+            absent = _read_file_spans(file, spans, place, None if checked is None else checked[2], taken)
         else:
             absent = sync(_read_spans(store_path, spans, place))
     except _WrongLength as err:
@@ -283,26 +284,21 @@ class _WrongLength(Exception):
 
 
 def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
-                     place: Callable[[int, slice, np.ndarray], None], length: int | None = None) -> int:
-    """Read each span of `file` into one kept buffer and `place` it; how many spans are absent
-    (all of them when the file is: a chunk never written). `_WrongLength` when `length` is given
-    and the file is not that long."""
+                     place: Callable[[int, slice, np.ndarray], None], length: int | None = None,
+                     room: int = RANGE_BYTES) -> int:
+    """Read each span of `file` and `place` it, several at once within `room` bytes
+    (`file_spans.read_file_spans`); how many spans are absent (all of them when the file is: a
+    chunk never written). `_WrongLength` when `length` is given and the file is not that long."""
     try:
         fd = os.open(file, os.O_RDONLY)
     except FileNotFoundError:
         return len(spans)
-    scratch = SCRATCH.take(RANGE_BYTES)
     try:
         if length is not None and os.fstat(fd).st_size != length:
             raise _WrongLength(os.fstat(fd).st_size)
-        for lo, hi, part in spans:
-            view = scratch[:hi - lo]
-            if os.preadv(fd, [view], lo) != hi - lo:
-                raise OSError(f"zarr chunk {file} is shorter than its rows ({hi} bytes)")
-            place(lo, part, view)
+        file_spans.read_file_spans(fd, file, spans, place, room)
     finally:
         os.close(fd)
-        SCRATCH.give(scratch)
     return 0
 
 

@@ -45,6 +45,9 @@ HERE = Path(__file__).resolve().parent
 READERS = ("lazyfuel", "dask", "tensorstore", "zarr")
 EXTRA_READERS = ("lazyfuel-to-zarr", "cat")  # asked for by name: to a zarr store; cat of the chunk files
 MODULES = {"lazyfuel": "zarr", "lazyfuel-to-zarr": "zarr", "cat": "zarr", "dask": "dask.array"}  # each needs
+STARTUP = {"lazyfuel": ("dask.array", "zarr"), "lazyfuel-to-zarr": ("dask.array", "zarr"),
+           "dask": ("dask.array", "zarr"), "tensorstore": ("tensorstore",), "zarr": ("zarr",),
+           "cat": ("zarr",)}  # imported before the clock: every reader's libraries, its store's format's too
 CODECS = ("raw", "zstd", "blosc", "sharded")
 ORDERS = ("sorted", "random")
 DROP = Path("/proc/sys/vm/drop_caches")
@@ -152,7 +155,8 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
         from lazyfuel.api import DefaultRuntime
 
         DefaultRuntime.current().planner()
-    __import__(MODULES.get(reader, reader) if reader in ("tensorstore", "zarr", "cat") else "dask.array")
+    for module in STARTUP[reader]:
+        __import__(module)
     if reader in ("lazyfuel", "lazyfuel-to-zarr", "dask"):  # dask imports distributed on first compute
         import importlib.util
 

@@ -11,7 +11,8 @@ renames the old output back). A file is replaced by `os.replace` (atomic over an
 
 `clean_leftovers(target)`, called before every write to `target`, removes the temporary names
 and old copies of `target` whose writing process is dead on this machine (a SIGKILL, a power
-cut): only names of exactly this form, and only empty folders, zarr stores and plain files.
+cut): only names of exactly this form, and only plain files, zarr stores and folders holding no
+more than zarr's half-written first metadata (`.partial`).
 Names of live processes are left alone (they may still be writing).
 """
 
@@ -26,6 +27,9 @@ import shutil
 from pathlib import Path
 
 ZARR_METADATA = ("zarr.json", ".zarray", ".zgroup")
+_METADATA_BEING_WRITTEN = re.compile(r"(zarr|\.zarray|\.zgroup|\.zattrs)\.[0-9a-f]{32}\.partial")
+"""What zarr's local store leaves of metadata it was writing when killed: it writes each file under
+`NAME.<uuid hex>.partial` (`zarr.json`: `zarr.<hex>.partial`) and renames it into place."""
 _counter = itertools.count()
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -114,12 +118,16 @@ def discard_own(target: Path) -> None:
 
 
 def _ours(entry: Path) -> bool:
-    """What a lazyfuel writer leaves: a plain file, an empty folder or a zarr store."""
+    """What a lazyfuel writer leaves: a plain file, a zarr store, or a folder that holds nothing
+    but the metadata zarr was writing when the writer was killed (empty, or only zarr's
+    `.partial` files of it: a kill while the first `zarr.json` was written)."""
     if entry.is_symlink():
         return False
     if entry.is_file():
         return True
-    return entry.is_dir() and (is_zarr_store(entry) or not any(entry.iterdir()))
+    return entry.is_dir() and (is_zarr_store(entry) or all(
+        _METADATA_BEING_WRITTEN.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+        for e in os.scandir(entry)))
 
 
 def remove(path: Path) -> None:

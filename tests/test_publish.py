@@ -142,6 +142,39 @@ def test_an_old_copy_is_deleted_when_the_target_is_there_and_foreign_things_are_
     assert publish.clean_leftovers(tmp_path / "no" / "folder") == []
 
 
+KILLED_WRITING_METADATA = """
+import os, signal, sys
+from pathlib import Path
+from zarr.storage._local import _atomic_write
+folder = Path(sys.argv[1]) / f".out.zarr.tmp-{os.getpid()}-0"
+folder.mkdir()
+with _atomic_write(folder / sys.argv[2], "wb") as f:  # zarr's own write of a metadata file
+    f.write(b'{"zarr_format": 3, "node_type": "arr')
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)  # killed before zarr renames it into place
+"""
+
+
+@pytest.mark.parametrize("metadata", ["zarr.json", ".zarray"])
+def test_a_writer_killed_while_zarr_wrote_its_first_metadata_leaves_what_the_next_cleans(tmp_path, metadata):
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITING_METADATA, str(tmp_path), metadata])
+    assert killed.returncode == -9
+    (left,) = tmp_path.iterdir()
+    assert [e.name.endswith(".partial") for e in left.iterdir()] == [True]  # zarr's temporary name
+    assert publish.clean_leftovers(tmp_path / "out.zarr") == [left]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_of_other_partial_files_is_not_ours(tmp_path):
+    dead = dead_pid()
+    foreign = tmp_path / f".out.zarr.tmp-{dead}-0"
+    foreign.mkdir()
+    (foreign / "notes.0123456789abcdef0123456789abcdef.partial").write_text("x")
+    (tmp_path / f".out.zarr.tmp-{dead}-1").mkdir()
+    (tmp_path / f".out.zarr.tmp-{dead}-1" / f"zarr.{'0' * 32}.partial").mkdir()  # a folder, not zarr's file
+    assert publish.clean_leftovers(tmp_path / "out.zarr") == []
+
+
 def test_discard_own_removes_only_this_processs_temporaries(tmp_path):
     target = tmp_path / "out.npy"
     mine = publish.temp_path(target)

@@ -13,7 +13,8 @@ renames the old output back). A file is replaced by `os.replace` (atomic over an
 and old copies of `target` whose writing process is dead on this machine (a SIGKILL, a power
 cut): only names of exactly this form, and only plain files, zarr stores and folders holding no
 more than zarr's half-written first metadata (`.partial`).
-Names of live processes are left alone (they may still be writing).
+Names of live processes are left alone (they may still be writing), unless that process started
+after the name last changed (a reused pid).
 """
 
 from __future__ import annotations
@@ -85,6 +86,38 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def process_start(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch, to about a second), or None where
+    /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[-1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _writer_alive(pid: int, entry: Path) -> bool:
+    """Whether the process that named `entry` may still be writing it: `pid` runs and did not
+    start after `entry` last changed (a process that started later only reuses the number of a
+    dead writer: pids wrap at /proc/sys/kernel/pid_max, 32768 by default)."""
+    if not process_alive(pid):
+        return False
+    started = process_start(pid)
+    try:
+        changed = entry.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    return started is None or started <= changed + PID_REUSE_SLACK_S
+
+
+PID_REUSE_SLACK_S = 2.0
+"""Seconds a process may seem to have started after its own temporary name last changed
+(/proc/stat's boot time is whole seconds)."""
+
+
 def clean_leftovers(target: Path) -> list[Path]:
     """Remove what killed writers of `target` left beside it; the paths removed or restored.
 
@@ -98,7 +131,7 @@ def clean_leftovers(target: Path) -> list[Path]:
     done = []
     for entry in sorted(parent.iterdir()):
         found = pattern.fullmatch(entry.name)
-        if found is None or process_alive(int(found.group(2))) or not _ours(entry):
+        if found is None or _writer_alive(int(found.group(2)), entry) or not _ours(entry):
             continue
         if found.group(1) == "old" and not os.path.lexists(target):
             os.rename(entry, target)

@@ -128,6 +128,21 @@ def test_leftovers_of_dead_writers_are_removed_or_restored_and_live_ones_kept(tm
     assert running.exists() and not stale.exists() and not empty.exists()
 
 
+def test_a_leftover_named_after_a_pid_a_later_process_reuses_is_cleaned(tmp_path):
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        reused = zarr_store(tmp_path / f".out.zarr.tmp-{later.pid}-0", "half")
+        running = zarr_store(tmp_path / f".out.zarr.tmp-{later.pid}-1", "being written")  # changed now
+        hour_ago = time.time() - 3600  # last changed long before `later` started: not its writer
+        os.utime(reused, (hour_ago, hour_ago))
+        assert publish.process_start(later.pid) > hour_ago
+        assert publish.clean_leftovers(tmp_path / "out.zarr") == [reused]
+        assert running.exists() and not reused.exists()
+    finally:
+        later.kill()
+        later.wait()
+
+
 def test_an_old_copy_is_deleted_when_the_target_is_there_and_foreign_things_are_left(tmp_path):
     target = zarr_store(tmp_path / "out.zarr", "current")
     dead = dead_pid()

@@ -21,6 +21,7 @@ by `lazyfuel.config.read_budget` (`read_budget`): a task waits for its share bef
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -365,3 +366,41 @@ def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ..
     into[at(first)] = as_native(read_rows(reader, reader.positions.astype(np.int64)))
     if repeats.size:
         into[at(repeats)] = into[at(sources)]
+
+
+def direct_array(select: Any) -> Any:
+    """`select` as a dask array (its own chunks) read straight from its zarr store into one
+    buffer of its shape by `direct_reads`, each output block ready as soon as the read tasks of
+    the source blocks that give it rows have run (sorted indices: a few each, so the first blocks
+    can be written while the rest are read); None where `direct_reads` does not apply. The buffer
+    is the whole result: for a result within `read_budget` (`to_zarr` cuts larger ones into
+    slabs first)."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    into = np.empty(select.shape, select.dtype)
+    found = direct_reads(select, into)
+    if found is None:
+        return None
+    graph, keys = found
+    d, out_chunks = select.dim, select.chunks
+    along = ch.Axis(out_chunks[d])
+    grid = [list(zip(ch.starts(c), (*ch.starts(c)[1:], sum(c)))) for c in out_chunks]
+    needs: dict[tuple[int, ...], list] = {}
+    for key in keys:
+        _, _, _, region, moves = graph[key]
+        hit = np.unique(along.ids(np.concatenate(moves[:2]))).tolist()
+        spans = [hit if a == d else [b for b, (lo, hi) in enumerate(grid[a]) if lo < region[a].stop
+                                     and region[a].start < hi] for a in range(select.ndim)]
+        for block in itertools.product(*spans):
+            needs.setdefault(block, []).append(key)
+    name = f"lazyfuel-zarr-blocks-{tokenize(select.name, id(into))}"
+    for block in itertools.product(*(range(len(c)) for c in out_chunks)):
+        graph[(name, *block)] = (_block_of, into, ch.block_slices(out_chunks, block), needs.get(block, []))
+    return da.Array(graph, name, out_chunks, dtype=select.dtype)
+
+
+def _block_of(into: np.ndarray, region: tuple[slice, ...], _done: list) -> np.ndarray:
+    """The task of one block of `direct_array`: its part of `into`, once the reads it waits for
+    (`_done`: their results, None each) have run."""
+    return into[region]

@@ -226,6 +226,8 @@ def main() -> None:
     parser.add_argument("--orders", default=",".join(ORDERS))
     parser.add_argument("--codecs", default=",".join(CODECS), help=f"comma-separated of {', '.join(CODECS)}")
     parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the readers this many times, alternating (ratios of medians and bests)")
     parser.add_argument("--warm", action="store_true", help="keep the page cache (do not drop it)")
     parser.add_argument("--keep", action="store_true", help="keep the stores in --dir afterwards")
     parser.add_argument("--json", help="also write every result to this file")
@@ -272,7 +274,7 @@ def main() -> None:
                 want = reference(stores["raw"], idx, (rows, cols), chunk_rows)
                 for codec in codecs:
                     base = {"codec": codec, "rows": count, "order": order}
-                    for reader in readers:
+                    for reader in readers * args.repeat:
                         got = measure(reader, stores[codec], idx_path, drop, args.timeout)
                         info = {**base, "reader": reader, **got}
                         results.append(info)
@@ -298,14 +300,28 @@ def line_of(info: dict[str, Any], want: str) -> str:
 
 
 def ratios(results: list[dict[str, Any]], case: dict[str, Any]) -> None:
-    """lazyfuel's time over dask's and TensorStore's for one case (targets 0.7 and 1.0)."""
-    got = {r["reader"]: r for r in results if all(r[k] == v for k, v in case.items()) and "wall_s" in r}
-    if "lazyfuel" not in got:
+    """lazyfuel's time over dask's and TensorStore's for one case (targets 0.7 and 1.0): of the
+    medians and of the bests when a reader ran more than once (`--repeat`), with every time."""
+    times: dict[str, list[float]] = {}
+    for r in results:
+        if all(r[k] == v for k, v in case.items()) and "wall_s" in r:
+            times.setdefault(r["reader"], []).append(r["wall_s"])
+    if "lazyfuel" not in times:
         return
-    parts = [f"{other} {got['lazyfuel']['wall_s'] / got[other]['wall_s']:.2f}x (target <= {target})"
-             for other, target in (("dask", 0.7), ("tensorstore", 1.0)) if other in got]
+    mine = times["lazyfuel"]
+
+    def listed(ts: list[float]) -> str:
+        return ", ".join(f"{t:.2f}" for t in ts)
+
+    parts = []
+    for other, target in (("dask", 0.7), ("tensorstore", 1.0)):
+        if other in times:
+            theirs = times[other]
+            spread = (f" (best {min(mine) / min(theirs):.2f}x; lazyfuel {listed(mine)} s, {other} "
+                      f"{listed(theirs)} s)") if len(mine) + len(theirs) > 2 else ""
+            parts.append(f"{other} {np.median(mine) / np.median(theirs):.2f}x (target <= {target}){spread}")
     if parts:
-        print(f"{'':24s} lazyfuel / " + ", ".join(parts))
+        print(f"{'':24s} lazyfuel / " + "; ".join(parts))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ elements lie in, `read_elements`):
 - a chunk stored as its raw bytes (zarr v2 without compressor or filters in C order, v3 with the
   `bytes` codec alone), selected along its first axis: only the byte ranges of the touched rows,
   neighbouring ranges merged when the gap between them is under `GAP_BYTES` (one read beats many
-  small ones), all ranges of the task requested at once through zarr's async store API;
+  small ones), a local file's read with several spans in flight (`graph.file_spans`), other
+  stores' through zarr's async store API, `SPANS_IN_FLIGHT` at a time;
 - anything else (compressed chunks, sharded stores, other axes): zarr's orthogonal selection of
   the rows in the block's region, which decodes each touched chunk once (a sharded store: only
   the touched inner chunks, zarr's partial decode) and keeps only the rows.

@@ -327,7 +327,8 @@ def ratios(results: list[dict[str, Any]], case: dict[str, Any]) -> None:
                           if len(a) + len(b) > 2 else "")
                 parts.append(f"{other} {np.median(a) / np.median(b):.2f}x (target <= {target}){spread}")
         if parts:
-            print(f"{'':24s} {mine} / " + "; ".join(parts))
+            label = f"{case['codec']:8s} {case['rows']:7d} {case['order']:6s}"
+            print(f"{label} {mine} / " + "; ".join(parts))
 
 
 if __name__ == "__main__":

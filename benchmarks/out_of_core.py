@@ -43,8 +43,13 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 READERS = ("lazyfuel", "dask", "tensorstore", "zarr")
-EXTRA_READERS = ("lazyfuel-to-zarr", "cat")  # asked for by name: to a zarr store; cat of the chunk files
-MODULES = {"lazyfuel": "zarr", "lazyfuel-to-zarr": "zarr", "cat": "zarr", "dask": "dask.array"}  # each needs
+EXTRA_READERS = ("lazyfuel-to-zarr", "cat", "cat-parallel")  # by name: to zarr; cat of the chunk files
+MODULES = {"lazyfuel": "zarr", "lazyfuel-to-zarr": "zarr", "cat": "zarr", "cat-parallel": "zarr",
+           "dask": "dask.array"}  # each needs
+STARTUP = {"lazyfuel": ("dask.array", "zarr"), "lazyfuel-to-zarr": ("dask.array", "zarr"),
+           "dask": ("dask.array", "zarr"), "tensorstore": ("tensorstore",), "zarr": ("zarr",),
+           "cat": ("zarr",), "cat-parallel": ("zarr",)}  # imported before the clock (its store's format too)
+CAT_STREAMS = 4  # cat-parallel: this many cats at once (the disk's speed with reads in flight)
 CODECS = ("raw", "zstd", "blosc", "sharded")
 ORDERS = ("sorted", "random")
 DROP = Path("/proc/sys/vm/drop_caches")
@@ -132,12 +137,16 @@ def read_rows(reader: str, store: str, idx: np.ndarray) -> np.ndarray:
         lf.index_select(lf.from_zarr(store), 0, idx).to_zarr(out, overwrite=True, compressors=None)
         got = zarr.open_array(out, mode="r")
         return got  # type: ignore[return-value]  # read back after the clock stops
-    if reader == "cat":  # the touched chunk files (no sharding), read by cat into /dev/null
+    if reader in ("cat", "cat-parallel"):  # the touched chunk files (no sharding) into /dev/null
         import zarr
 
         arr = zarr.open_array(store, mode="r")
         files = [f"{store}/c/{c}/0" for c in np.unique(idx // arr.chunks[0])]
-        subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+        streams = CAT_STREAMS if reader == "cat-parallel" else 1  # every streams-th file each
+        cats = [subprocess.Popen(["cat", *files[i::streams]], stdout=subprocess.DEVNULL)
+                for i in range(streams)]
+        if any(c.wait() for c in cats):
+            raise SystemExit("cat failed")
         return np.empty((0,), np.float32)
     raise SystemExit(f"unknown reader {reader!r}; known: {', '.join(READERS + EXTRA_READERS)}")
 
@@ -152,7 +161,8 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
         from lazyfuel.api import DefaultRuntime
 
         DefaultRuntime.current().planner()
-    __import__(MODULES.get(reader, reader) if reader in ("tensorstore", "zarr", "cat") else "dask.array")
+    for module in STARTUP[reader]:
+        __import__(module)
     if reader in ("lazyfuel", "lazyfuel-to-zarr", "dask"):  # dask imports distributed on first compute
         import importlib.util
 
@@ -222,6 +232,8 @@ def main() -> None:
     parser.add_argument("--orders", default=",".join(ORDERS))
     parser.add_argument("--codecs", default=",".join(CODECS), help=f"comma-separated of {', '.join(CODECS)}")
     parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the readers this many times, alternating (ratios of medians and bests)")
     parser.add_argument("--warm", action="store_true", help="keep the page cache (do not drop it)")
     parser.add_argument("--keep", action="store_true", help="keep the stores in --dir afterwards")
     parser.add_argument("--json", help="also write every result to this file")
@@ -268,7 +280,7 @@ def main() -> None:
                 want = reference(stores["raw"], idx, (rows, cols), chunk_rows)
                 for codec in codecs:
                     base = {"codec": codec, "rows": count, "order": order}
-                    for reader in readers:
+                    for reader in readers * args.repeat:
                         got = measure(reader, stores[codec], idx_path, drop, args.timeout)
                         info = {**base, "reader": reader, **got}
                         results.append(info)
@@ -287,21 +299,36 @@ def line_of(info: dict[str, Any], want: str) -> str:
     if "error" in info:
         return f"{head} failed: {info['error']}"
     t, mb = info["wall_s"], 1e6
-    info["equal"] = "n/a" if info["reader"] == "cat" else info["sha256"] == want
+    info["equal"] = "n/a" if info["reader"].startswith("cat") else info["sha256"] == want
     return (f"{head} {t:7.2f} {info['out_bytes'] / mb / t:11.1f} {info['disk_bytes'] / mb / t:9.1f} "
             f"{info['disk_bytes'] / mb:8.0f} {info['read_call_bytes'] / mb:8.0f} {info['peak_rss_mb']:11.0f}"
             f"  {info['equal']}")
 
 
 def ratios(results: list[dict[str, Any]], case: dict[str, Any]) -> None:
-    """lazyfuel's time over dask's and TensorStore's for one case (targets 0.7 and 1.0)."""
-    got = {r["reader"]: r for r in results if all(r[k] == v for k, v in case.items()) and "wall_s" in r}
-    if "lazyfuel" not in got:
-        return
-    parts = [f"{other} {got['lazyfuel']['wall_s'] / got[other]['wall_s']:.2f}x (target <= {target})"
-             for other, target in (("dask", 0.7), ("tensorstore", 1.0)) if other in got]
-    if parts:
-        print(f"{'':24s} lazyfuel / " + ", ".join(parts))
+    """lazyfuel's time over dask's and TensorStore's for one case (targets 0.7 and 1.0), and
+    lazyfuel-to-zarr's over cat's (target 1.1): of the medians and of the bests when a reader ran
+    more than once (`--repeat`), with every time."""
+    times: dict[str, list[float]] = {}
+    for r in results:
+        if all(r[k] == v for k, v in case.items()) and "wall_s" in r:
+            times.setdefault(r["reader"], []).append(r["wall_s"])
+
+    def listed(ts: list[float]) -> str:
+        return ", ".join(f"{t:.2f}" for t in ts)
+
+    for mine, others in (("lazyfuel", (("dask", 0.7), ("tensorstore", 1.0), ("cat", 1.1))),
+                         ("lazyfuel-to-zarr", (("cat", 1.1), ("cat-parallel", 1.1)))):
+        parts = []
+        for other, target in others:
+            if mine in times and other in times:
+                a, b = times[mine], times[other]
+                spread = (f" (best {min(a) / min(b):.2f}x; {mine} {listed(a)} s, {other} {listed(b)} s)"
+                          if len(a) + len(b) > 2 else "")
+                parts.append(f"{other} {np.median(a) / np.median(b):.2f}x (target <= {target}){spread}")
+        if parts:
+            label = f"{case['codec']:8s} {case['rows']:7d} {case['order']:6s}"
+            print(f"{label} {mine} / " + "; ".join(parts))
 
 
 if __name__ == "__main__":

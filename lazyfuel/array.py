@@ -26,7 +26,7 @@ from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
 from lazyfuel.graph.resident import assembled, device_workers, on_device
-from lazyfuel.graph.stored import read_budget
+from lazyfuel.graph.stored import direct_array, read_budget
 from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
 from lazyfuel.settings import config
@@ -248,9 +248,9 @@ class Array:
         cut = write_slabs(self._node, read_budget()) if compute else None  # a select larger than read_budget
         if cut is not None:  # written slab by slab, each lowered when its turn comes
             whole = da.empty(self.shape, dtype=self.dtype, chunks=tuple(max(c) for c in self.chunks))
-            slabs = (cut[0], ((start, Array(part).to_dask()) for start, part in cut[1]))
+            slabs = (cut[0], ((start, _written(part)) for start, part in cut[1]))
             return zarr_io.write(whole, url, component, overwrite, compute, kwargs, slabs)
-        arr = self.to_dask()
+        arr = _written(self._node) if compute else self.to_dask()
         if not all(_regular(c) for c in arr.chunks):
             arr = arr.rechunk(tuple(max(c) for c in arr.chunks))
         return zarr_io.write(arr, url, component, overwrite, compute, kwargs)
@@ -333,6 +333,14 @@ def _check_out_apart(out: np.ndarray, node: Node) -> None:
         raise ValueError(f"out shares memory with {role} (shape {a.shape}, {a.dtype}), which this "
                          "computation reads while it writes out; pass a new array (or a copy of the "
                          "input), or call compute() without out=")
+
+
+def _written(node: Node) -> da.Array:
+    """The dask array `to_zarr` writes of `node`: a lone select over a zarr store read straight
+    into one buffer (`stored.direct_array`: blocks written as soon as their rows are in), else
+    its lowering."""
+    direct = direct_array(node)
+    return direct if direct is not None else Array(node).to_dask()
 
 
 def _regular(axis_chunks: tuple[int, ...]) -> bool:

@@ -11,8 +11,10 @@ renames the old output back). A file is replaced by `os.replace` (atomic over an
 
 `clean_leftovers(target)`, called before every write to `target`, removes the temporary names
 and old copies of `target` whose writing process is dead on this machine (a SIGKILL, a power
-cut): only names of exactly this form, and only empty folders, zarr stores and plain files.
-Names of live processes are left alone (they may still be writing).
+cut): only names of exactly this form, and only plain files, zarr stores and folders holding no
+more than zarr's half-written first metadata (`.partial`).
+Names of live processes are left alone (they may still be writing), unless that process started
+after the name last changed (a reused pid).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import shutil
 from pathlib import Path
 
 ZARR_METADATA = ("zarr.json", ".zarray", ".zgroup")
+_METADATA_BEING_WRITTEN = re.compile(r"(zarr|\.zarray|\.zgroup|\.zattrs)\.[0-9a-f]{32}\.partial")
+"""What zarr's local store leaves of metadata it was writing when killed: it writes each file under
+`NAME.<uuid hex>.partial` (`zarr.json`: `zarr.<hex>.partial`) and renames it into place."""
 _counter = itertools.count()
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -81,6 +86,38 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def process_start(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch, to about a second), or None where
+    /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[-1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _writer_alive(pid: int, entry: Path) -> bool:
+    """Whether the process that named `entry` may still be writing it: `pid` runs and did not
+    start after `entry` last changed (a process that started later only reuses the number of a
+    dead writer: pids wrap at /proc/sys/kernel/pid_max, 32768 by default)."""
+    if not process_alive(pid):
+        return False
+    started = process_start(pid)
+    try:
+        changed = entry.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    return started is None or started <= changed + PID_REUSE_SLACK_S
+
+
+PID_REUSE_SLACK_S = 2.0
+"""Seconds a process may seem to have started after its own temporary name last changed
+(/proc/stat's boot time is whole seconds)."""
+
+
 def clean_leftovers(target: Path) -> list[Path]:
     """Remove what killed writers of `target` left beside it; the paths removed or restored.
 
@@ -94,7 +131,7 @@ def clean_leftovers(target: Path) -> list[Path]:
     done = []
     for entry in sorted(parent.iterdir()):
         found = pattern.fullmatch(entry.name)
-        if found is None or process_alive(int(found.group(2))) or not _ours(entry):
+        if found is None or _writer_alive(int(found.group(2)), entry) or not _ours(entry):
             continue
         if found.group(1) == "old" and not os.path.lexists(target):
             os.rename(entry, target)
@@ -114,12 +151,16 @@ def discard_own(target: Path) -> None:
 
 
 def _ours(entry: Path) -> bool:
-    """What a lazyfuel writer leaves: a plain file, an empty folder or a zarr store."""
+    """What a lazyfuel writer leaves: a plain file, a zarr store, or a folder that holds nothing
+    but the metadata zarr was writing when the writer was killed (empty, or only zarr's
+    `.partial` files of it: a kill while the first `zarr.json` was written)."""
     if entry.is_symlink():
         return False
     if entry.is_file():
         return True
-    return entry.is_dir() and (is_zarr_store(entry) or not any(entry.iterdir()))
+    return entry.is_dir() and (is_zarr_store(entry) or all(
+        _METADATA_BEING_WRITTEN.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+        for e in os.scandir(entry)))
 
 
 def remove(path: Path) -> None:

@@ -166,14 +166,54 @@ def _crcs(arr: da.Array, z: Any, offset: tuple[int, ...], name: str) -> da.Array
 def _write_block(block: np.ndarray, z: Any, offset: tuple[int, ...], block_info: dict | None = None
                  ) -> np.ndarray:
     """Write one block (exactly one zarr chunk, at `offset` plus its place in its array); the
-    crc32c of its values, one per block."""
+    crc32c of its values, one per block. A whole raw chunk of a local store is written as its
+    file straight from the block (`_raw_chunk_file`), else through zarr."""
     assert block_info is not None
     location = block_info[0]["array-location"]
     region = tuple(slice(o + start, o + stop) for o, (start, stop) in zip(offset, location))
     values = np.asarray(block, dtype=z.dtype, order="C")
+    crc = integrity.values_crc(values)
     if values.size:
-        z[region] = values
-    return np.full((1,) * block.ndim, integrity.values_crc(values), np.uint32)
+        file = _raw_chunk_file(z, region, values.dtype)
+        if file is None:
+            z[region] = values
+        else:
+            _write_file(file, [values.reshape(-1).view(np.uint8), crc.to_bytes(4, "little")])
+    return np.full((1,) * block.ndim, crc, np.uint32)
+
+
+def _raw_chunk_file(z: Any, region: tuple[slice, ...], dtype: np.dtype) -> str | None:
+    """The file of the chunk `region` is when writing it needs no codec of zarr's: a v3 array of a
+    local store whose chunks are their raw bytes in `dtype`'s byte order followed by their
+    crc32c (what `compressors=None` makes here: `bytes` then `crc32c`), `region` one whole
+    chunk; else None. Such a chunk file is the values' bytes and then their crc32c, little-endian
+    (zarr's `crc32c` codec), so it is written in one `writev`, without zarr's copies."""
+    from lazyfuel.graph.zarr_chunks import _local_file, _trailer, raw_dtype
+
+    if z.metadata.zarr_format != 3 or _trailer(z) != 4 or raw_dtype(z) != dtype:
+        return None
+    chunks = tuple(z.chunks)
+    if any(r.start % c or r.stop - r.start != c for r, c in zip(region, chunks)):
+        return None  # an edge chunk (zarr pads it) or not one chunk
+    coords = tuple(r.start // c for r, c in zip(region, chunks))
+    return _local_file(z.async_array.store_path / z.metadata.encode_chunk_key(coords))
+
+
+def _write_file(file: str, parts: list[Any]) -> None:
+    """Write `parts` (buffers) one after another as the whole of `file`, its folders made."""
+    os.makedirs(os.path.dirname(file), exist_ok=True)
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        views = [memoryview(p).cast("B") for p in parts]
+        while views:
+            done = os.writev(fd, views)
+            while views and done >= len(views[0]):
+                done -= len(views[0])
+                views.pop(0)
+            if views:
+                views[0] = views[0][done:]
+    finally:
+        os.close(fd)
 
 
 def _finish(crcs: np.ndarray, z: Any, temp: Path | None, root: Path | None, component: str | None

@@ -128,6 +128,21 @@ def test_leftovers_of_dead_writers_are_removed_or_restored_and_live_ones_kept(tm
     assert running.exists() and not stale.exists() and not empty.exists()
 
 
+def test_a_leftover_named_after_a_pid_a_later_process_reuses_is_cleaned(tmp_path):
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        reused = zarr_store(tmp_path / f".out.zarr.tmp-{later.pid}-0", "half")
+        running = zarr_store(tmp_path / f".out.zarr.tmp-{later.pid}-1", "being written")  # changed now
+        hour_ago = time.time() - 3600  # last changed long before `later` started: not its writer
+        os.utime(reused, (hour_ago, hour_ago))
+        assert publish.process_start(later.pid) > hour_ago
+        assert publish.clean_leftovers(tmp_path / "out.zarr") == [reused]
+        assert running.exists() and not reused.exists()
+    finally:
+        later.kill()
+        later.wait()
+
+
 def test_an_old_copy_is_deleted_when_the_target_is_there_and_foreign_things_are_left(tmp_path):
     target = zarr_store(tmp_path / "out.zarr", "current")
     dead = dead_pid()
@@ -140,6 +155,39 @@ def test_an_old_copy_is_deleted_when_the_target_is_there_and_foreign_things_are_
     assert publish.clean_leftovers(target) == [old]
     assert (target / "c" / "0").read_text() == "current" and foreign.exists() and link.is_symlink()
     assert publish.clean_leftovers(tmp_path / "no" / "folder") == []
+
+
+KILLED_WRITING_METADATA = """
+import os, signal, sys
+from pathlib import Path
+from zarr.storage._local import _atomic_write
+folder = Path(sys.argv[1]) / f".out.zarr.tmp-{os.getpid()}-0"
+folder.mkdir()
+with _atomic_write(folder / sys.argv[2], "wb") as f:  # zarr's own write of a metadata file
+    f.write(b'{"zarr_format": 3, "node_type": "arr')
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)  # killed before zarr renames it into place
+"""
+
+
+@pytest.mark.parametrize("metadata", ["zarr.json", ".zarray"])
+def test_a_writer_killed_while_zarr_wrote_its_first_metadata_leaves_what_the_next_cleans(tmp_path, metadata):
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITING_METADATA, str(tmp_path), metadata])
+    assert killed.returncode == -9
+    (left,) = tmp_path.iterdir()
+    assert [e.name.endswith(".partial") for e in left.iterdir()] == [True]  # zarr's temporary name
+    assert publish.clean_leftovers(tmp_path / "out.zarr") == [left]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_of_other_partial_files_is_not_ours(tmp_path):
+    dead = dead_pid()
+    foreign = tmp_path / f".out.zarr.tmp-{dead}-0"
+    foreign.mkdir()
+    (foreign / "notes.0123456789abcdef0123456789abcdef.partial").write_text("x")
+    (tmp_path / f".out.zarr.tmp-{dead}-1").mkdir()
+    (tmp_path / f".out.zarr.tmp-{dead}-1" / f"zarr.{'0' * 32}.partial").mkdir()  # a folder, not zarr's file
+    assert publish.clean_leftovers(tmp_path / "out.zarr") == []
 
 
 def test_discard_own_removes_only_this_processs_temporaries(tmp_path):

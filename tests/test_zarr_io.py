@@ -34,3 +34,34 @@ def test_what_a_write_cannot_honour_is_refused_by_name(tmp_path) -> None:
     zarr_io.write(arr, str(tmp_path / "e.zarr"), None, False, True, {})
     with pytest.raises(FileExistsError):
         zarr_io.write(arr, str(tmp_path / "e.zarr"), None, False, True, {})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "<u2", "int8", "float64", "complex64", "bool"])
+def test_whole_raw_chunks_are_written_as_their_files_byte_for_byte_as_zarr_writes_them(tmp_path, bits_equal,
+                                                                                       monkeypatch, dtype):
+    import zarr
+    from zarr.codecs import BytesCodec, Crc32cCodec
+
+    rng = np.random.default_rng(62)
+    data = (rng.standard_normal((70, 12)) * 100).astype(dtype)  # 70 rows in chunks of 16: an edge chunk
+    through_zarr = []
+    original = zarr.Array.__setitem__
+
+    def counted(self, key, value):  # type: ignore[no-untyped-def]
+        through_zarr.append(key)
+        return original(self, key, value)
+
+    monkeypatch.setattr(zarr.Array, "__setitem__", counted)
+    url = tmp_path / "out.zarr"
+    zarr_io.write(da.from_array(data, chunks=(16, 12)), str(url), None, False, True, {"compressors": None})
+    assert len(through_zarr) == 1  # only the edge chunk (zarr pads it) went through zarr's codecs
+    monkeypatch.setattr(zarr.Array, "__setitem__", original)
+    bits_equal(zarr_io.read(str(url)).compute(), data)  # each chunk checked against the marker's crc32c
+    bits_equal(zarr.open_array(str(url), mode="r")[...], data)  # zarr checks each chunk's own crc32c
+    ref = zarr.create_array(store=str(tmp_path / "ref.zarr"), shape=data.shape, dtype=data.dtype,
+                            chunks=(16, 12), serializer=BytesCodec(), compressors=[Crc32cCodec()],
+                            config={"write_empty_chunks": True})
+    ref[...] = data
+    for chunk in range(5):
+        assert (url / "c" / str(chunk) / "0").read_bytes() == (tmp_path / "ref.zarr" / "c" / str(chunk) / "0"
+                                                              ).read_bytes()

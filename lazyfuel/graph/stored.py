@@ -9,7 +9,8 @@ elements lie in, `read_elements`):
 - a chunk stored as its raw bytes (zarr v2 without compressor or filters in C order, v3 with the
   `bytes` codec alone), selected along its first axis: only the byte ranges of the touched rows,
   neighbouring ranges merged when the gap between them is under `GAP_BYTES` (one read beats many
-  small ones), all ranges of the task requested at once through zarr's async store API;
+  small ones), a local file's read with several spans in flight (`graph.file_spans`), other
+  stores' through zarr's async store API, `SPANS_IN_FLIGHT` at a time;
 - anything else (compressed chunks, sharded stores, other axes): zarr's orthogonal selection of
   the rows in the block's region, which decodes each touched chunk once (a sharded store: only
   the touched inner chunks, zarr's partial decode) and keeps only the rows.
@@ -21,6 +22,7 @@ by `lazyfuel.config.read_budget` (`read_budget`): a task waits for its share bef
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -33,6 +35,7 @@ import numpy as np
 from lazyfuel import windowed
 from lazyfuel.dtypes import as_native
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph import file_spans
 from lazyfuel.graph.byte_ranges import (  # noqa: F401 (re-exported)
     GAP_BYTES,
     RANGE_BYTES,
@@ -260,7 +263,7 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     try:
         file = _local_file(store_path)
         if file is not None:
-            absent = _read_file_spans(file, spans, place, None if checked is None else checked[2])
+            absent = _read_file_spans(file, spans, place, None if checked is None else checked[2], taken)
         else:
             absent = sync(_read_spans(store_path, spans, place))
     except _WrongLength as err:
@@ -283,26 +286,21 @@ class _WrongLength(Exception):
 
 
 def _read_file_spans(file: str, spans: Sequence[tuple[int, int, slice]],
-                     place: Callable[[int, slice, np.ndarray], None], length: int | None = None) -> int:
-    """Read each span of `file` into one kept buffer and `place` it; how many spans are absent
-    (all of them when the file is: a chunk never written). `_WrongLength` when `length` is given
-    and the file is not that long."""
+                     place: Callable[[int, slice, np.ndarray], None], length: int | None = None,
+                     room: int = RANGE_BYTES) -> int:
+    """Read each span of `file` and `place` it, several at once within `room` bytes
+    (`file_spans.read_file_spans`); how many spans are absent (all of them when the file is: a
+    chunk never written). `_WrongLength` when `length` is given and the file is not that long."""
     try:
         fd = os.open(file, os.O_RDONLY)
     except FileNotFoundError:
         return len(spans)
-    scratch = SCRATCH.take(RANGE_BYTES)
     try:
         if length is not None and os.fstat(fd).st_size != length:
             raise _WrongLength(os.fstat(fd).st_size)
-        for lo, hi, part in spans:
-            view = scratch[:hi - lo]
-            if os.preadv(fd, [view], lo) != hi - lo:
-                raise OSError(f"zarr chunk {file} is shorter than its rows ({hi} bytes)")
-            place(lo, part, view)
+        file_spans.read_file_spans(fd, file, spans, place, room)
     finally:
         os.close(fd)
-        SCRATCH.give(scratch)
     return 0
 
 
@@ -369,3 +367,41 @@ def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ..
     into[at(first)] = as_native(read_rows(reader, reader.positions.astype(np.int64)))
     if repeats.size:
         into[at(repeats)] = into[at(sources)]
+
+
+def direct_array(select: Any) -> Any:
+    """`select` as a dask array (its own chunks) read straight from its zarr store into one
+    buffer of its shape by `direct_reads`, each output block ready as soon as the read tasks of
+    the source blocks that give it rows have run (sorted indices: a few each, so the first blocks
+    can be written while the rest are read); None where `direct_reads` does not apply. The buffer
+    is the whole result: for a result within `read_budget` (`to_zarr` cuts larger ones into
+    slabs first)."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    into = np.empty(select.shape, select.dtype)
+    found = direct_reads(select, into)
+    if found is None:
+        return None
+    graph, keys = found
+    d, out_chunks = select.dim, select.chunks
+    along = ch.Axis(out_chunks[d])
+    grid = [list(zip(ch.starts(c), (*ch.starts(c)[1:], sum(c)))) for c in out_chunks]
+    needs: dict[tuple[int, ...], list] = {}
+    for key in keys:
+        _, _, _, region, moves = graph[key]
+        hit = np.unique(along.ids(np.concatenate(moves[:2]))).tolist()
+        spans = [hit if a == d else [b for b, (lo, hi) in enumerate(grid[a]) if lo < region[a].stop
+                                     and region[a].start < hi] for a in range(select.ndim)]
+        for block in itertools.product(*spans):
+            needs.setdefault(block, []).append(key)
+    name = f"lazyfuel-zarr-blocks-{tokenize(select.name, id(into))}"
+    for block in itertools.product(*(range(len(c)) for c in out_chunks)):
+        graph[(name, *block)] = (_block_of, into, ch.block_slices(out_chunks, block), needs.get(block, []))
+    return da.Array(graph, name, out_chunks, dtype=select.dtype)
+
+
+def _block_of(into: np.ndarray, region: tuple[slice, ...], _done: list) -> np.ndarray:
+    """The task of one block of `direct_array`: its part of `into`, once the reads it waits for
+    (`_done`: their results, None each) have run."""
+    return into[region]

@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import zarr
+from dask.core import flatten
 from zarr.storage import LocalStore, WrapperStore
 
 import lazyfuel as lf
@@ -198,6 +199,28 @@ def test_to_zarr_of_a_select_over_a_zarr_store_is_bit_equal(tmp_path, bits_equal
     y.to_zarr(tmp_path / "out.zarr")
     bits_equal(zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[...], data[idx])
     bits_equal(lf.index_select(y, 0, np.arange(499, -1, -1)).compute(), data[idx[::-1]])  # not direct
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [(2, "raw"), (3, "raw"), (3, "zstd"), (3, "sharded")])
+def test_to_zarr_reads_rows_straight_into_blocks_each_waiting_for_its_own_reads(tmp_path, bits_equal, fmt,
+                                                                                codec):
+    data = table(14)
+    make_store(tmp_path / "t.zarr", data, fmt, codec)
+    rng = np.random.default_rng(15)
+    for idx in (np.sort(rng.integers(0, SHAPE[0], 900)), rng.integers(0, SHAPE[0], 900),
+                np.repeat(np.sort(rng.integers(0, SHAPE[0], 300)), 3)):
+        y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+        arr = stored.direct_array(y._node)
+        assert arr.chunks == y.chunks
+        graph = dict(arr.__dask_graph__())
+        reads = [k for k in graph if k[0].startswith("lazyfuel-zarr-rows-")]
+        waits = [len(graph[k][3]) for k in flatten(arr.__dask_keys__())]
+        if bool(np.all(np.diff(idx) >= 0)):  # sorted: each block waits for the few chunks its rows lie in
+            assert max(waits) < len(reads) and sum(waits) < 2 * len(reads)
+        bits_equal(arr.compute(), data[idx])
+        y.to_zarr(tmp_path / "out.zarr", overwrite=True)
+        bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), data[idx])
+    assert stored.direct_array(lf.index_select(y, 0, np.arange(10))._node) is None  # not straight over zarr
 
 
 def gather_ids(seed: int, shape: tuple[int, ...], extent: int, order: str) -> np.ndarray:

@@ -207,7 +207,7 @@ def test_an_fft_declared_bitwise_is_run_in_smaller_batches() -> None:
 
 @pytest.mark.skipif(not HAS_VULKAN, reason="no Vulkan device here")
 def test_a_vulkan_binding_dispatching_the_wrong_fill_fails() -> None:
-    from lazyfuel.backends.vulkan.kernels import MaskedFillKernel
+    from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel
 
     class WrongFill(MaskedFillKernel):
         """The real masked_fill shader, recorded with the fill value's lowest bit flipped."""

@@ -3,8 +3,9 @@
 The H200 run of `data_path.py --workloads w3` gave 0.81 TB/s at 1 KiB rows where the kernels alone
 reach ~4.2 TB/s. This probe runs the same chain over resident blocks under each kernel choice the
 planner has (`lf.config(pin_kernels=...)`: its own pick, the fused select_fill, the pair), with
-the mask as a user gives it ((N, 1), widened on the device by a Contiguize step) and already full
-((N, C), resident: no Contiguize, no upload). It prints each round's `lf.profile` (dispatches,
+the mask as a user gives it ((N, 1): read in place by the `*_broadcast` kernels,
+`contracts/vulkan_broadcast.md`; on main it was widened on the device by a Contiguize step) and
+already full ((N, C), resident: no upload). It prints each round's `lf.profile` (dispatches,
 kernel and device seconds, bindings) and TB/s of x read + y written; block 0 is checked bitwise.
 
     python benchmarks/probes/w3_kernels.py --gib 4 --chunk-mib 1024 --row-bytes 1024,64
@@ -20,7 +21,9 @@ import numpy as np
 import lazyfuel as lf
 from lazyfuel.graph.resident import held_blocks
 
-CHOICES = {"planner's pick": (), "select_fill": ("select_fill",), "pair": ("index_select", "masked_fill")}
+# each choice pins the kernels reading a contiguous mask and those reading a broadcast one in place
+CHOICES = {"planner's pick": (), "select_fill": ("select_fill", "select_fill_broadcast"),
+           "pair": ("index_select", "masked_fill", "masked_fill_broadcast")}
 
 
 def run(gib: float, chunk_mib: int, row_bytes: int, rounds: int) -> None:
@@ -33,7 +36,7 @@ def run(gib: float, chunk_mib: int, row_bytes: int, rounds: int) -> None:
     idx = np.concatenate([s + rng.permutation(min(chunk_rows, rows - s)) for s in range(0, rows, chunk_rows)])
     row_mask = rng.random((rows, 1)) < 0.5
     full = np.ascontiguousarray(np.broadcast_to(row_mask, (rows, cols)))
-    masks = {"mask (N, 1)": row_mask,  # as a user gives it: the planner widens it on the device
+    masks = {"mask (N, 1)": row_mask,  # as a user gives it: read in place (a broadcast view)
              "mask (N, C) resident": lf.from_array(full, chunks=(chunk_rows, cols)).persist(device=True)}
     want = np.where(row_mask[:chunk_rows], np.float32(-1), host[idx[:chunk_rows]])
     for mask_name, mask in masks.items():

@@ -58,9 +58,15 @@ uvec4 selector(MASKWORD m) {
 // first: run r has extent mask_ext[r] and repeats every mask_div[r] elements of the output, so
 // element el's byte lies at sum over r of ((el / mask_div[r]) % mask_ext[r]) * (the extents of
 // the runs inside r). MASK_RUNS (constant 6, at most 4) runs are read; the rest are not there.
+// Two divisions the host knows are not needed are folded away: MASK_INNER_DENSE (constant 7)
+// says run 0 is the output's innermost dim (mask_div[0] is 1: a column mask), MASK_OUTER_DENSE
+// (constant 8) that the last run is its outermost (no broadcast dim outside it: a row mask), whose
+// modulo is then a clamp (which keeps the padding past the last element inside the mask).
 const uint MASK_DENSE = 0u, MASK_PER_WORD = 1u, MASK_WORDS = 2u, MASK_PER_ELEMENT = 3u;
 layout(constant_id = 5) const uint MASK_MODE = MASK_DENSE;
 layout(constant_id = 6) const uint MASK_RUNS = 0u;
+layout(constant_id = 7) const bool MASK_INNER_DENSE = false;
+layout(constant_id = 8) const bool MASK_OUTER_DENSE = false;
 const uint MAX_MASK_RUNS = 4u;
 const uint ELEMENTS_PER_WORD = 16u / WIDTH;
 
@@ -69,7 +75,10 @@ const uint ELEMENTS_PER_WORD = 16u / WIDTH;
     {                                                                           \
         uint off_ = 0u, scale_ = 1u;                                            \
         for (uint r_ = 0u; r_ < MASK_RUNS; ++r_) {                              \
-            off_ += uint(((el) / U(divs[r_])) % U(exts[r_])) * scale_;          \
+            U q_ = (MASK_INNER_DENSE && r_ == 0u) ? (el) : (el) / U(divs[r_]);  \
+            uint digit_ = (MASK_OUTER_DENSE && r_ + 1u == MASK_RUNS)            \
+                ? uint(min(q_, U(exts[r_] - 1u))) : uint(q_ % U(exts[r_]));     \
+            off_ += digit_ * scale_;                                            \
             scale_ *= exts[r_];                                                 \
         }                                                                       \
         result = off_;                                                          \

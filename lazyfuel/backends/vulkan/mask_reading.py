@@ -33,6 +33,8 @@ class MaskReading:
 
     mode: int
     runs: tuple[tuple[int, int], ...] = ()
+    inner_dense: bool = False  # run 0 is the output's innermost dim (its divisor is 1)
+    outer_dense: bool = False  # the last run is the output's outermost dim (no broadcast outside it)
 
     @property
     def divs(self) -> list[int]:
@@ -43,9 +45,9 @@ class MaskReading:
         return [e for _, e in self.runs] + [1] * (MAX_MASK_RUNS - len(self.runs))
 
     @property
-    def spec(self) -> tuple[int, int]:
-        """Specialisation constants 5 (mode) and 6 (runs read)."""
-        return self.mode, len(self.runs)
+    def spec(self) -> tuple[int, int, int, int]:
+        """Specialisation constants 5 (mode), 6 (runs read), 7 and 8 (`inner_dense`, `outer_dense`)."""
+        return self.mode, len(self.runs), int(self.inner_dense), int(self.outer_dense)
 
 
 def mask_reading(layout: Layout, width: int) -> MaskReading | None:
@@ -70,6 +72,8 @@ def mask_reading(layout: Layout, width: int) -> MaskReading | None:
     if len(runs) > MAX_MASK_RUNS or scale >= _LIMIT or any(d >= _LIMIT for d, _ in runs):
         return None
     innermost = (flat.shape[-1], flat.strides[-1]) if flat.shape else (period, 0)
+    ends = {"inner_dense": bool(runs) and innermost[1] != 0,
+            "outer_dense": bool(runs) and flat.strides[0] != 0}
     if innermost[0] % per_word == 0:
-        return MaskReading(PER_WORD if innermost[1] == 0 else WORDS, tuple(runs))
-    return MaskReading(PER_ELEMENT, tuple(runs))
+        return MaskReading(PER_WORD if innermost[1] == 0 else WORDS, tuple(runs), **ends)
+    return MaskReading(PER_ELEMENT, tuple(runs), **ends)

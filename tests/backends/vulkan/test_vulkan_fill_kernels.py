@@ -1,6 +1,7 @@
 """masked_fill and select_fill reading a broadcast mask in place (`fill_kernels`, `mask_reading`,
 `contracts/vulkan_broadcast.md`; issue 18, W3): bit-equal to numpy's `np.where(mask, fill, x[idx])`
-for every dtype, row, column and (1, 1) masks, ranks 2-4, both memory modes, 64-bit positions, on
+for every dtype, row, column and (1, 1) masks, ranks 1-4, both memory modes and both mappings of
+positions to invocations (lavapipe's and a GPU's), 64-bit positions, on
 the poisoned pool; one dispatch and only the small mask uploaded; a mask breaking the caps is
 refused. Through the lazy API: resident data, masks as numpy, lazyfuel and
 resident arrays, mask chunks that do not line up with the data's, and the plan with no Contiguize
@@ -25,7 +26,7 @@ from lazyfuel.planner.chain import Chain, OpNode
 from lazyfuel.planner.program import Program, Step
 from lazyfuel.providers import default_registry
 
-pytestmark = pytest.mark.usefixtures("memory_mode")
+pytestmark = pytest.mark.usefixtures("memory_mode", "mapping")  # storage / address x CPU / GPU mapping
 
 
 def binding(op: OpKind, dtypes: tuple[DType, ...], kernel: str):
@@ -221,11 +222,12 @@ def test_resident_data_and_masks_given_every_way(vulkan, w3, given):
     text = lf.explain(y)
     assert "Contiguize step(s) inserted" not in text and "= Contiguize(" not in text
     assert "masked_fill_broadcast [lazyfuel-glsl-broadcast]" in text
+    assert "bytes per link: Vulkan up 640 B (2 array(s))" in text  # per block: 128 indices, 128 mask bytes
     with lf.profile() as p:
         kept = y.persist(device=True)
     same_bits(kept.compute(), want)
     assert "Contiguize" not in str(p)
-    assert p.bytes_uploaded <= idx.size * 4 + mask.size * 16  # indices and the small mask only
+    assert p.bytes_uploaded == idx.size * 4 + mask.size  # the indices and the small mask, nothing more
 
 
 def test_a_column_mask_over_chunks_of_both_axes(vulkan):

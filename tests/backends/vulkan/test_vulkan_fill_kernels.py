@@ -237,3 +237,11 @@ def test_a_column_mask_over_chunks_of_both_axes(vulkan):
     y = lf.from_array(host, chunks=(32, 16)).masked_fill(lf.from_array(mask, chunks=(1, 24)), 2.0)
     assert "= Contiguize(" not in lf.explain(y)
     same_bits(y.compute(), where(mask, np.array([2.0], np.float16), host))
+
+
+@pytest.mark.parametrize("cols", [8, 5], ids=["rows-of-words", "odd-rows"])
+@pytest.mark.parametrize("kind", MASKS)
+def test_nothing_outside_the_output_is_written(pool, kind, cols):
+    """The kernel recorded by hand with guard bytes around every buffer and the output poisoned:
+    the output's bytes are numpy's, the guards after it untouched (the last 16-byte word covers
+    padding inside the rounded buffer only), the small mask read where it lies."""

@@ -131,6 +131,9 @@ def test_sixty_four_bit_positions(executor):
             fill, value = fill_of(DType.F16, rng)
             (got,) = executor.run(masked_fill_program(data, mask, fill), [data, mask])
             same_bits(got, where(mask, value, data))
+            idx = rng.integers(0, 40, 40).astype(np.uint32)  # rows of 48 bytes: whole words
+            (got,) = executor.run(select_fill_program(data, idx, mask, fill, 0), [data, idx, mask])
+            same_bits(got, where(mask, value, data[idx]))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

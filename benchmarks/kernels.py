@@ -29,11 +29,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lazyfuel.backends.vulkan.kernels as kmod
 from lazyfuel.backends.vulkan import get_pool
 from lazyfuel.backends.vulkan.copy_kernels import ContiguizeKernel
+from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel
 from lazyfuel.backends.vulkan.kernels import (
     DeviceValue,
     GatherKernel,
     IndexSelectKernel,
-    MaskedFillKernel,
     StatusSlot,
     bind,
 )

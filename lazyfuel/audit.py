@@ -7,7 +7,9 @@ executor over its op kind's cases (`OpSpec.cases`, and `view_cases` where the bi
 the view: see `lazyfuel.ops`; select family: ranks 1-3, odd extents, every dim; FFTs:
 power-of-two, composite and prime lengths, 1-D and batched along the last axis and axis 0, norms
 backward / ortho / forward, cropped and zero-padded `n`; both: transposed, reversed, offset and
-broadcast sources), and compares each result with the op's full-semantics numpy reference
+broadcast sources; a binding whose `mask` input accepts a broadcast view: each case again with the
+mask a broadcast of its first column, of its first row and of one element), and compares each
+result with the op's full-semantics numpy reference
 (`OpSpec.reference`; the FFTs' in double precision) by the op's comparison (`OpSpec.compare`):
 
 - select family and Contiguize, element by element: `max_ulp`, `max_relative`, `max_absolute` (all
@@ -26,6 +28,7 @@ with their bits. Nothing is mocked: kernels run on the real devices. `lazyfuel a
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +47,21 @@ from lazyfuel.registry import Binding, Registry
 
 Inputs = list[np.ndarray]
 Attrs = dict[str, Any]
+
+
+# a mask seen as a broadcast of a smaller one (`Case.view` names them; they apply to the input named
+# "mask"): of its first element along the last axis (a row mask), along the first (a column mask)
+# and of one element
+MASK_VIEWS = ("mask-row", "mask-column", "mask-one")
+
+
+def _mask_view(name: str, m: np.ndarray) -> np.ndarray:
+    """`m` as a broadcast view of a dense copy of the slice `name` says (see `MASK_VIEWS`)."""
+    if m.ndim == 0:
+        return m
+    one = m.reshape(-1)[:1].reshape((1,) * m.ndim)
+    small = {"mask-row": m[..., :1], "mask-column": m[:1], "mask-one": one}[name]
+    return np.broadcast_to(np.ascontiguousarray(small), m.shape)
 
 
 def _view(name: str, a: np.ndarray) -> np.ndarray:
@@ -142,7 +160,14 @@ class _Auditor:
         native = b.contract.caps.awkward_layout_strategy is AwkwardLayoutStrategy.native_strided
         spec = spec_for(b.op_kind)
         plain, views = spec.cases, spec.view_cases
-        return list(plain) + ([c for c in views if self._accepts(c)] if native else [])
+        masks = [dataclasses.replace(c, view=v) for v in MASK_VIEWS for c in plain if self._mask_views()]
+        return list(plain) + ([c for c in views if self._accepts(c)] if native else []) + masks
+
+    def _mask_views(self) -> bool:
+        """Whether the binding has a `mask` input whose caps accept a broadcast view."""
+        probe = Layout.of(np.broadcast_to(np.zeros((2, 1), np.bool_), (2, 2)))
+        return any(spec.name == "mask" and spec.layout.violation(probe) is None
+                   for spec in self.binding.contract.inputs)
 
     def _accepts(self, case: Case) -> bool:
         probe = _view(case.view, np.zeros(case.shape, np.uint8))
@@ -156,7 +181,11 @@ class _Auditor:
     def check(self, case: Case) -> Failure | None:
         b = self.binding
         inputs, attrs = make_inputs(b, case.shape, case.dim, self.rng, case.n_indices, dict(case.attrs))
-        inputs[0] = _view(case.view, inputs[0])
+        if case.view in MASK_VIEWS:
+            at = [spec.name for spec in b.contract.inputs].index("mask")
+            inputs[at] = _mask_view(case.view, inputs[at])
+        else:
+            inputs[0] = _view(case.view, inputs[0])
         spec = spec_for(b.op_kind)
         expected = spec.reference(inputs, attrs)
         try:

@@ -10,6 +10,8 @@
 // element (WIDTH bytes) of it whose mask byte is set takes the fill's bits (mask.glsl), as
 // masked_fill.comp does. An index >= dim_size writes nothing and records its position j in the
 // select's status slot. Device addresses only (five buffers; the storage-buffer set has four).
+// A mask broadcast from a smaller array is read in place (mask.glsl: MASK_MODE and the runs in
+// mask_div / mask_ext): a row mask (N, 1) over rows of whole words costs one byte per word.
 #define OWN_BUFFERS
 #include "common.glsl"
 #include "mask.glsl"
@@ -26,12 +28,17 @@ layout(push_constant) uniform Params {
     uint R;           // words per row
     uint n_idx;
     uint dim_size;
+    uint mask_div[4]; // the mask's dense runs (mask.glsl), innermost first
+    uint mask_ext[4];
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer OneVec4 { uvec4 w; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer OneU32 { uint v; };
 layout(buffer_reference, std430, buffer_reference_align = MASK_BYTES) buffer OneMask { MASKWORD m; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Status { uint first_bad; };
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer OneMaskByte { uint8_t b; };
+#define LOAD_MASK_WORD(i) OneMask(p.mask + uint64_t(i) * uint64_t(MASK_BYTES)).m
+#define LOAD_MASK_BYTE(i) OneMaskByte(p.mask + uint64_t(i)).b
 
 // U: the position type, 32-bit unless WIDE (source and output words < 2**32).
 #define SELECT_FILL(U)                                                          \
@@ -48,7 +55,8 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer Status { uin
         }                                                                       \
         U from = ((t / U(p.n_idx)) * U(p.dim_size) + U(v)) * U(p.R) + e % U(p.R); \
         uvec4 data = OneVec4(p.src + uint64_t(from) * 16ul).w;                  \
-        uvec4 sel = selector(OneMask(p.mask + uint64_t(e) * uint64_t(MASK_BYTES)).m); \
+        uvec4 sel;                                                              \
+        MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                        \
         OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
     }
 

@@ -17,6 +17,7 @@ from lazyfuel.audit import audit
 from lazyfuel.backends.cpu import fft, kernels
 from lazyfuel.cli import main
 from lazyfuel.contracts.model import Backend, OpKind
+from lazyfuel.ops import spec_for
 from lazyfuel.providers import CONTRACTS_DIR, available_backends, default_registry
 from lazyfuel.registry import KernelRef, Registry, register_link_registry
 from lazyfuel.registry.signature import op_signature
@@ -207,7 +208,7 @@ def test_an_fft_declared_bitwise_is_run_in_smaller_batches() -> None:
 
 @pytest.mark.skipif(not HAS_VULKAN, reason="no Vulkan device here")
 def test_a_vulkan_binding_dispatching_the_wrong_fill_fails() -> None:
-    from lazyfuel.backends.vulkan.kernels import MaskedFillKernel
+    from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel
 
     class WrongFill(MaskedFillKernel):
         """The real masked_fill shader, recorded with the fill value's lowest bit flipped."""
@@ -228,6 +229,40 @@ def test_a_vulkan_binding_dispatching_the_wrong_fill_fails() -> None:
     assert result.binding.backend is Backend.Vulkan and result.failure.check == "precision"
     m = result.failure.mismatch
     assert int(m.got_bits, 16) ^ int(m.expected_bits, 16) == 1
+
+
+@pytest.mark.skipif(not HAS_VULKAN, reason="no Vulkan device here")
+def test_a_binding_accepting_broadcast_masks_is_audited_on_them() -> None:
+    """masked_fill_broadcast's mask accepts stride 0, so the audit runs each case again with the
+    mask a broadcast of a smaller one; the real shader reading such a mask as if it were dense
+    passes every plain case and fails the first broadcast one."""
+    from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel
+    from lazyfuel.backends.vulkan.kernels import DeviceValue
+    from lazyfuel.layout import Layout
+
+    class DenseReading(MaskedFillKernel):
+        """The real masked_fill shader, told every mask is contiguous."""
+
+        def record(self, batch, step, args, out, status):
+            data, mask = args
+            dense = DeviceValue(mask.allocation, mask.dtype, Layout.contiguous(mask.layout.shape))
+            super().record(batch, step, [data, dense], out, status)
+
+    name = "test::audit::vulkan-broadcast-mask"
+    ref = KernelRef(f"{name}::masked_fill_broadcast", Backend.Vulkan, DenseReading(),
+                    code=lambda: b"dense reading", signature=op_signature(OpKind.MaskedFill))
+    register_link_registry(name, lambda: {f"{name}::masked_fill_broadcast_f32": ref})
+    registry = Registry()
+    registry.load(_document(CONTRACTS_DIR / "vulkan_broadcast.md", "masked_fill_broadcast", name))
+    report = audit(registry, [Backend.Vulkan], seed=5)
+    (result,) = report.failures
+    plain = len(spec_for(OpKind.MaskedFill).cases)
+    assert result.cases == plain + 1 and "mask-row source" in result.failure.case
+    correct = Registry()
+    correct.load(CONTRACTS_DIR / "vulkan_broadcast.md")
+    (ok,) = audit(correct, [Backend.Vulkan], seed=5, select=lambda b: b.op_kind is OpKind.MaskedFill
+                  and b.dtypes[0].name == "F32").results
+    assert ok.failure is None and ok.cases == 4 * plain  # the plain cases and three mask views of each
 
 
 def test_audit_cli_prints_the_table_and_exits_1_on_failure(monkeypatch, capsys) -> None:

@@ -120,7 +120,7 @@ def test_a_graph_lowered_in_a_block_runs_under_it_wherever_it_is_computed(vulkan
     want = np.where(mask, np.float32(-2), a[idx]).tobytes()
     lowered = {}
     for fuse in (False, True):
-        with lf.config(pin_kernels=["select_fill"] if fuse else []):
+        with lf.config(pin_kernels=["select_fill_broadcast"] if fuse else []):  # the (40, 1) mask in place
             lowered[fuse] = y.to_dask()
     counts = []
     for fuse in (False, True):

@@ -40,10 +40,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 
 from benchmarks.kernels import BenchStep, Device, optional
 from benchmarks.probes.gpu_clocks import Clocks, vulkan_uuid
+from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel
 from lazyfuel.backends.vulkan.kernels import (
     GatherKernel,
     IndexSelectKernel,
-    MaskedFillKernel,
     StatusSlot,
     bind,
 )

@@ -41,11 +41,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 from kernels import BenchStep, Device, copy_shader
 
 import lazyfuel.backends.vulkan.compute_pipelines as compute_pipelines
+from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel
 from lazyfuel.backends.vulkan.kernels import (
     ContiguizeKernel,
     GatherKernel,
     IndexSelectKernel,
-    MaskedFillKernel,
     StatusSlot,
 )
 

@@ -66,7 +66,7 @@ def _inputs(dtypes: tuple[DType, ...], shape: Shape, dim: int, n_indices: int,
 
 # shaders/masked_fill.comp: 16-byte words; `fill` is the fill value repeated over 16 bytes
 PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t status", "uint64_t base",
-                     "uint64_t n", "uvec4 fill")
+                     "uint64_t n", "uvec4 fill", "uint mask_div[4]", "uint mask_ext[4]")
 
 
 SPEC = register(data_mover(

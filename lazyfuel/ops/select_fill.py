@@ -58,7 +58,8 @@ CASES = (Case((37, 16), 0, 50), Case((5, 6, 16), 1, 9), Case((3, 4, 32), 0, 1), 
 
 # shaders/select_fill.comp: 16-byte words; `fill` repeated over 16 bytes, `mask` one byte an element
 PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t status", "uint64_t base",
-                     "uint64_t n", "uvec4 fill", "uint64_t mask", "uint R", "uint n_idx", "uint dim_size")
+                     "uint64_t n", "uvec4 fill", "uint64_t mask", "uint R", "uint n_idx", "uint dim_size",
+                     "uint mask_div[4]", "uint mask_ext[4]")
 
 
 SPEC = register(data_mover(

@@ -131,7 +131,8 @@ def device_array() -> type:
 
 register_backend(BackendInfo(
     Backend.Vulkan, rank=10,
-    documents=("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md", "vulkan_variants.md"),
+    documents=("vulkan_select.md", "vulkan_copy.md", "vulkan.md", "vulkan_strided.md", "vulkan_variants.md",
+               "vulkan_broadcast.md"),
     plug_in=register, fingerprint=fingerprint, shares_memory_with=(Backend.Cuda,),
     pinned=pinned_host, devices=list_devices, describe_devices=describe_devices,
     choose_device=choose_device, kernels=KERNELS, prior=device_prior, tuning=TUNING,

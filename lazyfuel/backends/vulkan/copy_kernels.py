@@ -1,9 +1,10 @@
 """The copy kernels: Contiguize of any view with the copy shader, or of a dense view as one
 vkCmdCopyBuffer (two bindings the planner chooses between by cost), and the layout helpers they
-and the strided kernels share (`collapse`, `widen`)."""
+and the other kernels share (`collapse`, `widen`, `contiguized`)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
@@ -134,3 +135,14 @@ class BufferCopyKernel(VulkanKernel):
                 f"(the copy shader, kernel contiguize, reads any view)")
         width = src.dtype.itemsize
         batch.copy(src.allocation, flat.offset * width, out, 0, layout.size * width)
+
+
+def contiguized(batch: Batch, value: DeviceValue) -> DeviceValue:
+    """`value`'s view copied into a fresh contiguous allocation of the batch, before a barrier:
+    what a kernel does first with an input whose view its shader cannot walk."""
+    lay = value.layout
+    tmp = batch.alloc(max(lay.size * value.dtype.itemsize, 16))
+    step = SimpleNamespace(param={"shape": lay.shape, "strides": lay.strides, "offset": lay.offset})
+    ContiguizeKernel().record(batch, step, [value], tmp, None)
+    batch.barrier()
+    return DeviceValue(tmp, value.dtype, Layout.contiguous(lay.shape))

@@ -22,8 +22,6 @@ from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.ops import gather as gather_op
 from lazyfuel.ops import index_select as index_select_op
-from lazyfuel.ops import masked_fill as masked_fill_op
-from lazyfuel.ops import select_fill as select_fill_op
 from lazyfuel.ops.push import PushLayout
 from lazyfuel.settings import config
 
@@ -283,82 +281,3 @@ def _unravel(position: int, shape: tuple[int, ...]) -> list[int]:
         coords.append(position % n)
         position //= n
     return coords[::-1]
-
-
-class MaskedFillKernel(VulkanKernel):
-    """masked_fill: where the BOOL mask is set take `fill_bytes`, else the data element.
-
-    Moves 16-byte words (16 / width elements) with a bitwise select, so narrow dtypes run as fast
-    as wide ones; the last word may cover the 16-byte padding past the last element."""
-
-    family = "masked_fill"
-
-    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
-               status: StatusSlot | None) -> None:
-        data, mask = args
-        width = data.dtype.itemsize
-        pattern = fill_pattern(step, data.dtype)
-        n = math.prod(step.out_shape)
-        require(data.layout.size >= n and mask.layout.size >= n,
-                 f"masked_fill: data ({data.layout.size}) and mask ({mask.layout.size}) "
-                 f"must hold {n} elements")
-        if n == 0:
-            return
-        words = -(-n * width // 16)
-        mask_bytes = words * (16 // width)
-        push = masked_fill_op.PUSH
-        values = push.values(src=data.allocation.address, dst=out.address, aux=mask.allocation.address,
-                             status=0, base=0, n=words, fill=pattern)
-        ssbo = storage_buffers(batch, 16 * words, mask_bytes)
-        dst = bind(out, 16 * words)
-        buffers = None
-        if ssbo:
-            buffers = (bind(data.allocation, 16 * words), dst, bind(mask.allocation, mask_bytes), dst)
-        pipeline = self.pipeline(batch, width, spec_constants(batch, self.family, words >= U32_LIMIT), ssbo)
-        dispatch(batch, pipeline, push, values, words, per_group(batch, self.family), buffers)
-
-
-def fill_pattern(step: Any, dtype: DType) -> list[int]:
-    """A masked_fill step's fill value repeated over 16 bytes, as four u32 push-constant words."""
-    fill, width = bytes(masked_fill_op.MaskedFillParams.of(step.param).fill_bytes), dtype.itemsize
-    require(len(fill) == width, f"masked_fill: fill_bytes has {len(fill)} bytes; {dtype} needs {width}")
-    return memoryview(fill * (16 // width)).cast("I").tolist()
-
-
-class SelectFillKernel(IndexSelectKernel):
-    """index_select, then masked_fill of its result, as one dispatch (`select_fill.comp`): the
-    binding of op kind SelectFill that the planner puts in place of such a pair (`planner.fusion`)
-    where its contract's conditions hold (rows of whole 16-byte words; a GPU). The selected rows
-    never reach device memory. Moves 16-byte words, through device addresses (five buffers: the
-    push-descriptor set has four); index errors read as the select's (`IndexSelectKernel`)."""
-
-    family = "select_fill"
-
-    def code(self) -> bytes:
-        """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
-        return b"".join(spirv(f"{self.family}_w{w}") for w in WIDTHS)
-
-    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
-               status: StatusSlot | None) -> None:
-        """Record out = masked_fill(index_select(source, indices), mask); index errors go to `status`."""
-        src, idx, mask = args
-        outer, dim, n_idx, row = select_rows(step, src, idx)
-        require(row % 16 == 0, f"select_fill: rows of {row} bytes are not 16-byte words")
-        width = src.dtype.itemsize
-        n = outer * n_idx * (row // 16)
-        require(mask.layout.size >= n * (16 // width), f"select_fill: the mask holds {mask.layout.size} "
-                f"elements, the output {n * 16 // width}")
-        if n == 0:
-            return
-        push = select_fill_op.PUSH
-        values = push.values(src=src.allocation.address, dst=out.address, aux=idx.allocation.address,
-                             status=status.address, base=0, n=n, fill=fill_pattern(step, src.dtype),
-                             mask=mask.allocation.address, R=row // 16, n_idx=n_idx, dim_size=dim)
-        wide = n >= U32_LIMIT or outer * dim * (row // 16) >= U32_LIMIT
-        # launch shape: masked_fill's (the same 16-byte words per invocation)
-        spec = spec_constants(batch, "masked_fill", wide)
-        pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
-        dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
-
-    def __repr__(self) -> str:
-        return "SelectFillKernel()"

@@ -9,7 +9,9 @@ dtype-agnostic wrapper, so all their symbols resolve to the same KernelRef.
 select_fill: an index_select and the masked_fill of its result in one dispatch),
 `lazyfuel/contracts/vulkan_strided.md` (index_select and gather reading any view of the source),
 `lazyfuel/contracts/vulkan_copy.md` (Contiguize of a dense view as one vkCmdCopyBuffer) and
-`lazyfuel/contracts/vulkan_variants.md` (the other code paths of index_select and gather), and
+`lazyfuel/contracts/vulkan_variants.md` (the other code paths of index_select and gather),
+`lazyfuel/contracts/vulkan_broadcast.md` (masked_fill and select_fill reading a broadcast mask in
+place), and
 the kernels an op's own module declares (`KERNELS` in `backends/vulkan/<op>.py`).
 Both are cached: a symbol resolves to the same KernelRef object every time.
 """
@@ -19,13 +21,8 @@ from __future__ import annotations
 from functools import cache
 
 from lazyfuel.backends.vulkan.copy_kernels import BufferCopyKernel, ContiguizeKernel
-from lazyfuel.backends.vulkan.kernels import (
-    GatherKernel,
-    IndexSelectKernel,
-    MaskedFillKernel,
-    SelectFillKernel,
-    VulkanKernel,
-)
+from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel, SelectFillKernel
+from lazyfuel.backends.vulkan.kernels import GatherKernel, IndexSelectKernel, VulkanKernel
 from lazyfuel.backends.vulkan.strided import StridedGatherKernel, StridedIndexSelectKernel
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.dtypes import DType
@@ -97,10 +94,14 @@ def lazyfuel_entry_points() -> dict[str, KernelRef]:
     select_fill = _ref(f"{_OWN}select_fill", SelectFillKernel())
     general = _ref(f"{_OWN}index_select_general", IndexSelectKernel(aligned_rows=False))
     scalar = _ref(f"{_OWN}gather_scalar", GatherKernel(quads=False))
+    masked_fill_broadcast = _ref(f"{_OWN}masked_fill_broadcast", MaskedFillKernel())
+    select_fill_broadcast = _ref(f"{_OWN}select_fill_broadcast", SelectFillKernel())
     for dtype in CONTIGUIZE_DTYPES:
         table[f"{_OWN}select_fill_{dtype.suffix}"] = select_fill
         table[f"{_OWN}index_select_general_{dtype.suffix}"] = general
         table[f"{_OWN}gather_scalar_{dtype.suffix}"] = scalar
+        table[f"{_OWN}masked_fill_broadcast_{dtype.suffix}"] = masked_fill_broadcast
+        table[f"{_OWN}select_fill_broadcast_{dtype.suffix}"] = select_fill_broadcast
         table[f"{_OWN}contiguize_{dtype.suffix}"] = contiguize
         table[f"{_OWN}copy_buffer_{dtype.suffix}"] = copy_buffer
         table[f"{_OWN}index_select_strided_{dtype.suffix}"] = strided_index_select

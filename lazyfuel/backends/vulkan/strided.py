@@ -16,11 +16,10 @@ after merging is contiguized on the device first, in the same command buffer.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
-from lazyfuel.backends.vulkan.copy_kernels import ContiguizeKernel, widen
+from lazyfuel.backends.vulkan.copy_kernels import contiguized, widen
 from lazyfuel.backends.vulkan.kernels import (
     I31_LIMIT,
     DeviceValue,
@@ -93,16 +92,6 @@ def _reach(layout: Layout) -> tuple[int, int]:
             layout.offset + sum(max(0, (n - 1) * s) for n, s in pairs))
 
 
-def _contiguized(batch: Batch, src: DeviceValue) -> DeviceValue:
-    """`src`'s view copied into a fresh contiguous allocation of the batch, before a barrier."""
-    lay = src.layout
-    tmp = batch.alloc(max(lay.size * src.dtype.itemsize, 16))
-    step = SimpleNamespace(param={"shape": lay.shape, "strides": lay.strides, "offset": lay.offset})
-    ContiguizeKernel().record(batch, step, [src], tmp, None)
-    batch.barrier()
-    return DeviceValue(tmp, src.dtype, Layout.contiguous(lay.shape))
-
-
 def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Allocation,
                    status: StatusSlot, dim: int, out_extent: int, gather: bool) -> None:
     """Select along `dim` of `src`'s view into `out` (row-major, the view's shape with `out_extent`
@@ -124,7 +113,7 @@ def record_strided(batch: Batch, src: DeviceValue, idx: DeviceValue, out: Alloca
                  f"{src.allocation.size // width}-element source")
     flat, d = merge_around(layout, dim)
     if flat.ndim > MAX_STRIDED_RANK:
-        src = _contiguized(batch, DeviceValue(src.allocation, src.dtype, layout))
+        src = contiguized(batch, DeviceValue(src.allocation, src.dtype, layout))
         flat, d = merge_around(src.layout, dim)
     word = width
     if not gather and d < flat.ndim - 1:

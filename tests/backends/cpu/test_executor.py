@@ -176,3 +176,32 @@ def test_planned_chain_with_views_runs_and_matches_the_reference():
     [out] = CpuExecutor().run(program, inputs)
     expected = masked_fill(index_select(x.T, 1, idx), mask, -1)[::-1]
     assert out.flags.c_contiguous and out.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+def test_a_row_mask_is_read_as_its_broadcast_view_never_widened():
+    """W3's row mask (N, 1) over (N, C) on the Cpu backend: planned without a Contiguize step (the
+    Cpu masked_fill accepts stride 0) and run on the broadcast view: the run allocates the result
+    and nothing of the mask's widened size (N x C bytes)."""
+    import tracemalloc
+
+    from lazyfuel.planner import Planner
+    from lazyfuel.planner.chain import Chain, OpNode
+    from lazyfuel.providers import default_registry
+
+    rng = np.random.default_rng(21)
+    n, c = 4096, 512
+    data = rng.standard_normal((n, c)).astype(np.float32)
+    mask = np.broadcast_to(rng.random((n, 1)) < 0.5, (n, c))
+    chain = Chain(2, (OpNode("MaskedFill", (0, 1), (("value", -1.0),)),), (2,))
+    program = Planner(default_registry(), [Backend.Cpu]).plan(
+        chain, [DType.F32, DType.BOOL], [Layout.of(data), Layout.of(mask)])
+    assert [s.binding.op_kind for s in program.steps] == [OpKind.MaskedFill]
+    CpuExecutor().run(program, [data, mask])  # warm
+    tracemalloc.start()
+    try:
+        (got,) = CpuExecutor().run(program, [data, mask])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got, np.where(mask, np.float32(-1), data))
+    assert peak < data.nbytes + n * c // 2  # the result; a widened mask would add n * c bytes

@@ -163,3 +163,41 @@ def test_a_sync_compute_counts_as_one_worker(monkeypatch):
 
     assert array._workers(dask.local.get_sync, {"num_workers": 8}) == 1
     assert array._workers(dask.threaded.get, {"num_workers": 3}) == 3
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_grouped_compute_into_an_out_of_any_layout_is_bit_equal(backend, bits_equal, order):
+    rng = np.random.default_rng(8)
+    y, want = _w1(96, 40, (4, 40), rng)
+    out = np.full(y.shape, np.nan, np.float32, order=order)
+    with lf.config(task_bytes=2 << 10):
+        assert _tasks(y) == 8  # round(2 KiB / 640 B) = 3 blocks a task
+        assert y.compute(out=out) is out
+    bits_equal(np.ascontiguousarray(out), want)
+
+
+def test_one_and_three_dim_arrays_group_too(backend, bits_equal):
+    rng = np.random.default_rng(10)
+    a = rng.integers(-9, 9, 1000).astype(np.int32)
+    idx = rng.integers(0, 1000, 700)
+    b = rng.standard_normal((12, 10, 8)).astype(np.float32)
+    mask = rng.random((12, 10, 8)) < 0.5
+    cases = [(lf.index_select(lf.from_array(a, chunks=50), 0, idx), a[idx]),
+             (lf.masked_fill(lf.from_array(b, chunks=(2, 5, 4)), mask, 0.5),
+              np.where(mask, np.float32(0.5), b))]
+    with lf.config(task_bytes=1 << 10):
+        for y, want in cases:
+            assert _tasks(y) < len(list(np.ndindex(*map(len, y.chunks))))
+            bits_equal(y.compute(), want)
+
+
+def test_a_graph_with_a_dask_source_keeps_its_blocks(backend, bits_equal):
+    import dask.array as da
+
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((64, 8)).astype(np.float32)
+    mask = rng.random((64, 8)) < 0.5
+    y = lf.masked_fill(lf.from_array(a, chunks=(4, 8)), da.from_array(mask, chunks=(4, 8)), 1.0)
+    with lf.config(task_bytes=1 << 10):
+        assert _tasks(y) == 16  # dask's chunks are not cut into others
+        bits_equal(y.compute(), np.where(mask, np.float32(1), a))

@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {pool.label} ({pool.info.kind}; driver {pool.info.driver} {pool.info.driver_info}); "
           f"transfer mode {pool.allocator.mode.value}; queues {len(pool.queues)}; {os.cpu_count()} CPUs; "
           f"numpy {np.__version__}{'; torch ' + torch.__version__ if torch is not None else ''}"
-          f"{' (CUDA)' if CUDA else ''}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
+          f"{' (CUDA)' if CUDA else ''}; task_bytes {lf.config.task_bytes}; "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
     if args.alloc:
         allocation_costs(pool)
     results: dict[str, Any] = {}

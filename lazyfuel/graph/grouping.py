@@ -58,6 +58,8 @@ def coarse_chunks(chunks: ch.Chunks, itemsize: int, target: int, min_tasks: int)
     """`chunks` with runs of adjacent chunks merged, the last axis first: along each axis
     `round(target / block bytes)` chunks become one (block bytes: the largest block's), at most
     as many as keeps `min_tasks` blocks; the next axis only once this one is one chunk."""
+    if not all(isinstance(n, int) for c in chunks for n in c):  # unknown (NaN) sizes: as they are
+        return chunks
     merged = list(chunks)
     for axis in reversed(range(len(merged))):
         block = itemsize * math.prod(max(c, default=0) for c in merged)

@@ -48,6 +48,8 @@ def test_sixteen_mib_blocks_go_four_to_a_task_the_last_axis_first_and_never_belo
     assert coarse_chunks(((8,) * 16, (4,) * 4), 4, 2048, 1) == (merge((8,) * 16, 4), (16,))
     assert coarse_chunks(((8,) * 16, (4,) * 4), 4, 256, 1) == ((8,) * 16, (8, 8))  # axis 0 stays
     assert merge((5, 5, 5, 3), 3) == (15, 3)  # an uneven last chunk joins the last group
+    nan = ((4, 4), (float("nan"), float("nan")))
+    assert coarse_chunks(nan, 4, 1 << 20, 1) is nan  # unknown sizes are left as they are
 
 
 def test_regrouped_indices_keep_the_snapshot_and_merge_each_blocks_range():

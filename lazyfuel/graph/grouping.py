@@ -12,9 +12,11 @@ distributed computes (whose dask blocks are the output's chunks) keep one task p
 first (so a task's region of the result stays whole rows where it can), until a block holds about
 `target` bytes, keeping at least `min_tasks` tasks (so every worker thread has work). Only graphs
 whose every node can be rebuilt with other chunks without reading data are grouped: sources that
-are views of one host numpy array (`Source.host`), broadcasts, transposes, contiguize, masked_fill,
-and index_select / gather with concrete indices (their (min, max) per block merged, not re-read).
-Anything else (dask or zarr sources, slices, rechunks, FFTs, lazy indices) keeps the user's chunks.
+are views of one host numpy array (`Source.host`), rechunks (dask's, to the new chunks), slices,
+broadcasts, transposes, contiguize, masked_fill, and index_select / gather with concrete indices
+(their (min, max) per block merged, not re-read). Where some node's chunks would have to change
+and it is anything else (dask or zarr sources, blocks in device memory, FFTs, lazy indices), the
+graph keeps its chunks.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from lazyfuel.graph.ir import (
     Indices,
     MaskedFill,
     Node,
+    Rechunk,
     Select,
+    Slice,
     Source,
     Transpose,
 )
@@ -117,6 +121,10 @@ class _Regrouping:
             for out_axis, in_axis in enumerate(node.axes):
                 inner[in_axis] = chunks[out_axis]
             return replace(node, input=self.node(node.input, tuple(inner)))
+        if isinstance(node, Rechunk):  # dask's rechunk makes any chunks of its input
+            return replace(node, new_chunks=chunks)
+        if isinstance(node, Slice):
+            return replace(node, input=self.node(node.input, _slice_input_chunks(node, chunks)))
         if type(node) is Contiguize:
             return replace(node, input=self.node(node.input, chunks))
         if isinstance(node, MaskedFill):
@@ -142,6 +150,43 @@ class _Regrouping:
         data = self.node(node.data, tuple(inner))
         index_chunks = (chunks[d],) if isinstance(node, IndexSelect) else chunks
         return replace(node, data=data, indices=regrouped(node.indices, index_chunks), out_chunks=chunks)
+
+
+def _slice_input_chunks(node: Slice, chunks: ch.Chunks) -> ch.Chunks:
+    """The input chunks under which `node` (a basic-indexing view) has output `chunks` (merges of
+    its own): each output chunk comes from one input block, so a run of output chunks merged is
+    the run of input blocks they come from (with the blocks between, which the step skips)
+    merged; axes an int picks from keep their chunks. `_Regrouping.node` checks the result."""
+    out_axis = 0
+    inner = []
+    for axis, key in enumerate(node.key):
+        own = node.input.chunks[axis]
+        if not isinstance(key, slice):
+            inner.append(own)
+            continue
+        fine, pieces = node.chunks[out_axis], node._pieces[axis]
+        group: dict[int, int] = {}  # input block -> the merged output chunk it feeds
+        first = 0
+        for number, extent in enumerate(chunks[out_axis]):
+            last, total = first, fine[first]
+            while total < extent:
+                last += 1
+                total += fine[last]
+            low, high = sorted((pieces[first].block, pieces[last].block))
+            group.update((b, number) for b in range(low, high + 1))
+            first = last + 1
+        merged: list[int] = []
+        previous = None
+        for b, extent in enumerate(own):
+            mine = group.get(b)
+            if mine is not None and mine == previous:
+                merged[-1] += extent
+            else:
+                merged.append(extent)
+            previous = mine
+        inner.append(tuple(merged))
+        out_axis += 1
+    return tuple(inner)
 
 
 def regrouped(indices: Indices, chunks: ch.Chunks) -> Indices:

@@ -203,3 +203,33 @@ def test_a_graph_with_a_dask_source_keeps_its_blocks(backend, bits_equal):
     with lf.config(task_bytes=1 << 10):
         assert _tasks(y) == 16  # dask's chunks are not cut into others
         bits_equal(y.compute(), np.where(mask, np.float32(1), a))
+
+
+@pytest.mark.parametrize("key", [
+    (slice(None), slice(3, 40)),
+    (slice(5, 190, 3), slice(None)),
+    (slice(None, None, -1), slice(None, None, 2)),
+    (slice(180, 2, -7), 17),
+    (slice(33, 34), slice(None)),
+])
+def test_slices_of_sources_group_and_stay_bit_equal(backend, bits_equal, key):
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((200, 48)).astype(np.float32)
+    v = lf.from_array(a, chunks=(8, 12))[key]
+    mask = rng.random(v.shape) < 0.5
+    y = lf.masked_fill(v, mask, 3.0)
+    with lf.config(task_bytes=2 << 10):
+        blocks = len(list(np.ndindex(*map(len, y.chunks))))
+        assert _tasks(y, workers=1) < blocks
+        bits_equal(y.compute(), np.where(mask, np.float32(3), a[key]))
+
+
+def test_a_pick_from_a_grouped_w1_is_bit_equal(backend, bits_equal):
+    rng = np.random.default_rng(14)
+    y, want = _w1(256, 32, (8, 32), rng)
+    for key in [(slice(7, 250), slice(None, None, 2)), (slice(None, None, -3), slice(4, 20)),
+                (slice(None), slice(None))]:
+        z = y[key]
+        with lf.config(task_bytes=2 << 10):
+            assert _tasks(z, workers=1) < len(list(np.ndindex(*map(len, z.chunks))))
+            bits_equal(z.compute(), want[key])

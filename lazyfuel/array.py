@@ -14,7 +14,6 @@ from typing import Any
 import dask
 import dask.array as da
 import dask.local
-import dask.system
 import dask.threaded
 import numpy as np
 from dask.base import get_scheduler
@@ -22,6 +21,7 @@ from dask.base import get_scheduler
 from lazyfuel import zarr_io
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
+from lazyfuel.graph.grouping import local_workers
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
@@ -196,7 +196,7 @@ class Array:
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
             result = np.empty(node.shape, node.dtype) if out is None else out
-            found = lower_into(node, DefaultRuntime.current(), result, _workers(scheduler, dask_kwargs))
+            found = lower_into(node, DefaultRuntime.current(), result, local_workers(scheduler, dask_kwargs))
             if found is not None:
                 graph, keys = found
                 kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}
@@ -299,15 +299,6 @@ def _device_choice(device: Any) -> int | bool | None:
     raise TypeError(f"compute(device={device!r}): device takes False (a numpy result), True (a "
                     "DeviceArray on the device holding most of it) or a device number >= 0 (a "
                     "DeviceArray there, as torch's cuda:N)")
-
-
-def _workers(scheduler: Any, dask_kwargs: dict[str, Any]) -> int:
-    """How many threads dask's local `scheduler` runs tasks on: 1 for the synchronous one, else
-    `num_workers` as dask reads it (the keyword, dask's config, then the CPUs)."""
-    if scheduler is dask.local.get_sync:
-        return 1
-    given = dask_kwargs.get("num_workers") or dask.config.get("num_workers", None)
-    return max(int(given or dask.system.CPU_COUNT), 1)
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:

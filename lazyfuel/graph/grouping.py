@@ -23,6 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
+
+import dask
+import dask.local
+import dask.system
 
 from lazyfuel.graph import chunks as ch
 from lazyfuel.graph.ir import (
@@ -56,6 +61,26 @@ def grouped(root: Node, target: int, min_tasks: int) -> Node:
         return _Regrouping().node(root, wanted)
     except _Ungroupable:
         return root
+
+
+def local_workers(scheduler: Any, dask_kwargs: dict[str, Any]) -> int:
+    """How many threads dask's local `scheduler` runs tasks on: 1 for the synchronous one, else
+    `num_workers` as dask reads it (the keyword, dask's config, then the CPUs)."""
+    if scheduler is dask.local.get_sync:
+        return 1
+    given = dask_kwargs.get("num_workers") or dask.config.get("num_workers", None)
+    return max(int(given or dask.system.CPU_COUNT), 1)
+
+
+def described(root: Node, target: int, workers: int) -> str | None:
+    """What `grouped` does to `root` for `lf.explain`, in one line (None: nothing)."""
+    found = grouped(root, target, 2 * workers) if target else root
+    if found is root:
+        return None
+    before, after = math.prod(len(c) for c in root.chunks), math.prod(len(c) for c in found.chunks)
+    return (f"  compute() on dask's local schedulers runs this node's {before} blocks as {after} task(s) "
+            f"of up to {-(-before // after)} adjacent blocks (task_bytes {target}, at least two tasks "
+            f"for each of {workers} threads); to_dask() and persist() keep one task per block")
 
 
 def coarse_chunks(chunks: ch.Chunks, itemsize: int, target: int, min_tasks: int) -> ch.Chunks:

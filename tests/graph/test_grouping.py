@@ -12,7 +12,7 @@ import pytest
 import lazyfuel as lf
 from lazyfuel.api import DefaultRuntime
 from lazyfuel.graph import chunks as ch
-from lazyfuel.graph.grouping import coarse_chunks, grouped, merge, regrouped
+from lazyfuel.graph.grouping import coarse_chunks, grouped, local_workers, merge, regrouped
 from lazyfuel.graph.ir import Indices
 from lazyfuel.graph.lower import lower_into
 
@@ -75,6 +75,9 @@ def test_a_w1_compute_runs_a_quarter_of_the_tasks_and_keeps_the_arrays_chunks(ba
     assert len(y.to_dask().__dask_keys__()) == 32  # to_dask keeps one task per block
     with lf.config(task_bytes=0):
         assert _tasks(y) == 32
+        assert "local schedulers" not in lf.explain(y)
+    with lf.config(task_bytes=16 << 10), dask.config.set(num_workers=2):
+        assert "runs this node's 32 blocks as 8 task(s) of up to 4 adjacent blocks" in lf.explain(y)
     with lf.config(task_bytes=1 << 20):
         assert _tasks(y) == 4  # two per worker, at the most
         assert _tasks(y, workers=1) == 2
@@ -160,11 +163,11 @@ def test_task_bytes_takes_sizes_or_0_and_refuses_fractions():
             pass
 
 
-def test_a_sync_compute_counts_as_one_worker(monkeypatch):
-    from lazyfuel import array
-
-    assert array._workers(dask.local.get_sync, {"num_workers": 8}) == 1
-    assert array._workers(dask.threaded.get, {"num_workers": 3}) == 3
+def test_a_sync_compute_counts_as_one_worker():
+    assert local_workers(dask.local.get_sync, {"num_workers": 8}) == 1
+    assert local_workers(dask.threaded.get, {"num_workers": 3}) == 3
+    with dask.config.set(num_workers=5):
+        assert local_workers(dask.threaded.get, {}) == 5
 
 
 @pytest.mark.parametrize("order", ["C", "F"])

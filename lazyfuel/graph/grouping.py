@@ -30,6 +30,7 @@ import dask.local
 import dask.system
 
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.fuse import topological
 from lazyfuel.graph.ir import (
     Broadcast,
     Contiguize,
@@ -53,8 +54,15 @@ class _Ungroupable(Exception):
 def grouped(root: Node, target: int, min_tasks: int) -> Node:
     """`root` with adjacent blocks merged into blocks of about `target` bytes (see the module
     docstring), or `root` itself where its blocks are large enough already, where merging would
-    leave fewer than `min_tasks` tasks, or where some node below it cannot be regrouped."""
-    wanted = coarse_chunks(root.chunks, root.dtype.itemsize, target, min_tasks)
+    leave fewer than `min_tasks` tasks, or where some node below it cannot be regrouped.
+
+    A task is sized by the largest block of any node it reads or makes, not by its result alone:
+    a select of a few columns of wide rows reads far more than it writes, and merging its blocks
+    merges its source's blocks as much."""
+    heaviest = max(_largest_block(n) for n in topological(root))
+    result = _largest_block(root)
+    per_element = root.dtype.itemsize * (heaviest / result if result else 1.0)
+    wanted = coarse_chunks(root.chunks, per_element, target, min_tasks)
     if wanted == root.chunks:
         return root
     try:
@@ -83,10 +91,16 @@ def described(root: Node, target: int, workers: int) -> str | None:
             f"for each of {workers} threads); to_dask() and persist() keep one task per block")
 
 
-def coarse_chunks(chunks: ch.Chunks, itemsize: int, target: int, min_tasks: int) -> ch.Chunks:
+def _largest_block(node: Node) -> int:
+    """Bytes of `node`'s largest block."""
+    return node.dtype.itemsize * math.prod(max(c, default=0) for c in node.chunks)
+
+
+def coarse_chunks(chunks: ch.Chunks, itemsize: float, target: int, min_tasks: int) -> ch.Chunks:
     """`chunks` with runs of adjacent chunks merged, the last axis first: along each axis
-    `round(target / block bytes)` chunks become one (block bytes: the largest block's), at most
-    as many as keeps `min_tasks` blocks; the next axis only once this one is one chunk."""
+    `round(target / block bytes)` chunks become one (block bytes: the largest block's elements
+    times `itemsize`, the bytes a task moves per element of its result), at most as many as
+    keeps `min_tasks` blocks; the next axis only once this one is one chunk."""
     if not all(isinstance(n, int) for c in chunks for n in c):  # unknown (NaN) sizes: as they are
         return chunks
     merged = list(chunks)

@@ -236,3 +236,13 @@ def test_a_pick_from_a_grouped_w1_is_bit_equal(backend, bits_equal):
         with lf.config(task_bytes=2 << 10):
             assert _tasks(z, workers=1) < len(list(np.ndindex(*map(len, z.chunks))))
             bits_equal(z.compute(), want[key])
+
+
+def test_a_task_is_sized_by_what_it_reads_not_only_by_what_it_writes(backend, bits_equal):
+    rng = np.random.default_rng(15)
+    a = rng.standard_normal((4096, 256)).astype(np.float32)
+    cols = rng.integers(0, 256, 4)
+    y = lf.index_select(lf.from_array(a, chunks=(64, 256)), 1, cols)  # reads 64 KiB, writes 1 KiB a block
+    with lf.config(task_bytes=256 << 10):
+        assert _tasks(y, workers=1) == 16  # 4 source blocks a task, not 256 result blocks
+        bits_equal(y.compute(), a[:, cols])

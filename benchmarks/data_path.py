@@ -24,8 +24,9 @@ Workload W2 (`--workloads w2`): 1M random int64 ids (`--w2-ids`) over a (rows, 2
 of `--w2-gib` GiB (4 and 6 by default) in 16 chunks, each configuration in a fresh process with an
 empty judge cache (`LAZYFUEL_CACHE_DIR` a new folder: the planner prices with its priors): lazyfuel
 `compute()` (result to host; what the planner picked, from `lf.explain`) and `compute(device=True)`
-(the result on the GPU), torch on the CPU (`index_select`, all threads), torch gathering on the CPU
-into pinned memory and copying it up (`non_blocking`), numpy `take` on all threads.
+(the result on the GPU; what it picked from `lf.explain(y, device=True)`), torch on the CPU
+(`index_select`, all threads), torch gathering on the CPU into pinned memory and copying it up
+(`non_blocking`), numpy `take` on all threads.
 Seconds of the first compute in that process, then of a second (`again`).
 
 W1's CPU and CuPy peers (once, at the first chunk size): numpy and torch on the CPU with every
@@ -202,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w2-gib", default="4,6", help="W2's table sizes, GiB")
     parser.add_argument("--w2-ids", type=int, default=1 << 20, help="W2's number of ids")
     parser.add_argument("--w2-backend", default="auto", help="LAZYFUEL_BACKEND of W2's lazyfuel processes")
+    parser.add_argument("--w2-only", default="", help="run only W2's configurations whose name starts so")
     parser.add_argument("--w2-child", default="", help=argparse.SUPPRESS)  # one W2 configuration (JSON)
     parser.add_argument("--resident-gib", type=float, default=16.0, help="W3/W4: size of resident x")
     parser.add_argument("--resident-chunk-mib", type=int, default=1024, help="W3/W4: chunk size, MiB")
@@ -388,6 +390,7 @@ def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
         configs[2:2] = [f"torch CPU index_select ({torch.get_num_threads()} threads)"]
         if CUDA:
             configs.append("torch CPU index_select into pinned, then .cuda()")
+    configs = [name for name in configs if name.startswith(args.w2_only)]
     rows_out = []
     for gib in (float(g) for g in args.w2_gib.split(",") if g):
         for name in configs:
@@ -428,7 +431,7 @@ def w2_child(spec: dict[str, Any]) -> int:
     if name.startswith("lazyfuel"):
         on_device = "device=True" in name
         y = lf.index_select(lf.from_array(table, chunks=(-(-rows // W2_CHUNKS), W2_COLS)), 0, ids)
-        found["picked"] = planned(lf.explain(y))
+        found["picked"] = planned(lf.explain(y, device=on_device))
         times, profiles, got = [], [], None
         for _ in range(2):
             with lf.profile() as p:
@@ -483,7 +486,10 @@ def planned(explained: str) -> str:
     runs = next((line for line in lines if line.startswith("program on ")), "?").split(":")[0]
     read = next((line.split(" on ")[0] for line in lines if " read as it is " in line), "")
     chosen = [" ".join(line.lstrip("* ").split()) for line in lines if line.startswith("* ")][:1]
-    return "; ".join(x for x in (runs, *chosen, read) if x)[:150]
+    kept = next((line.split(" (~")[0] for line in lines if line.startswith("result kept on ")), "")
+    if "no program runs" in next((line for line in lines if line.startswith("result kept on ")), ""):
+        return kept[:150]  # the rows streamed up: the program lines are the alternative
+    return "; ".join(x for x in (runs, *chosen, read, kept) if x)[:150]
 
 
 WORKLOADS: dict[str, Callable[[argparse.Namespace, Any, dict[str, Any]], None]] = {

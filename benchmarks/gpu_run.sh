@@ -45,6 +45,12 @@
 #   rows, W4 torch.from_dlpack(y.compute(device=True)) vs the compute alone, the store's budget
 #   under 16 threads; then test_vulkan_residency_persist_device.py (RESIDENT_PERSIST_S seconds at most).
 #   About 4 minutes on the H200 (W3 2, the tests 1-2).
+# w3_wall (not in the default list): benchmarks/probes/w3_wall.py, W3's wall time between programs: 16 GiB
+#   resident in 1 GiB blocks, kept_indices off (main's behaviour) vs on vs the mask persisted too, torch
+#   beside, allocations and contexts made per compute, cProfile of one compute (W3W_ARGS); then
+#   tests/graph/test_kept_indices.py and test_vulkan_residency_persist_device.py (W3W_TESTS_S seconds at
+#   most) and data_path.py --workloads w3 --rounds 3 (W3W_DATA_PATH_S seconds at most; 0 skips it).
+#   About 4-5 minutes on the H200.
 # link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -129,6 +135,13 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
               timeout ${RESIDENT_PERSIST_S:-180} python3 -m pytest -q -r fE --tb=line -p no:cacheprovider \
                 tests/backends/vulkan/test_vulkan_residency_persist_device.py >"$OUT/resident_persist.txt" 2>&1
               tail -n 25 "$OUT/resident_persist.txt" ;;
+    w3_wall)  timeout ${W3W_S:-240} python3 benchmarks/probes/w3_wall.py ${W3W_ARGS:---mib 16384 --chunk-mib 1024 \
+                --rounds 3 --threads 16 --profile} 2>&1 | tee "$OUT/w3_wall.txt"
+              timeout ${W3W_TESTS_S:-60} python3 -m pytest -q -r fE --tb=line -p no:cacheprovider \
+                tests/graph/test_kept_indices.py tests/backends/vulkan/test_vulkan_residency_persist_device.py \
+                >"$OUT/w3_wall_tests.txt" 2>&1; tail -n 15 "$OUT/w3_wall_tests.txt"
+              if [ "${W3W_DATA_PATH_S:-150}" != 0 ]; then timeout ${W3W_DATA_PATH_S:-150} python3 benchmarks/data_path.py \
+                --workloads w3 --rounds 3 --json "$OUT/w3_data_path.json" 2>&1 | tee "$OUT/w3_data_path.txt"; fi ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;

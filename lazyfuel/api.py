@@ -214,13 +214,14 @@ def irfft(x: Any, axis: int = -1, n: int | None = None, norm: str | None = None)
     return asarray(x).irfft(axis, n, norm)
 
 
-def explain(x: Any) -> str:
+def explain(x: Any, device: bool = False) -> str:
     """Each fused task group of `x`: the ops fused, the bindings the planner chooses for a
     representative block, the Contiguize steps inserted and why (which cap), and the estimated
-    cost, with the candidate plans priced for each decision. Plans only; runs nothing."""
+    cost, with the candidate plans priced for each decision. With `device=True`, planned as
+    `x.compute(device=True)` runs it (the result kept in device memory). Plans only; runs nothing."""
     arr = asarray(x)
     runtime = DefaultRuntime.current()
-    return explain_node(arr._node, runtime, runtime.planner())
+    return explain_node(arr._node, runtime, runtime.planner(), device=device)
 
 
 def _op_function(name: str, method: Callable[..., Array]) -> Callable[..., Array]:

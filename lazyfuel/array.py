@@ -26,7 +26,7 @@ from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
-from lazyfuel.graph.resident import assembled, on_device
+from lazyfuel.graph.resident import assembled, device_workers, on_device
 from lazyfuel.graph.stored import read_budget
 from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
@@ -186,7 +186,7 @@ class Array:
         """The dask array of this one persisted with every block in device memory."""
         with config(_resident=True):
             runtime = DefaultRuntime.current()
-            return on_device(self.to_dask(), runtime).persist(**dask_kwargs)
+            return on_device(self.to_dask(), runtime).persist(**_device_threads(dask_kwargs))
 
     def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
         node = self._node
@@ -299,6 +299,17 @@ def _device_choice(device: Any) -> int | bool | None:
     raise TypeError(f"compute(device={device!r}): device takes False (a numpy result), True (a "
                     "DeviceArray on the device holding most of it) or a device number >= 0 (a "
                     "DeviceArray there, as torch's cuda:N)")
+
+
+def _device_threads(dask_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`dask_kwargs` for a graph whose results stay on the devices: dask's threads set to
+    `graph.resident.device_workers()` where neither the call nor `dask.config` names a scheduler
+    or a thread count (a distributed client sets the scheduler: left as it is)."""
+    if {"scheduler", "num_workers"} & dask_kwargs.keys() or dask.config.get("scheduler", None) is not None \
+            or dask.config.get("num_workers", None) is not None:
+        return dask_kwargs
+    workers = device_workers()
+    return dask_kwargs if workers is None else {**dask_kwargs, "num_workers": workers}
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:

@@ -77,16 +77,18 @@ def gather_rows(src: np.ndarray, rows: np.ndarray, axis: int = 0) -> np.ndarray:
     return take_rows(src, rows, out)
 
 
-def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "raise") -> np.ndarray:
+def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "raise",
+              split_min: int = SPLIT_MIN, piece: int = PIECE) -> np.ndarray:
     """`np.take(src, rows, axis=0, out=out, mode=mode)` for a C-contiguous `src` and `out`; a
-    result of at least `SPLIT_MIN` bytes is cut into runs of rows taken on the copy pool's threads
-    (numpy's take releases the GIL), the caller's thread taking the first run. Returns `out`."""
+    result of at least `split_min` bytes is cut into runs of rows (of at least `piece` bytes)
+    taken on the copy pool's threads (numpy's take releases the GIL), the caller's thread taking
+    the first run. Returns `out`."""
     row_bytes = out.nbytes // max(len(rows), 1)
-    n_workers = workers() if out.nbytes >= SPLIT_MIN else 1
+    n_workers = workers() if out.nbytes >= split_min else 1
     if n_workers <= 1 or not row_bytes:
         np.take(src, rows, axis=0, out=out, mode=mode)
         return out
-    run = max(PIECE // row_bytes, -(-len(rows) // n_workers), 1)
+    run = max(piece // row_bytes, -(-len(rows) // n_workers), 1)
     bounds = [(start, min(start + run, len(rows))) for start in range(0, len(rows), run)]
     pool = _executor()
     futures = [pool.submit(np.take, src, rows[a:b], 0, out[a:b], mode) for a, b in bounds[1:]]

@@ -113,6 +113,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of host memory, bytes, or 0",
          "pageable arrays a discrete GPU reads or writes again keep their pages imported "
          "(page-locked) up to this many bytes, least recently used released first; 0 keeps none"),
+    Knob("kept_indices", "LAZYFUEL_KEPT_INDICES", _budget_or_off, 2 << 30,
+         "fraction of host memory, bytes, or 0",
+         "concrete indices (and persisted index blocks) a select over resident blocks reads stay "
+         "on that device between computes, up to this many bytes per device, least recently used "
+         "dropped first; 0 keeps none (every compute uploads them)"),
     Knob("link_probe", "LAZYFUEL_LINK_PROBE", _on_off, True, "1, 0",
          "measure a new Vulkan pool's link to host memory (both ways, pageable and page-locked) and "
          "the device's copy rate in at most 100 ms, once per device (cached in `cache_dir`), for "

@@ -62,3 +62,28 @@ def test_cpu_index_select_of_large_blocks_takes_rows_on_the_copy_pool(monkeypatc
     into = np.full((1, len(rows), 256), np.nan, np.float32)
     assert index_select_step(table, rows, **params, out=into) is into
     assert into.tobytes() == table[rows].tobytes()
+
+
+def test_take_rows_splits_from_the_size_it_is_given(monkeypatch):
+    """`take_rows(split_min=, piece=)`: a small result cut into runs of `piece` bytes on the copy
+    pool (what the streamed pieces of `backends/vulkan/streamed.py` ask for), bit-equal, in
+    numpy's `clip` mode as in `raise`."""
+    seen, take = set(), np.take
+
+    def spy(*args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return take(*args, **kwargs)
+    monkeypatch.setenv(hostcopy.ENV, "4")
+    monkeypatch.setattr(hostcopy, "_pool", None)
+    monkeypatch.setattr(np, "take", spy)
+    rng = np.random.default_rng(6)
+    table = rng.standard_normal((4096, 64), dtype=np.float32)
+    rows = rng.integers(0, len(table), 2048)  # 512 KiB of rows: far under SPLIT_MIN
+    for mode in ("raise", "clip"):
+        out = np.full((len(rows), 64), np.nan, np.float32)
+        assert hostcopy.take_rows(table, rows, out, mode, split_min=1 << 16, piece=1 << 16) is out
+        assert out.tobytes() == table[rows].tobytes()
+    assert any(name.startswith("lazyfuel-copy") for name in seen), seen
+    seen.clear()
+    hostcopy.take_rows(table, rows, np.empty((len(rows), 64), np.float32))  # the default: one thread
+    assert not any(name.startswith("lazyfuel-copy") for name in seen), seen

@@ -157,6 +157,22 @@ class BlockHolder(Protocol):
         ...
 
 
+@runtime_checkable
+class RowStreamer(Protocol):
+    """A `BlockHolder` that takes a select's rows from a host array straight into a new device
+    block, the host gathering while the link uploads (issue 18 item 4: no host array of the
+    result, no pageable upload)."""
+
+    def gather_up(self, source: np.ndarray, positions: np.ndarray) -> object:
+        """`source[positions]` along axis 0 (a C-contiguous host array, checked positions) as a
+        device block."""
+        ...
+
+    def pieces(self, nbytes: int, row_bytes: int) -> int:
+        """How many pieces (one submit each) `gather_up` moves a result of `nbytes` in."""
+        ...
+
+
 @dataclass(frozen=True)
 class CudaSource:
     """A C-contiguous array in CUDA device memory: `pointer` on CUDA device `device`."""

@@ -28,15 +28,16 @@ import dask.threaded
 from dask.core import flatten
 
 from lazyfuel import notices
-from lazyfuel.backends.base import block_backend, block_home, devices, is_device_block
+from lazyfuel.backends.base import RowStreamer, block_backend, block_home, devices, is_device_block
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing
+from lazyfuel.graph.device_blocks import block_holder
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.grouping import described, local_workers
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
-from lazyfuel.graph.touched import priced, row_bound
+from lazyfuel.graph.touched import kept_cost, priced, row_bound, streamable, streaming
 from lazyfuel.planner import Planner, Program, describe_choices, describe_program
 from lazyfuel.planner.explain import seconds
 from lazyfuel.planner.placement import Placement
@@ -46,10 +47,11 @@ from lazyfuel.settings import config
 
 
 def explain_node(root: Node, runtime: Runtime, planner: Planner,
-                 left_out: Mapping[Backend, str] | None = None) -> str:
+                 left_out: Mapping[Backend, str] | None = None, device: bool = False) -> str:
     """The explanation text for the graph ending at `root`; `left_out` (backend -> why, e.g. "not
     usable here: ...", default the planner's) names the backends with bindings that the planner
-    does not plan over: those shipping bindings for the graph's ops are listed."""
+    does not plan over: those shipping bindings for the graph's ops are listed. With `device`
+    the result is planned as `compute(device=True)` keeps it: in device memory."""
     prefer = Families(planner)
     partition = Partition.of(root, prefer)
     groups = _groups(root, partition)
@@ -68,7 +70,7 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
     ran: dict[str, tuple[int, Backend | None]] = {}  # group name -> (number, backend)
     for number, node in enumerate(groups, 1):
         body.append("")
-        group, backend, chain_ops = _group(number, node, partition, planner)
+        group, backend, chain_ops = _group(number, node, partition, planner, device and node is groups[-1])
         body.extend(group)
         body.extend(_crossings(node, backend, partition, ran, prefer))
         ran[node.name] = (number, backend)
@@ -187,10 +189,10 @@ def _groups(root: Node, partition: Partition) -> list[Node]:
     return order
 
 
-def _group(number: int, node: Node, partition: Partition,
-           planner: Planner) -> tuple[list[str], Backend | None, list[str]]:
+def _group(number: int, node: Node, partition: Partition, planner: Planner,
+           kept: bool = False) -> tuple[list[str], Backend | None, list[str]]:
     """The lines describing one group, the backend its representative block plans on, and the ops
-    of its chain."""
+    of its chain; with `kept` its result is wanted in device memory (`compute(device=True)`)."""
     blocks = node.blocks()
     head = (f"fused node {number}: {node.label} -> shape {node.shape}, {len(blocks)} task(s), "
             f"chunks {node.chunks}")
@@ -213,13 +215,16 @@ def _group(number: int, node: Node, partition: Partition,
     ops = [n.op for n in task.recipe.chain.nodes]
     lines.append(f"  chain (one task, one program): {' -> '.join(ops)}")
     dtypes, layouts = task.recipe.signature(task.metas)
-    placement = _placement(task, partition.rooted_at(node).leaves(node))
+    holder = _holder() if kept else None
+    placement = _placement(task, partition.rooted_at(node).leaves(node), holder and holder[0])
     try:
         program = planner.plan(task.recipe.chain, dtypes, layouts, placement)
     except NoBindingError as err:
         lines.append(f"  no plan: {err}")
         return lines, None, ops
+    streamed = _streaming(task, dtypes, layouts, planner, holder, placement)
     program = _staging(task, dtypes, layouts, planner, program, lines, placement)
+    lines.extend(streamed)
     lines.append(describe_program(program, indent="  "))
     lines.append(describe_choices(program, indent="  ", forced=_forced(planner)))
     lines.append(_devices(program.backend, len(blocks)))
@@ -232,7 +237,37 @@ def _group(number: int, node: Node, partition: Partition,
     return lines, program.backend, ops
 
 
-def _placement(task: Task, leaves: list[Node]) -> Placement:
+def _holder() -> tuple[Backend, object] | None:
+    """The backend (and executor) that keeps a result in device memory, None where none can."""
+    try:
+        return block_holder(0)
+    except RuntimeError:
+        return None
+
+
+def _streaming(task: Task, dtypes: list, layouts: list, planner: Planner,
+               holder: tuple[Backend, object] | None, placement: Placement) -> list[str]:
+    """For a block kept in device memory that is one index_select of a host array: a line saying
+    whether its rows are gathered straight into device memory in pieces (`touched.streaming`) or
+    the program below runs, with both prices."""
+    if holder is None or not isinstance(holder[1], RowStreamer) or placement.input(0) is not None:
+        return []
+    if not streamable(task.recipe.chain, layouts):
+        return []
+    backend, streamer = holder
+    try:
+        best, program = kept_cost(planner, task.recipe.chain, dtypes, layouts, backend,
+                                  math.prod(layouts[1].shape))
+    except NoBindingError:
+        return []
+    way = streaming(planner, backend, streamer, dtypes[0], (layouts[1].shape[0], *layouts[0].shape[1:]))
+    other = f"the program below on {program.backend} ~{seconds(best)}"
+    if way.cost < best:
+        return [f"  result kept on {backend}: {way.describe(backend)}, over {other}; no program runs"]
+    return [f"  result kept on {backend} by {other}, over the rows {way.describe(backend)}"]
+
+
+def _placement(task: Task, leaves: list[Node], result: Backend | None = None) -> Placement:
     """Where the representative block's program inputs are: a chunk read as it is from a source
     whose graph holds it in device memory (`persist(device=True)`) is there, the rest in host
     memory (what the block task sees, `backends.base.block_backend`); so is a select's source of
@@ -251,7 +286,7 @@ def _placement(task: Task, leaves: list[Node]) -> Placement:
             if source is not None:
                 found = block_backend(source.array.__dask_graph__().get(key))
         where += [found] + [None] * (len(spec.signature(task.metas)) - 1)
-    return Placement.of(where)
+    return Placement.of(where, result)
 
 
 def _staging(task: Task, dtypes: list, layouts: list, planner: Planner, program: Program,

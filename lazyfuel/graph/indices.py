@@ -29,6 +29,7 @@ from dask.base import tokenize
 
 from lazyfuel import checks
 from lazyfuel.graph import chunks as ch
+from lazyfuel.graph.kept_indices import mark_snapshot
 
 if TYPE_CHECKING:
     from lazyfuel.graph.ir import Node
@@ -78,6 +79,7 @@ class Indices:
         ranges = checks.index_ranges(values, axis_len, [grid.slices(b) for b in grid.blocks()])
         snapshot = narrowed(values.reshape(values.shape or (1,)), axis_len)
         snapshot.flags.writeable = False
+        mark_snapshot(snapshot)  # blocks of it may stay on a device between computes
         made = cls(int(axis_len), values=snapshot, chunks=chunks, ranges=ranges)
         made.__dict__["grid"] = grid  # the cached_property, already built
         return made

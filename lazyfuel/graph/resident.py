@@ -25,6 +25,7 @@ device (`base.CudaReader`), at once, so the tensor may change afterwards.
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from itertools import product
 from typing import Any
@@ -38,6 +39,28 @@ from lazyfuel.backends import base
 from lazyfuel.backends.base import CudaSource
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph.task import Runtime, block_holder, home_device
+
+MIN_DEVICE_WORKERS = 4  # threads for a graph whose results stay on the devices, at least
+
+
+def device_workers() -> int | None:
+    """Dask threads for a graph whose results stay in device memory (`persist(device=True)`,
+    `compute(device=True)`) on dask's threaded scheduler: one per queue the devices run programs
+    on (`queue_count` of the block holder of each device), at least `MIN_DEVICE_WORKERS`, at
+    most the CPUs; None where no holder says (dask's default, a thread per CPU, stays). Each such
+    task's work on the host is Python under the GIL (~2 ms a 1 GiB block on the H200 host): more
+    threads than the device runs programs at once only wait for the GIL and for each other's
+    queues (BENCHMARKS.md, "data_path W3, session 7": 4 threads 33 ms, 16 threads 39 ms)."""
+    try:
+        backend, first = block_holder(0)
+    except RuntimeError:  # nothing keeps blocks here: persist(device=True) says so itself
+        return None
+    counts = [getattr(first, "queue_count", None)]
+    counts += [getattr(base.holder(backend, i), "queue_count", None)
+               for i in range(1, len(base.devices(backend)))]
+    if any(not isinstance(n, int) for n in counts):
+        return None
+    return min(os.cpu_count() or 1, max(MIN_DEVICE_WORKERS, sum(counts)))
 
 
 def _holder(number: int, home: tuple[Backend, int] | None = None) -> base.BlockHolder:

@@ -57,12 +57,15 @@ def spanning_view(parts: Sequence[np.ndarray], starts: Sequence[int], axis: int,
     `max_gap` positions in all (default: no more than the parts hold together), since a backend
     that copies its inputs would copy the gap too.
 
-    Conditions: one dtype, ndim and owner; equal extents and strides on every other axis (strides
-    of extent-1 axes are free); one stride `s` along `axis` shared by every part with more than one
-    position there; and address(part i) == address(part 0) + (starts[i] - starts[0]) * s.
+    Conditions: numpy arrays (a device block gives None); one dtype, ndim and owner; equal
+    extents and strides on every other axis (strides of extent-1 axes are free); one stride `s`
+    along `axis` shared by every part with more than one position there; and
+    address(part i) == address(part 0) + (starts[i] - starts[0]) * s.
     """
     if len(parts) != len(starts) or not 0 <= axis < min((p.ndim for p in parts), default=0):
         return None
+    if not all(isinstance(p, np.ndarray) for p in parts):
+        return None  # a device block (`persist(device=True)`) has no host address to span
     kept = [(p, s) for p, s in zip(parts, starts) if p.shape[axis]]  # an empty part adds nothing
     if not kept:
         return None

@@ -45,7 +45,7 @@ from lazyfuel import layout as layouts
 from lazyfuel.backends import base
 from lazyfuel.backends.base import executor
 from lazyfuel.dtypes import DType
-from lazyfuel.graph import crossing
+from lazyfuel.graph import crossing, kept_indices
 from lazyfuel.graph.device_blocks import (  # noqa: F401 (re-exported)
     DevicePiece,
     block_holder,
@@ -68,7 +68,7 @@ from lazyfuel.graph.task_inputs import (  # noqa: F401 (re-exported)
     apply_views,
     view_layout,
 )
-from lazyfuel.graph.touched import staged_where_cheaper
+from lazyfuel.graph.touched import staged_where_cheaper, streamed_where_cheaper
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner
 from lazyfuel.planner.placement import Placement
@@ -255,6 +255,22 @@ def _touched(runtime: Runtime, chain: Chain, inputs: list[Any], sources: Sequenc
     return inputs
 
 
+def _streamed(runtime: Runtime, recipe: BlockRecipe, inputs: list[Any]) -> Any | None:
+    """A block kept in device memory whose rows the host gathers straight into it, piece by piece
+    as earlier pieces upload, where the planner prices that cheapest (`touched.streamed_where_cheaper`;
+    the block's device's `base.RowStreamer`); else None (plan and run the chain)."""
+    assert recipe.chain is not None
+    with runtime.applied():
+        planner = runtime.planner()
+        try:
+            backend, holder = block_holder(recipe.block)
+        except RuntimeError:  # nothing keeps blocks here: `_runner` says so
+            return None
+        if not isinstance(holder, base.RowStreamer):
+            return None
+        return streamed_where_cheaper(planner, recipe.chain, inputs, backend, holder)
+
+
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     """The task: build the program inputs from `args`, plan, run once, view the result."""
     return _computed(recipe, runtime, args, None)
@@ -285,21 +301,26 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
     """The block (written into `into` when given: then `into` is returned)."""
     if math.prod(recipe.shape) == 0:
         return np.empty(recipe.shape, recipe.dtype)
+    with runtime.applied():
+        # views of a kept block are downloaded, but a gather's reshape sees it as it lies
+        resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
+        kept = config.kept_indices
     inputs: list[Any] = []
     sources = []  # (program input, axis) of each select's source read from chunks in hand
-    for spec in recipe.inputs:
-        if isinstance(spec, Gathered):
-            sources.append((len(inputs), spec.axis))
-        inputs.extend(spec.arrays(args))
-    if recipe.chain is None:
-        out = inputs[0]
+    with kept_indices.keeping(getattr(runtime, "backend", "auto"), resident, kept):
+        for spec in recipe.inputs:
+            if isinstance(spec, Gathered):
+                sources.append((len(inputs), spec.axis))
+            inputs.extend(spec.arrays(args))
+    if recipe.chain is None:  # views only: a view of a device block comes back as numpy
+        out = np.asarray(inputs[0]) if getattr(recipe.inputs[0], "views", ()) else inputs[0]
     else:
-        inputs = _touched(runtime, recipe.chain, inputs, sources)
         handover = recipe.export and not recipe.post
-        with runtime.applied():
-            # views of a kept block are downloaded, but a gather's reshape sees it as it lies
-            resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
-        out = run_splitting(_runner(runtime, recipe.block, into, handover, resident), recipe.chain, inputs)
+        out = _streamed(runtime, recipe, inputs) if resident and into is None else None
+        if out is None:
+            inputs = _touched(runtime, recipe.chain, inputs, sources)
+            out = run_splitting(_runner(runtime, recipe.block, into, handover, resident), recipe.chain,
+                                inputs)
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

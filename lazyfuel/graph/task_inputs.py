@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from lazyfuel.backends.base import is_device_block
 from lazyfuel.dtypes import DType
 from lazyfuel.graph import crossing
 from lazyfuel.graph.device_blocks import joined
 from lazyfuel.graph.indices import checked_block, kernel_dtype, narrowed, shifted
 from lazyfuel.graph.ir import ViewOp
+from lazyfuel.graph.kept_indices import kept_input, one_part
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.layout import Layout
 from lazyfuel.ops.views import VIEWS
@@ -56,8 +58,14 @@ class Part:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         chunk = args[self.arg]
-        if not self.views and crossing.is_device_chunk(chunk):
-            return [chunk]  # left on the device for the next program (`graph.crossing`)
+        if crossing.is_device_chunk(chunk):
+            if not self.views:
+                return [chunk]  # left on the device for the next program (`graph.crossing`)
+            viewed = getattr(chunk, "viewed", None)  # a resident block seen through the views in place
+            layout = view_layout(Layout.contiguous(chunk.shape), self.views)
+            found = None if viewed is None else viewed(layout)
+            if found is not None:
+                return [found]
         return [apply_views(np.asarray(chunk), self.views)]
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
@@ -74,6 +82,15 @@ class Const:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         return [np.ascontiguousarray(self.value)]
+
+    @property
+    def axis_len(self) -> int:
+        """0: the values were checked against their axis when the op was built."""
+        return 0
+
+    def values_of(self, args: Sequence[Any]) -> np.ndarray:
+        """What the values come from (`kept_indices`): a block of the snapshot."""
+        return self.value
 
     def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
         """The indices each minus `start` (they stay in range): one copy (`indices.shifted`)."""
@@ -94,6 +111,10 @@ class LazyIndex:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         return [checked_block(args[self.arg], self.axis_len, self.origin)]
+
+    def values_of(self, args: Sequence[Any]) -> Any:
+        """What the values come from (`kept_indices`): the task argument, unchecked."""
+        return args[self.arg]
 
     def moved(self, args: Sequence[Any], start: int) -> np.ndarray:
         """The checked indices each minus `start` (they stay in range)."""
@@ -131,17 +152,31 @@ class Gathered:
 
     def arrays(self, args: Sequence[Any]) -> list[np.ndarray]:
         source, local = self._arrays(args)
+        return [source, local if is_device_block(local) else self._narrowed(local)]
+
+    def _narrowed(self, local: np.ndarray) -> np.ndarray:
         # positions into the program's source, which may index it in a narrower dtype than
         # the whole axis needs (a chunked axis past 2**32: U32, so Vulkan kernels can run it)
-        return [source, narrowed(local, self.reach, copy=False) if self.reach else local]
+        return narrowed(local, self.reach, copy=False) if self.reach else local
 
-    def _arrays(self, args: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    def _local(self, source: Any, args: Sequence[Any], start: int) -> Any:
+        """The indices moved by `start` into `source` (one part, or a span from that start) and
+        narrowed: kept on the source's device between computes where they cannot change
+        (`kept_indices`: a snapshot's block, a resident index block), so they are uploaded once."""
+        detail = (start, self.reach, self.index.axis_len)
+        return kept_input(self.index.values_of(args), detail, source,
+                          lambda: self._narrowed(self.index.moved(args, start)))
+
+    def _arrays(self, args: Sequence[Any]) -> tuple[Any, Any]:
         chosen = [p.arrays(args)[0] for p in self.parts]  # views: free
         if len(chosen) == 1:
-            return chosen[0], self.index.moved(args, self.part_starts[0])
+            return chosen[0], self._local(chosen[0], args, self.part_starts[0])
         span = spanning_view(chosen, self.part_starts, self.axis, self.gap) if self.spannable else None
         if span is not None:
-            return span, self.index.moved(args, self.part_starts[0])
+            return span, self._local(span, args, self.part_starts[0])
+        one = self._one_hit(args)
+        if one is not None:
+            return chosen[one], self._local(chosen[one], args, self.part_starts[one])
         (idx,) = self.index.arrays(args)
         begin = np.asarray(self.part_starts, dtype=np.int64)
         ids = np.searchsorted(begin, idx, side="right") - 1
@@ -154,6 +189,19 @@ class Gathered:
         back[used] = begin[used] - np.concatenate(([0], np.cumsum(sizes)[:-1]))
         local = np.subtract(idx, back[ids], dtype=idx.dtype)  # in the indices' dtype: no wrap
         return joined(chosen, self.axis), local
+
+    def _one_hit(self, args: Sequence[Any]) -> int | None:
+        """The one part that lazy indices in device memory hit, remembered per index block (found
+        by reading it once: `kept_indices.one_part`), or None (host indices, or several parts)."""
+        origin = self.index.values_of(args)
+        if not isinstance(self.index, LazyIndex) or not is_device_block(origin):
+            return None
+
+        def hit() -> int | None:
+            (idx,) = self.index.arrays(args)
+            ids = np.unique(np.searchsorted(np.asarray(self.part_starts, np.int64), idx, side="right") - 1)
+            return int(ids[0]) if ids.size == 1 else None
+        return one_part(origin, (self.part_starts, self.index.axis_len), hit)
 
     def signature(self, metas: Sequence[ArgMeta]) -> list[Signature]:
         (index,) = self.index.signature(metas)

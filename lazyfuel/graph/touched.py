@@ -22,6 +22,18 @@ the span); the rows are found only for a block that stages, or for a gather with
 than the span has rows (its positions may hit few of them: they are counted first). A source
 whose memory span is no larger than its touched rows would be (a broadcast: one base row) is
 never staged.
+
+Where the block's result is to stay in device memory (`persist(device=True)`,
+`compute(device=True)`) and the block is one index_select along axis 0 of a C-contiguous host
+array, a third way is priced (`streamed_where_cheaper`): the host gathers the result's rows
+straight into page-locked staging in pieces, each uploaded into the result's device memory while
+the next is gathered (`base.RowStreamer`, Vulkan's `streamed.gather_up`). It costs about the
+larger of the host gather (`Planner.host_copy_cost` of the result) and the upload from
+page-locked memory (`Planner.pinned_upload_cost`), plus the smaller spread over the pieces and a
+submit a piece (`Streaming.cost`), against the best program with the result kept there (as it
+is, or staged; a host program's result then pays a pageable upload). No host array of the
+result is made, and no source bytes but the touched rows are read, so a table larger than the
+device's largest allocation works.
 """
 
 from __future__ import annotations
@@ -32,11 +44,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lazyfuel.backends.base import RowStreamer
+from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.indices import kernel_dtype, narrowed
 from lazyfuel.hostcopy import gather_rows
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, Program
+from lazyfuel.planner.explain import seconds
+from lazyfuel.planner.placement import Placement
 
 SELECTS = ("IndexSelect", "Gather")
 
@@ -91,17 +107,18 @@ class Staging:
 
 
 def priced(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
-           source: int, rows: int) -> Staging:
-    """Both plans of a block (signature `dtypes`, `layouts`) whose input `source` is a select's
-    source along the select's axis, of which `rows` would be staged."""
-    as_is = planner.plan(chain, dtypes, layouts)
+           source: int, rows: int, placement: Placement | None = None) -> Staging:
+    """Both plans of a block (signature `dtypes`, `layouts`; `placement` where its inputs are and
+    its result is wanted, None: host memory) whose input `source` is a select's source along the
+    select's axis, of which `rows` would be staged."""
+    as_is = planner.plan(chain, dtypes, layouts, placement)
     axis = _dim(_reader(chain, source))
     shape = list(layouts[source].shape)
     shape[axis] = rows
     dtypes, layouts = list(dtypes), list(layouts)
     layouts[source] = Layout.contiguous(tuple(shape))
     dtypes[source + 1] = DType.from_numpy(kernel_dtype(rows))
-    staged = planner.plan(chain, dtypes, layouts)
+    staged = planner.plan(chain, dtypes, layouts, placement)
     return Staging(as_is, staged, planner.host_copy_cost(dtypes[source], shape), rows)
 
 
@@ -148,3 +165,79 @@ def staged_where_cheaper(planner: Planner, chain: Chain, inputs: list, source: i
     out = list(inputs)
     out[source], out[source + 1] = gather_rows(data, rows, axis), remapped
     return out
+
+
+@dataclass(frozen=True)
+class Streaming:
+    """The price of gathering a block's result rows on the host into page-locked staging, piece by
+    piece, each piece uploaded while the next is gathered (see the module docstring)."""
+
+    gather_s: float  # the host gather of every result row
+    up_s: float  # their upload from page-locked memory, a submit a piece included
+    pieces: int
+    nbytes: int  # the result's bytes, all of which go up
+
+    @property
+    def cost(self) -> float:
+        """Seconds in all: the slower side, plus the faster side's first piece (nothing overlaps it)."""
+        return max(self.gather_s, self.up_s) + min(self.gather_s, self.up_s) / max(self.pieces, 1)
+
+    def describe(self, backend: Backend) -> str:
+        """The way in `lf.explain`'s words."""
+        return (f"gathered on the host into page-locked staging, {self.pieces} piece(s) uploaded to "
+                f"{backend} as the next is gathered (~{seconds(self.cost)}: gather "
+                f"~{seconds(self.gather_s)}, up ~{seconds(self.up_s)}; {self.nbytes} bytes up, none down)")
+
+
+def streamable(chain: Chain, layouts: Sequence[Layout]) -> bool:
+    """Whether a block of `chain` over inputs of `layouts` is one index_select along axis 0 of a
+    C-contiguous source of rank >= 1 (input 0) by 1-d indices (input 1), returned as it is."""
+    if chain.n_inputs != 2 or len(chain.nodes) != 1 or chain.outputs != (2,) or len(layouts) != 2:
+        return False
+    node = chain.nodes[0]
+    source = layouts[0]
+    return (node.op == "IndexSelect" and node.args == (0, 1) and _dim(node) == 0 and bool(source.shape)
+            and len(layouts[1].shape) == 1 and source == Layout.contiguous(source.shape))
+
+
+def streaming(planner: Planner, backend: Backend, streamer: RowStreamer, dtype: DType,
+              shape: Sequence[int]) -> Streaming:
+    """The price of streaming a result of `dtype` and `shape` (rows along axis 0) up to `backend`
+    through `streamer`."""
+    row_bytes = math.prod(shape[1:]) * dtype.itemsize
+    nbytes = shape[0] * row_bytes
+    pieces = streamer.pieces(nbytes, row_bytes)
+    return Streaming(planner.host_copy_cost(dtype, shape),
+                     planner.pinned_upload_cost(backend, nbytes, max(pieces, 1)), pieces, nbytes)
+
+
+def kept_cost(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
+              backend: Backend, n_positions: int) -> tuple[float, Program]:
+    """The cheapest program of the block with its result kept on `backend` (its source as it is,
+    or staged where that pays) and its cost with the staging copy."""
+    placement = Placement.of([None] * len(layouts), backend)
+    bound = row_bound(chain, 0, 0, layouts[0], n_positions)
+    if bound:
+        st = priced(planner, chain, dtypes, layouts, 0, bound, placement)
+        return (st.staged.cost + st.copy_s, st.staged) if st.pays else (st.as_is.cost, st.as_is)
+    program = planner.plan(chain, dtypes, layouts, placement)
+    return program.cost, program
+
+
+def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[object], backend: Backend,
+                           streamer: RowStreamer) -> object | None:
+    """The block's result as a device block of `backend`, its rows gathered straight into it
+    (`streamer.gather_up`), where the block is `streamable` and that costs less than
+    `kept_cost`'s program; else None (run the program)."""
+    data, positions = inputs[0], inputs[1] if len(inputs) > 1 else None
+    if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
+        return None
+    layouts = [Layout.of(data), Layout.of(positions)]
+    if not data.flags.c_contiguous or not streamable(chain, layouts):
+        return None
+    dtypes = [DType.from_numpy(data.dtype), DType.from_numpy(positions.dtype)]
+    shape = (positions.shape[0], *data.shape[1:])
+    best, _ = kept_cost(planner, chain, dtypes, layouts, backend, positions.size)
+    if streaming(planner, backend, streamer, dtypes[0], shape).cost >= best:
+        return None
+    return streamer.gather_up(data, positions)

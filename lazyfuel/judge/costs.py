@@ -151,6 +151,16 @@ class MeasuredCosts:
             _warn_once(f"the transfers of {backend}", "its kernels' costs alone")
         return 0.0
 
+    def pinned_upload_cost(self, backend: Backend, nbytes: int, submits: int = 1) -> float:
+        """Seconds `nbytes` take up `backend`'s link from page-locked host memory in `submits`
+        submits: the link prior's page-locked rate (the pool's probe where it ran), its pageable
+        rate where none is known; 0 for a backend with no link."""
+        prior = self.priors.get(backend)
+        link = None if prior is None else prior.link
+        if link is None:
+            return 0.0
+        return submits * link.submit_s + nbytes / (link.pinned_up_bytes_per_s or link.up_bytes_per_s)
+
     def _prior_name(self, backend: Backend) -> str:
         """The priors an unmeasured cost of `backend` comes from, in words."""
         prior = self.priors.get(backend)

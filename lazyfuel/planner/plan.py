@@ -149,6 +149,18 @@ class Planner:
         params = _contiguize_params(Layout.contiguous(tuple(shape)))
         return _cost(bindings[0], params, tuple(shape), self.costs)
 
+    def pinned_upload_cost(self, backend: Backend, nbytes: int, submits: int = 1) -> float:
+        """Seconds `nbytes` of page-locked host memory take up to `backend`'s device in `submits`
+        submits (the cost model's `pinned_upload_cost`; its pageable `transfer_cost` where it has
+        none; 0 without a cost model)."""
+        if self.costs is None:
+            return 0.0
+        priced = getattr(self.costs, "pinned_upload_cost", None)
+        if priced is not None:
+            return priced(backend, nbytes, submits)
+        more = max(submits - 1, 0) * self.costs.transfer_cost(backend, [], [])
+        return self.costs.transfer_cost(backend, [nbytes], []) + more
+
     def left_out_for(self, ops: Iterable[str]) -> dict[Backend, str]:
         """The left-out backends (and why) that ship a binding for one of `ops` (op kind names)."""
         wanted = set(ops)

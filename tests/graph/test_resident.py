@@ -51,3 +51,39 @@ def test_a_graph_of_host_blocks_is_refused_naming_what_it_holds():
     with pytest.raises(RuntimeError, match=r"^compute\(device=True\) needs the blocks in this process, and "
                                            r"the graph holds ndarray \(dask\.distributed keeps them"):
         held_blocks(held)
+
+
+def test_device_workers_are_one_per_queue_at_least_four_at_most_the_cpus(vulkan, monkeypatch):
+    from lazyfuel.graph import resident
+
+    queues = sum(base.holder(Backend.Vulkan, i).queue_count
+                 for i in range(max(len(base.devices(Backend.Vulkan)), 1)))
+    monkeypatch.setattr(resident.os, "cpu_count", lambda: 64)
+    assert resident.device_workers() == max(resident.MIN_DEVICE_WORKERS, queues)
+    monkeypatch.setattr(resident.os, "cpu_count", lambda: 2)
+    assert resident.device_workers() == 2
+
+
+def test_results_on_the_device_run_on_device_workers_unless_told(vulkan, monkeypatch):
+    import dask
+    import dask.base
+
+    from lazyfuel import array
+
+    seen, persist = [], dask.base.persist
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("num_workers"))
+        return persist(*args, **kwargs)
+
+    monkeypatch.setattr(dask.base, "persist", spy)
+    monkeypatch.setattr(array, "device_workers", lambda: 3)
+    a = RNG.standard_normal((40, 4)).astype(np.float32)
+    x = lf.from_array(a, chunks=(10, 4))
+    assert np.asarray(x.compute(device=True)).tobytes() == a.tobytes()
+    x.persist(device=True)
+    x.persist(device=True, num_workers=2)  # the caller's count, and any scheduler, as given
+    x.persist(device=True, scheduler="sync")
+    with dask.config.set(scheduler="sync"):
+        x.persist(device=True)
+    assert seen == [3, 3, 2, None, None]

@@ -100,15 +100,23 @@ def test_a_gather_of_k_rows_uploads_about_k_rows(vulkan, bits_equal, op) -> None
     assert p.where and all(backend == "Vulkan" for backend, _ in p.where)
 
 
-def test_a_source_past_the_largest_allocation_works_on_the_device(vulkan, bits_equal) -> None:
+def _past_the_largest_allocation(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A table just over the device's maxMemoryAllocationSize (lavapipe: 2 GiB) whose only rows
+    holding data (and touching memory: pages never touched cost nothing) are at `count` random
+    ids, the first and last row among them; and the ids."""
     from lazyfuel.backends.vulkan import get_pool
 
-    limit = get_pool().info.max_memory_allocation_size
-    rows = limit // ROW + 1024  # just over the limit (lavapipe: 2 GiB); pages never touched cost nothing
+    rows = get_pool().info.max_memory_allocation_size // ROW + 1024
     big = np.empty((rows, 256), np.float32)
-    ids = np.random.default_rng(5).integers(0, rows, 512)
+    ids = np.random.default_rng(seed).integers(0, rows, count)
     ids[:2] = 0, rows - 1
-    big[ids] = _table(len(ids), 6)  # only the touched rows hold data (and touch memory)
+    big[ids] = _table(len(ids), seed + 1)
+    return big, ids
+
+
+def test_a_source_past_the_largest_allocation_works_on_the_device(vulkan, bits_equal) -> None:
+    big, ids = _past_the_largest_allocation(512, 5)
+    rows = len(big)
     y = lf.from_array(big, chunks=(rows // 8 + 1, 256)).index_select(0, ids)
     with lf.profile() as p:
         got = y.compute()
@@ -146,3 +154,83 @@ def test_a_view_spanning_less_than_its_touched_rows_is_sent_as_it_is() -> None:
     planner = Planner(default_registry(), [Backend.Vulkan], costs=MeasuredCosts(priors=priors))
     inputs = [wide, ids]
     assert staged_where_cheaper(planner, SELECT, inputs, 0, 0) is inputs
+
+
+def _streamed_run(table: np.ndarray, ids: np.ndarray, chunk_rows: int, mode: str | None):
+    """compute(device=True) of index_select(table, 0, ids) in transfer `mode`: (host copy, profile)."""
+    from lazyfuel.backends.vulkan import get_pool
+    from lazyfuel.backends.vulkan.transfer import in_mode
+
+    y = lf.from_array(table, chunks=(chunk_rows, *table.shape[1:])).index_select(0, ids)
+    with in_mode(get_pool(), mode), lf.profile() as p:
+        result = y.compute(device=True)
+        got = np.from_dlpack(result).copy() if mode is None else np.asarray(result)
+        del result
+    return got, p
+
+
+@pytest.mark.parametrize("mode", [None, "staged"])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float64])
+@pytest.mark.parametrize("kind", ["random", "sorted", "repeated"])
+def test_compute_on_the_device_gathers_the_rows_straight_into_device_memory(vulkan, bits_equal, mode,
+                                                                            dtype, kind) -> None:
+    rng = np.random.default_rng(20)
+    table = rng.integers(0, 255, (8192, 96)).astype(dtype)  # 8 chunks of 1024 rows
+    ids = rng.integers(0, 8192, 3000)
+    if kind == "sorted":
+        ids.sort()
+    elif kind == "repeated":
+        ids = ids % 3 * 4000
+    got, p = _streamed_run(table, ids, 1024, mode)
+    bits_equal(got, table[ids])
+    assert not p.where, p  # no program ran: the rows went straight into the result's memory
+    assert p.bytes_uploaded == table[ids].nbytes, p  # the touched rows alone, never the table
+
+
+def test_compute_on_the_device_of_a_table_past_the_largest_allocation(vulkan, bits_equal) -> None:
+    big, ids = _past_the_largest_allocation(600, 21)
+    got, p = _streamed_run(big, ids, len(big) // 8 + 1, "staged")
+    bits_equal(got, big[ids])
+    assert not p.where and p.bytes_uploaded == len(ids) * ROW, p
+
+
+def test_the_planner_streams_the_rows_only_where_that_is_cheaper(vulkan, bits_equal) -> None:
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.graph.touched import streamed_where_cheaper
+
+    priors = {Backend.Cpu: host_prior(), Backend.Vulkan: kind_prior("discrete")}
+    planner = Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=MeasuredCosts(priors=priors))
+    executor = VulkanExecutor()
+    big, few = _table(65536, 23), np.random.default_rng(24).integers(0, 65536, 2048).astype(np.uint32)
+    block = streamed_where_cheaper(planner, SELECT, [big, few], Backend.Vulkan, executor)
+    assert block is not None  # 64 MiB table, 2 MiB of rows: stream them, do not ship the table
+    bits_equal(np.asarray(block), big[few])
+    small, many = _table(64, 25), np.random.default_rng(26).integers(0, 64, 65536).astype(np.uint32)
+    # a 64 KiB table and 64 MiB of rows: the table up once and the device's kernel costs less
+    assert streamed_where_cheaper(planner, SELECT, [small, many], Backend.Vulkan, executor) is None
+    both = Chain(2, (OpNode("IndexSelect", (0, 1), (("dim", 0),)),
+                     OpNode("MaskedFill", (2, 1), (("value", 0.0),))), (3,))
+    assert streamed_where_cheaper(planner, both, [big, few], Backend.Vulkan, executor) is None  # two nodes
+
+
+def test_explain_on_the_device_says_the_rows_are_streamed_and_the_bytes_up(vulkan) -> None:
+    rows = 65536
+    ids = np.random.default_rng(27).integers(0, rows, 4096)
+    y = lf.from_array(_table(rows, 28), chunks=(rows // 8, 256)).index_select(0, ids)
+    text = lf.explain(y, device=True)
+    assert "result kept on Vulkan: gathered on the host into page-locked staging" in text, text
+    assert f"{4096 * ROW} bytes up, none down" in text and "no program runs" in text, text
+    assert "result kept on" not in lf.explain(y)  # a host result: nothing is kept
+
+
+def test_persisting_on_the_device_streams_the_rows_too(vulkan, bits_equal) -> None:
+    from lazyfuel.backends.vulkan import get_pool
+    from lazyfuel.backends.vulkan.transfer import in_mode
+
+    table = _table(16384, 29)
+    ids = np.random.default_rng(30).integers(0, len(table), 5000)
+    with in_mode(get_pool(), "staged"), lf.profile() as p:
+        kept = lf.from_array(table, chunks=(2048, 256)).index_select(0, ids).persist(device=True)
+        assert not p.where and p.bytes_uploaded == len(ids) * ROW, p  # no program: the rows went up
+        bits_equal(kept.compute(), table[ids])
+        del kept

@@ -96,6 +96,7 @@ class Batch:
         self._after: list[tuple[Callable[[], None], object]] = []  # `after_close`
         self._downloads: list[tuple[Allocation, np.ndarray]] = []
         self._ran = False
+        self._started = 0.0  # perf_counter at the last submit (`start`)
         self._reusable = False
         self.bytes_uploaded = self.bytes_downloaded = 0
         self.device_seconds = 0.0  # submit to fence, once run
@@ -254,6 +255,12 @@ class Batch:
 
     def run(self) -> None:
         """End recording, submit once, wait for the fence, then copy every download out."""
+        self.start()
+        self.finish()
+
+    def start(self) -> None:
+        """End recording and submit once, without waiting: the CPU may go on (fill the next
+        staging) while the device works; `finish()` waits. `run()` is both."""
         if not self._ran:
             self.recorder.host_barrier()
             check(self.recorder.end(), "vkEndCommandBuffer")
@@ -262,10 +269,18 @@ class Batch:
         else:
             check(vk.lib.vkResetFences(self.context.device, 1, self.context.fence_ptr), "vkResetFences")
         self._ran = True
-        start = time.perf_counter()
+        self._started = time.perf_counter()
         self.pool.submit(self.context)
+
+    @property
+    def submitted(self) -> bool:
+        """Whether `start()` (or `run()`) submitted the batch."""
+        return self._ran
+
+    def finish(self) -> None:
+        """Wait for the fence of the work `start()` submitted, then copy every download out."""
         self.pool.wait(self.context)
-        self.device_seconds = time.perf_counter() - start
+        self.device_seconds = time.perf_counter() - self._started
         if self._timed and self.context.stamps is not None:
             begin, end = self.context.stamps.read()
             self.kernel_seconds = max(end - begin, 0.0) * 1e-9

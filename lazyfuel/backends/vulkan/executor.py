@@ -44,7 +44,7 @@ from lazyfuel.backends.base import (
     is_device_block,
     narrowed_indices,
 )
-from lazyfuel.backends.vulkan import timestamps, transfer
+from lazyfuel.backends.vulkan import streamed, timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
@@ -98,6 +98,12 @@ class VulkanExecutor:
             return None
         _, seconds = self._run_retrying(program, inputs, None, True)
         return seconds
+
+    @property
+    def queue_count(self) -> int:
+        """How many queues the pool submits programs to (`queues.py`): as many programs run at
+        once on the device (`graph.resident.device_workers`)."""
+        return len(self.pool.queues)
 
     @property
     def transfer_mode(self) -> str:
@@ -165,8 +171,7 @@ class VulkanExecutor:
         if len(program.outputs) != 1 or program.outputs[0] < program.n_inputs:
             return self.run(program, arrays)[0]
         shape, dtype = program.value_meta(program.outputs[0])
-        shared = config._resident_shared and hand_off(self.pool).kind == CUDA  # compute(device=True)
-        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy, shared=shared)
+        block = ResidentBlock.reserve(self.pool, tuple(shape), dtype.numpy, shared=self._shared_result())
         try:
             self._run(program, arrays, kernels, [None], exported=block.allocation,
                       timed=profiling.active())
@@ -175,6 +180,24 @@ class VulkanExecutor:
             raise
         block.done()
         return block
+
+    def gather_up(self, source: np.ndarray, positions: np.ndarray) -> ResidentBlock:
+        """`source[positions]` along axis 0 gathered by the host straight into a new block of this
+        pool, piece by piece through page-locked staging while earlier pieces upload
+        (`streamed.gather_up`; the `base.RowStreamer` capability)."""
+        return streamed.gather_up(self.pool, source, positions, shared=self._shared_result())
+
+    def pieces(self, nbytes: int, row_bytes: int) -> int:
+        """How many pieces (one submit each) `gather_up` moves a result of `nbytes` in: one where
+        device memory is mapped (the rows are taken straight into it), else `streamed.pieces`."""
+        if self.pool.allocator.direct:
+            return 1 if nbytes else 0
+        return streamed.pieces(nbytes, row_bytes)
+
+    def _shared_result(self) -> bool:
+        """Whether a kept result goes into memory CUDA can import: under `compute(device=True)`
+        where CUDA shares this pool's GPU (`shared.hand_off`)."""
+        return config._resident_shared and hand_off(self.pool).kind == CUDA
 
     def hold(self, array: np.ndarray) -> ResidentBlock:
         """`array` copied into a new `ResidentBlock` of this pool (a resident block of this pool

@@ -329,13 +329,23 @@ def open_pools() -> list[DevicePool]:
 
 def spread_slots() -> list[tuple[int, int]]:
     """(physical index, replica) of each pool a graph's blocks are spread over, in order: the
-    devices of `devices.spread`, a repeated device getting replicas 1, 2, … (opens no pool)."""
-    seen: dict[int, int] = {}
-    slots = []
-    for index in spread(physical_devices()):
-        slots.append((index, seen.get(index, 0)))
-        seen[index] = seen.get(index, 0) + 1
-    return slots
+    devices of `devices.spread`, a repeated device getting replicas 1, 2, … (opens no pool).
+    Remembered per device list and `devices` / `device` knob values: every resident block's
+    `home` asks, several times per task."""
+    infos = physical_devices()
+    key = (tuple((d.index, d.name, d.kind, d.usable) for d in infos), config.devices, config.device)
+    found = _spread_memo.get(key)
+    if found is None:
+        seen: dict[int, int] = {}
+        slots = []
+        for index in spread(infos):
+            slots.append((index, seen.get(index, 0)))
+            seen[index] = seen.get(index, 0) + 1
+        found = _spread_memo[key] = tuple(slots)
+    return list(found)
+
+
+_spread_memo: dict[tuple, tuple[tuple[int, int], ...]] = {}
 
 
 def spread_slot(number: int) -> tuple[int, int]:

@@ -44,6 +44,7 @@ from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.resident_store import _STORES, ResidentStore, _Slot, store_of  # noqa: F401
 from lazyfuel.backends.vulkan.shared import SharedBuffer
 from lazyfuel.contracts.model import Backend
+from lazyfuel.layout import Layout
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
@@ -169,6 +170,18 @@ class ResidentBlock(CArrayMeta):
         view._finalizer = weakref.finalize(view, lambda: None)  # the base frees the memory
         return view
 
+    def viewed(self, layout: Layout) -> ResidentView | None:
+        """The block seen through `layout` (in elements, relative to the block's first element: a
+        broadcast or a transpose of it), bound where the block lies; None where the view does not
+        start at the block's lowest address (a reversed or offset slice: the caller takes a host
+        copy) or reaches past its end."""
+        lowest = -sum(min(0, (n - 1) * st) for n, st in zip(layout.shape, layout.strides))
+        if layout.size == 0 or layout.offset != lowest:  # Layout.of's offset: the first element lowest
+            return None
+        if layout.span > self.size:
+            return None
+        return ResidentView(self, layout)
+
     def pin(self) -> Allocation:
         """Pin the block on its pool's device (brought back if spilled); its memory until `unpin`."""
         return self._store.touch(self._slot)
@@ -203,6 +216,51 @@ class ResidentBlock(CArrayMeta):
     def __repr__(self) -> str:
         where = "spilled to host" if self.spilled else "on the device"
         return f"ResidentBlock(shape={self.shape}, dtype={self.dtype}, {self.pool.label}, {where})"
+
+
+class ResidentView(CArrayMeta):
+    """A view (`layout`, in elements from the block's first) of a `ResidentBlock`: what a task's
+    program input is where it reads a resident block through a broadcast or a transpose (a
+    persisted (N, 1) mask broadcast to its data's shape). The executor binds the block's memory
+    with this layout (`transfer.upload_all`), so the bytes stay where they lie; `np.asarray`
+    downloads the block and views it as numpy would. Keeps the block alive."""
+
+    __lazyfuel_device_block__ = Backend.Vulkan
+
+    def __init__(self, block: ResidentBlock, layout: Layout) -> None:
+        self.block, self.layout = block, layout
+        self.shape, self.dtype, self.pool = layout.shape, block.dtype, block.pool
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The layout's strides in bytes, as numpy gives them (not C-contiguous ones)."""
+        return tuple(s * self.dtype.itemsize for s in self.layout.strides)
+
+    @property
+    def home(self) -> tuple[Backend, int | None]:
+        return self.block.home
+
+    def reach(self, other: object) -> str:
+        return self.block.reach(other)
+
+    def bind(self, batch: Batch) -> Allocation | None:
+        """The block's memory for `batch` (`ResidentBlock.bind`), read through `layout`."""
+        return self.block.bind(batch)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        base = np.asarray(self.block).reshape(-1)  # the view's first element lies at its offset
+        out = np.lib.stride_tricks.as_strided(base[self.layout.offset:], self.shape, self.strides,
+                                              writeable=False)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return np.asarray(self)[key]
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (np.asarray, (np.ascontiguousarray(self.__array__()),))
+
+    def __repr__(self) -> str:
+        return f"ResidentView({self.layout}, of {self.block!r})"
 
 
 try:  # dask weighs chunks by sizeof; a resident block weighs its bytes

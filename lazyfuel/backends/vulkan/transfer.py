@@ -83,8 +83,9 @@ def upload_all(batch: Batch, arrays: Sequence[np.ndarray], dtypes: Sequence[DTyp
     values, copied = [], False
     for i, (a, dtype) in enumerate(zip(arrays, dtypes)):
         bound = _resident(batch, a)
-        if bound is not None:  # a block kept on this pool (`residency`): read where it lies
-            values.append(DeviceValue(bound, dtype, Layout.contiguous(a.shape)))
+        if bound is not None:  # a block kept on this pool (`residency`): read where it lies,
+            # through its view's layout where it is one (`ResidentView`)
+            values.append(DeviceValue(bound, dtype, getattr(a, "layout", None) or Layout.contiguous(a.shape)))
             continue
         a = np.asarray(a)  # a device block of another pool (or device): a host copy
         span = memory_span(a)

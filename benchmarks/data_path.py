@@ -93,6 +93,12 @@ def make_inputs(gib: float) -> tuple[np.ndarray, np.ndarray]:
     return x, np.random.default_rng(2).random((rows, 1)) < 0.5
 
 
+def _mib(text: str) -> int | float:
+    """A chunk size in MiB as given: `16`, or `0.25` for chunks scaled down to lavapipe."""
+    value = float(text)
+    return int(value) if value == int(value) else value
+
+
 def permutation(n: int, chunk_rows: int, seed: int) -> np.ndarray:
     """Row indices permuting the rows inside each chunk of `chunk_rows`."""
     rng = np.random.default_rng(seed)
@@ -176,7 +182,8 @@ def torch_naive(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, out: np.ndarra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=4.0, help="size of x")
-    parser.add_argument("--mibs", default="8,16,32,64,128,256,512,1024", help="chunk sizes, MiB")
+    parser.add_argument("--mibs", default="8,16,32,64,128,256,512,1024",
+                        help="chunk sizes, MiB (fractions too: 0.25)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="dask threads")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sweep-threads", default="4,8",
@@ -216,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {pool.label} ({pool.info.kind}; driver {pool.info.driver} {pool.info.driver_info}); "
           f"transfer mode {pool.allocator.mode.value}; queues {len(pool.queues)}; {os.cpu_count()} CPUs; "
           f"numpy {np.__version__}{'; torch ' + torch.__version__ if torch is not None else ''}"
-          f"{' (CUDA)' if CUDA else ''}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
+          f"{' (CUDA)' if CUDA else ''}; task_bytes {lf.config.task_bytes}; "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
     if args.alloc:
         allocation_costs(pool)
     results: dict[str, Any] = {}
@@ -256,12 +264,12 @@ def w1(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
                    "out": torch.empty(x.shape, dtype=torch.float32).pin_memory(),
                    "streams": [torch.cuda.Stream() for _ in range(STREAMS)]}
         torch.zeros(1 << 28, device="cuda").sum().item()  # the clocks up before timing
-    mibs = [int(m) for m in args.mibs.split(",") if m]
+    mibs = [_mib(m) for m in args.mibs.split(",") if m]
     rows_out = []
     peers: dict[str, Measured] = {}
     for mib in mibs:
-        chunk_rows = max(1, (mib << 20) // (COLS * 4))
-        idx = permutation(len(x), chunk_rows, mib)
+        chunk_rows = max(1, int(mib * 2**20) // (COLS * 4))
+        idx = permutation(len(x), chunk_rows, chunk_rows)
         if not peers:
             peers = w1_peers(x, idx, mask, out, chunk_rows, max(1, args.rounds - 1))
         configs = configurations(x, mask, out, x_pinned, out_pinned, tensors, idx, chunk_rows, args)
@@ -286,14 +294,14 @@ def w1(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
     sweep_threads = [int(t) for t in args.sweep_threads.split(",") if t]
     if sweep_threads:
         print(f"\n### lazyfuel pageable by dask threads (GB/s, median (best) of {args.rounds})\n")
-        sweep_mibs = [int(m) for m in args.sweep_mibs.split(",") if m]
+        sweep_mibs = [_mib(m) for m in args.sweep_mibs.split(",") if m]
         header = " | ".join(f"{m} MiB" for m in sweep_mibs)
         print(f"| threads | {header} |\n|---|" + "---|" * len(sweep_mibs))
         for threads in sweep_threads:
             cells = []
             for mib in sweep_mibs:
-                chunk_rows = max(1, (mib << 20) // (COLS * 4))
-                idx = permutation(len(x), chunk_rows, mib)
+                chunk_rows = max(1, int(mib * 2**20) // (COLS * 4))
+                idx = permutation(len(x), chunk_rows, chunk_rows)
                 found = lazyfuel_run(x, idx, mask, chunk_rows, threads, out, args.rounds)
                 cells.append(found.cells(x.nbytes)[1])
                 results[f"sweep {threads} {mib}"] = {"first_s": found.first, "rounds_s": found.rounds}

@@ -21,6 +21,7 @@ from dask.base import get_scheduler
 from lazyfuel import zarr_io
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
+from lazyfuel.graph.grouping import local_workers
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
@@ -195,7 +196,7 @@ class Array:
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
             result = np.empty(node.shape, node.dtype) if out is None else out
-            found = lower_into(node, DefaultRuntime.current(), result)
+            found = lower_into(node, DefaultRuntime.current(), result, local_workers(scheduler, dask_kwargs))
             if found is not None:
                 graph, keys = found
                 kwargs = {k: v for k, v in dask_kwargs.items() if k != "scheduler"}

@@ -92,6 +92,19 @@ def _budget_or_off(value: Any) -> float | int:
     return _budget(value)
 
 
+def _bytes_or_off(value: Any) -> int:
+    """0 (off), or a number of bytes (`64MiB`, `1000000`); not a fraction."""
+    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
+        return 0
+    try:
+        found = _budget(value)
+    except Invalid:
+        found = 0.5  # refused below with this knob's own words
+    if isinstance(found, float):
+        raise Invalid("expected a size in bytes (64MiB, 1000000) or 0 (off)")
+    return found
+
+
 def _seconds(value: Any) -> float:
     try:
         seconds = float(value)

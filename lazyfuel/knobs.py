@@ -14,6 +14,7 @@ from lazyfuel.knob_parsers import (
     _backend_choices,
     _budget,
     _budget_or_off,
+    _bytes_or_off,
     _choice,
     _count,
     _flag,
@@ -125,6 +126,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of host memory or bytes",
          "bytes of zarr chunk data the read tasks of a select over `lf.from_zarr` hold at once "
          "(a fraction of host memory or bytes; read when the graph is built)"),
+    Knob("task_bytes", "LAZYFUEL_TASK_BYTES", _bytes_or_off, 64 << 20, "bytes or 0",
+         "a compute on dask's local schedulers runs adjacent small blocks of the result together, "
+         "one task and one program per about this many bytes (at least two tasks per worker "
+         "thread), the Array's chunks unchanged; 0: one task per block"),
     Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
          "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),

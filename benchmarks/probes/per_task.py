@@ -4,9 +4,10 @@ Decided: whether W1 at 16 MiB chunks is bound by the Python work per task (the G
 device's per-submit cost, or by neither (then threads overlap tasks). Prints, for page-locked x
 and out (`lf.empty_pinned`) in `--mib` chunks: ms per task by dask thread count, the device
 seconds per program (submit to fence, `lf.profile`), and the top functions by own time of one
-compute on the synchronous scheduler (cProfile). Then ms to import and release one pageable
-array's pages (`allocator.import_host`, VK_EXT_external_memory_host) by size, the cost a kept
-import (`kept.py`) pays once.
+compute on the synchronous scheduler (cProfile). A task is one program (`lf.profile`): blocks
+smaller than `lf.config.task_bytes` run several to a task (`LAZYFUEL_TASK_BYTES=0`: one each).
+Then ms to import and release one pageable array's pages (`allocator.import_host`,
+VK_EXT_external_memory_host) by size, the cost a kept import (`kept.py`) pays once.
 
     python benchmarks/probes/per_task.py [--gib 2] [--mib 16] [--threads 1,4,16]
 """
@@ -49,10 +50,13 @@ def main() -> None:
     idx = np.concatenate([s + rng.permutation(min(chunk, rows - s)) for s in range(0, rows, chunk)])
     mask = rng.random((rows, 1)) < 0.5
     y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk, COLS)), 0, idx), mask, -1.0)
-    tasks = -(-rows // chunk)
-    y.compute(out=out, scheduler="threads", num_workers=4)
+    blocks = -(-rows // chunk)
+    with lf.profile() as counted:
+        y.compute(out=out, scheduler="threads", num_workers=4)
     assert out.tobytes() == np.where(mask, np.float32(-1), x[idx]).tobytes()
-    print(f"{pool.label}: {tasks} tasks of {args.mib} MiB (page-locked x and out)")
+    tasks = counted.programs  # one program a task; small blocks are grouped (`lf.config.task_bytes`)
+    print(f"{pool.label}: {blocks} blocks of {args.mib} MiB (page-locked x and out), {tasks} tasks at 4 "
+          f"threads (task_bytes {lf.config.task_bytes})")
     print("| threads | ms per task | GB/s | device s per program (submit to fence) |\n|---|---|---|---|")
     for threads in [int(t) for t in args.threads.split(",") if t]:
         best = None
@@ -62,16 +66,18 @@ def main() -> None:
                 y.compute(out=out, scheduler="threads", num_workers=threads)
                 wall = time.perf_counter() - start
             if best is None or wall < best[0]:
-                best = (wall, p.device_seconds / max(p.programs, 1))
-        wall, device = best
+                best = (wall, p.device_seconds / max(p.programs, 1), max(p.programs, 1))
+        wall, device, programs = best
         gbs = x.nbytes / wall / 1e9
-        print(f"| {threads} | {wall / tasks * 1e3:.3f} | {gbs:.2f} | {device * 1e3:.3f} ms |", flush=True)
+        print(f"| {threads} | {wall / programs * 1e3:.3f} | {gbs:.2f} | {device * 1e3:.3f} ms |", flush=True)
     profile = cProfile.Profile()
     start = time.perf_counter()
     profile.enable()
-    y.compute(out=out, scheduler="sync")
+    with lf.profile() as counted:
+        y.compute(out=out, scheduler="sync")
     profile.disable()
     wall = time.perf_counter() - start
+    tasks = max(counted.programs, 1)
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(22)
     print(f"\nsync scheduler under cProfile: {wall / tasks * 1e3:.3f} ms per task; top own time:")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import dask.threaded
 from dask.core import flatten
 
 from lazyfuel import notices
@@ -33,6 +34,7 @@ from lazyfuel.graph import crossing
 from lazyfuel.graph.device_blocks import block_holder
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
+from lazyfuel.graph.grouping import described, local_workers
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
 from lazyfuel.graph.touched import kept_cost, priced, row_bound, streamable, streaming
@@ -56,6 +58,8 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
     backends = ", ".join(b.name for b in planner.backends) or "none"
     lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
              f"backends [{backends}]"]
+    grouping = described(root, config.task_bytes, local_workers(dask.threaded.get, {})) if groups else None
+    lines += [grouping] if grouping else []
     left = planner.left_out if left_out is None else dict(left_out)
     # the text names the left-out backends the graph needs, so planning it must not say so too
     held = [b for b in left if notices.claim(left_out_notice(b))]

@@ -32,9 +32,11 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from lazyfuel.graph import crossing
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe, topological
+from lazyfuel.graph.grouping import grouped
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.stored import StoredReader, direct_reads, read_stored
 from lazyfuel.graph.task import BlockRecipe, Runtime, read_pieces, run_block, spanned, store_block, store_made
+from lazyfuel.settings import config
 
 
 def lower(root: Node, runtime: Runtime) -> da.Array:
@@ -142,7 +144,7 @@ class _Lowering:
         return name
 
 
-def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, list] | None:
+def lower_into(root: Node, runtime: Runtime, into: np.ndarray, workers: int = 1) -> tuple[dict, list] | None:
     """A task graph (a plain dict, ready for dask's local schedulers) and its keys that compute
     `root` straight into `into` (an array of `root`'s shape and dtype), each block written by the
     task that makes it; None when `root` is not a fused group (a source or a rechunk: nothing of
@@ -156,12 +158,18 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray) -> tuple[dict, li
     first kernel starts. The graph goes through dask's array optimisation (culling the chunks no
     task reads, fusing a source's getters) unless every source in it is a numpy array's chunks
     (`Source.one_buffer`): there is nothing to cull or fuse then, and skipping it saves thousands
-    of Python calls per compute."""
+    of Python calls per compute.
+
+    Small blocks are grouped (`graph.grouping`): the graph is lowered with adjacent blocks merged
+    into tasks of about `lazyfuel.config.task_bytes`, at least two per one of the scheduler's
+    `workers`; nothing outside this graph sees its blocks."""
     if isinstance(root, (Source, Rechunk)):
         return None
     direct = direct_reads(root, into)  # rows of a zarr store straight into place
     if direct is not None:
         return direct
+    if config.task_bytes:
+        root = grouped(root, config.task_bytes, 2 * workers)
     prefer = Families(runtime.planner)
     lowering = _Lowering(Partition.of(root, prefer), runtime, prefer, local=True)
     _, layer, deps, reads = lowering.group(root, into)

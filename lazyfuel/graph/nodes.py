@@ -81,12 +81,15 @@ class Source(Node):
     `zarr`: the zarr array the chunks are read from (`lf.from_zarr`; an array lazyfuel wrote with
     checksums: its `integrity.VerifiedChunks`), so that a select can read only the rows it
     touches (`graph.stored`); None for other sources.
+    `host`: that numpy array, where the chunks are views of it in native byte order, so the
+    source can be cut into other chunks without copying (`graph.grouping`); None otherwise.
     """
 
     array: Any  # a dask array
     one_buffer: bool = False
     stored: np.dtype | None = None
     zarr: Any = None
+    host: np.ndarray | None = None
 
     # cached: lowering asks for them per block and argument, and dask's own are properties
     @cached_property

@@ -43,21 +43,24 @@ def source(obj: Any, chunks: Any = "auto", data: bool = True) -> Node:
         return resolved(obj)
     checks.refuse_masked(obj, "data" if data else "indices")
     one_buffer = not isinstance(obj, da.Array)
+    host = None
     if isinstance(obj, da.Array):
         arr = obj if chunks == "auto" else obj.rechunk(chunks)
     else:
-        a = np.asarray(obj)
+        host = np.asarray(obj)
         if data:
-            DType.from_numpy(native(a.dtype))
-        arr = numpy_source(a, chunks)
+            DType.from_numpy(native(host.dtype))
+        arr = numpy_source(host, chunks)
     stored = np.dtype(arr.dtype)
     if not stored.isnative:
-        arr, one_buffer = native_chunks(arr), False
+        arr, one_buffer, host = native_chunks(arr), False, None
     if data:
         DType.from_numpy(arr.dtype)
     if any(math.isnan(n) for c in arr.chunks for n in c):
         raise ValueError("the dask array has unknown chunk sizes; call .compute_chunk_sizes() first")
-    return Source(arr, one_buffer=one_buffer, stored=None if stored.isnative else stored)
+    if da.array_expr_enabled():
+        host = None  # `numpy_source` is dask's from_array there: chunks are copies, not views
+    return Source(arr, one_buffer=one_buffer, stored=None if stored.isnative else stored, host=host)
 
 
 def zarr_source(arr: Any, array: da.Array | None = None) -> Source:

@@ -23,6 +23,7 @@ import lazyfuel as lf
 from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.residency import ResidentBlock, store_of
+from lazyfuel.backends.vulkan.shared import hand_off
 from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.graph.kept_indices import KEPT
 
@@ -318,10 +319,14 @@ def test_device_local_memory_as_a_discrete_gpu_has_it(vulkan, pool, data):
         block = 24 * 40 * 4  # spilled blocks come back (and others go out), counted
         assert p.bytes_uploaded >= 2 * block and p.bytes_downloaded >= want.nbytes + 2 * block
         r = y.compute(device=True)
-        assert r.__dlpack_device__() == (7, pool.info.index)  # kDLVulkan: no CPU consumer reads it
         with pytest.raises(BufferError, match="device-local memory"):
             np.from_dlpack(r)
-        assert r.hand_off.kind == "none" and not hasattr(r, "__cuda_array_interface__")
+        if hand_off(pool).kind == "cuda":  # an NVIDIA GPU: CUDA reads the exported memory in place
+            assert r.__dlpack_device__() == (2, hand_off(pool).cuda_device)  # kDLCUDA
+            assert r.hand_off.kind == "cuda" and hasattr(r, "__cuda_array_interface__")
+        else:
+            assert r.__dlpack_device__() == (7, pool.info.index)  # kDLVulkan: no CPU consumer reads it
+            assert r.hand_off.kind == "none" and not hasattr(r, "__cuda_array_interface__")
         assert _same(np.asarray(r), want)
         in_use = allocator.in_use
         del xp, y, r

@@ -61,6 +61,7 @@ def write(arr: da.Array, url: Any, component: str | None, overwrite: bool, compu
     for name, why in _REFUSED.items():
         if name in kwargs:
             raise TypeError(f"to_zarr: {name}= is not supported ({why})")
+    arr = _native(arr)
     kwargs = dict(kwargs)
     options = kwargs.pop("storage_options", None)
     root = local_path(url, options)
@@ -85,14 +86,19 @@ def write(arr: da.Array, url: Any, component: str | None, overwrite: bool, compu
             done.compute()
         else:
             axis, parts = slabs
-            grids = [_crcs(part, z, tuple(start if a == axis else 0 for a in range(arr.ndim)), name).compute()
-                     for start, part in parts]
+            grids = [_crcs(_native(part), z, tuple(start if a == axis else 0 for a in range(arr.ndim)),
+                           name).compute() for start, part in parts]
             _finish(np.concatenate(grids, axis=axis), z, temp, root, component)
     except BaseException:
         if temp is not None:
             publish.remove(temp)
         raise
     return None
+
+
+def _native(arr: da.Array) -> da.Array:
+    """`arr` in native byte order: zarr keeps native order, and the checksums are of the bytes kept."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def _check_local_target(root: Path, component: str | None, overwrite: bool) -> None:

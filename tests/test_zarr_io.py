@@ -65,3 +65,12 @@ def test_whole_raw_chunks_are_written_as_their_files_byte_for_byte_as_zarr_write
     for chunk in range(5):
         assert (url / "c" / str(chunk) / "0").read_bytes() == (tmp_path / "ref.zarr" / "c" / str(chunk) / "0"
                                                               ).read_bytes()
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">i4", ">u2"])
+def test_a_foreign_byte_order_is_written_in_native_order_and_reads_back(tmp_path, bits_equal, dtype) -> None:
+    data = np.random.default_rng(5).integers(0, 1000, (6, 5)).astype(dtype)
+    zarr_io.write(da.from_array(data, chunks=(4, 5)), tmp_path / "be.zarr", None, False, True, {})
+    back = zarr_io.read(tmp_path / "be.zarr").compute()  # was a DamagedStoreError: the record said >f8
+    assert back.dtype == data.dtype.newbyteorder("=")
+    bits_equal(back, data.astype(back.dtype))

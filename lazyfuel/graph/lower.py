@@ -17,6 +17,7 @@ variant of the producer gets dask keys of its own, so no other reader of it ever
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
@@ -30,6 +31,7 @@ from dask.core import flatten as core_flatten
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from lazyfuel.graph import crossing
+from lazyfuel.graph.batched import batched_layer
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe, topological
 from lazyfuel.graph.grouping import grouped
@@ -111,6 +113,7 @@ class _Lowering:
                 made = partial(self._held_task, node, block, number, handover, arg, spans)
                 layer[(name, *block)] = (store_made, made, self.runtime, into, region)
             return name, layer, [], reads
+        entries = []
         for number, (block, task) in enumerate(tasks(self.partition, node)):
             body = replace(task.recipe, block=number, export=handover)
             args = [arg(k) for k in task.keys]
@@ -118,9 +121,13 @@ class _Lowering:
                 body = spanned(body, args, spans)
             if into is None:
                 layer[(name, *block)] = (run_block, body, self.runtime, *args)
+                entries.append((block, body, args))
             else:
                 region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, block))
                 layer[(name, *block)] = (store_block, body, self.runtime, into, region, *args)
+        if config._resident and entries and not handover:
+            block_bytes = max(math.prod(max(c) for c in node.chunks), 1) * node.dtype.itemsize
+            layer = batched_layer(name, entries, self.runtime, block_bytes) or layer
         kept = [arr for n, arr in deps.items() if held.get(n) is None]
         return name, layer, kept, reads
 
@@ -223,7 +230,8 @@ def from_layer(name: str, layer: dict, deps: list[da.Array], chunks: tuple[tuple
     if da.array_expr_enabled():
         from dask.array._array_expr._collection import from_graph
 
-        return from_graph(_merged(deps, inner, layer), m, chunks, list(layer), name)
+        keys = [k for k in layer if k[0] == name]  # not the tasks of several blocks (`graph.batched`)
+        return from_graph(_merged(deps, inner, layer), m, chunks, keys, name)
     if not inner:
         graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
         return da.Array(graph, name, chunks, meta=m, dtype=dtype)

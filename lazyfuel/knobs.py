@@ -140,6 +140,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),
     Knob("_resident", None, _flag, False, "bool",
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
+    Knob("_device_threads", None, _count("threads"), None, "integer >= 1",
+         "internal: the threads a graph whose results stay on the device runs on (`graph.batched`; "
+         "None: `graph.resident.device_workers`)"),
     Knob("_resident_shared", None, _flag, False, "bool",
          "internal: kept results lie in memory CUDA can import where the GPU is CUDA's "
          "(`compute(device=True)` sets it)"),

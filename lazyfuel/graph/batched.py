@@ -93,6 +93,7 @@ def batched_layer(name: str, entries: Sequence[tuple[tuple[int, ...], BlockRecip
     if limit <= 0 or len(entries) < 2:
         return None
     devices, workers = spread()
+    workers = config._device_threads or workers
     per_device = math.ceil(len(entries) / devices)
     per_task = blocks_per_task(per_device, block_bytes, workers or 1, limit)
     if per_task <= 1:

@@ -418,7 +418,7 @@ class VulkanExecutor:
                          bytes_downloaded=batch.bytes_downloaded - status_bytes,
                          device_seconds=batch.device_seconds,
                          kernel_seconds=batch.kernel_seconds or 0.0,
-                         bindings=names if len(recorded) > 1 else recorded[0].program.binding_names,
+                         bindings=names,
                          device=self.pool.label, backend=Backend.Vulkan.name)
 
     @staticmethod

@@ -189,7 +189,7 @@ class Array:
         # the threads are known here: the lowering runs as many blocks per task as keep each busy
         with config(_resident=True, _device_threads=local_workers(scheduler, dask_kwargs)):
             runtime = DefaultRuntime.current()
-            return on_device(self.to_dask(), runtime).persist(**dask_kwargs)
+            return on_device(self.to_dask(), runtime).persist(**{"optimize_graph": False, **dask_kwargs})
 
     def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
         node = self._node

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,7 +45,6 @@ from lazyfuel.planner.placement import Placement
 from lazyfuel.settings import config
 
 
-@runtime_checkable
 class BatchRunner(Protocol):
     """A `base.BlockHolder` that runs several programs in one command buffer, results kept."""
 
@@ -173,6 +172,6 @@ def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans
         if device is None:
             return None
         holder = base.holder(program.backend, device)
-    if not isinstance(holder, BatchRunner):
+    if not callable(getattr(holder, "run_resident_many", None)):  # not a `BatchRunner`
         return None
     return device, holder, program, inputs

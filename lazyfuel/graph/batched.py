@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel.backends import base
+from lazyfuel.backends.base import executor
 from lazyfuel.graph.task import (
     BlockRecipe,
     Runtime,
@@ -46,9 +47,12 @@ from lazyfuel.settings import config
 
 
 class BatchRunner(Protocol):
-    """A `base.BlockHolder` that runs several programs in one command buffer, results kept."""
+    """An executor (a `base.BlockHolder`) that runs several programs in one command buffer."""
 
     def run_resident_many(self, runs: Sequence[tuple[Any, Sequence[np.ndarray]]]) -> list[Any]: ...
+
+    def run_many(self, runs: Sequence[tuple[Any, Sequence[np.ndarray]]],
+                 outs: Sequence[Any] | None = None) -> list[np.ndarray]: ...
 
 
 def blocks_per_task(count: int, block_bytes: int, workers: int, limit: int) -> int:
@@ -84,25 +88,32 @@ def spread() -> tuple[int, int | None]:
 
 
 def batched_layer(name: str, entries: Sequence[tuple[tuple[int, ...], BlockRecipe, list[Any]]],
-                  runtime: Runtime, block_bytes: int) -> dict | None:
+                  runtime: Runtime, block_bytes: int, into: tuple[np.ndarray, list] | None = None,
+                  workers: int | None = None) -> dict | None:
     """A layer computing `entries` (block index, recipe, task arguments; block numbers in order)
-    with several blocks per `run_blocks` task, or None where each task would hold one block (the
-    caller lowers one task per block)."""
+    with several blocks per task, or None where each task would hold one block (the caller lowers
+    one task per block). Tasks are `run_blocks` with a `getitem` per block (keys as one task per
+    block has them), or with `into` (the destination and each block's region) `store_blocks`
+    tasks, keyed `(name, j)`. `workers`: the threads (else `config._device_threads`, else
+    `graph.resident.device_workers`)."""
     limit = config.device_task_bytes
     if limit <= 0 or len(entries) < 2:
         return None
-    devices, workers = spread()
-    workers = config._device_threads or workers
-    per_device = math.ceil(len(entries) / devices)
-    per_task = blocks_per_task(per_device, block_bytes, workers or 1, limit)
+    devices, found = spread()
+    workers = workers or config._device_threads or found or 1
+    per_task = blocks_per_task(math.ceil(len(entries) / devices), block_bytes, workers, limit)
     if per_task <= 1:
         return None
     layer: dict = {}
     for j, numbers in enumerate(task_numbers(len(entries), devices, per_task)):
-        key = (f"{name}-batch", j)
         recipes = tuple(entries[n][1] for n in numbers)
         args = [a for n in numbers for a in entries[n][2]]
         counts = tuple(len(entries[n][2]) for n in numbers)
+        if into is not None:
+            layer[(name, j)] = (store_blocks, recipes, runtime, into[0], [into[1][n] for n in numbers],
+                                counts, *args)
+            continue
+        key = (f"{name}-batch", j)
         layer[key] = (run_blocks, recipes, runtime, counts, *args)
         for i, n in enumerate(numbers):
             layer[(name, *entries[n][0])] = (operator.getitem, key, i)
@@ -112,55 +123,88 @@ def batched_layer(name: str, entries: Sequence[tuple[tuple[int, ...], BlockRecip
 def run_blocks(recipes: Sequence[BlockRecipe], runtime: Runtime, counts: Sequence[int],
                *args: Any) -> tuple[Any, ...]:
     """The task of several blocks: each block's result, in order (see the module docstring)."""
+    return tuple(_results(recipes, runtime, _split(args, counts), [None] * len(recipes)))
+
+
+def store_blocks(recipes: Sequence[BlockRecipe], runtime: Runtime, dest: np.ndarray,
+                 regions: Sequence[tuple[slice, ...]], counts: Sequence[int], *args: Any) -> None:
+    """The task of several blocks of a compute into one array (`task.store_block`'s): block j into
+    `dest[regions[j]]`, by the kernels themselves where that region is contiguous."""
+    targets = [dest[region] if dest.ndim else dest for region in regions]
+    wanted = [t if r.chain is not None and not r.post and t.flags.c_contiguous else None
+              for r, t in zip(recipes, targets)]
+    for target, result in zip(targets, _results(recipes, runtime, _split(args, counts), wanted)):
+        if result is not target:
+            target[...] = result
+
+
+def _split(args: Sequence[Any], counts: Sequence[int]) -> list[Sequence[Any]]:
+    """`args` cut into the blocks' arguments, `counts[j]` for block j."""
     given, at = [], 0
     for n in counts:
         given.append(args[at:at + n])
         at += n
+    return given
+
+
+def _results(recipes: Sequence[BlockRecipe], runtime: Runtime, given: Sequence[Sequence[Any]],
+             into: Sequence[np.ndarray | None]) -> list[Any]:
+    """Each block's result (written into `into[j]` where given and the program's output fits);
+    the blocks that may share a batch run in one per device and kind of result."""
     results: list[Any] = [None] * len(recipes)
-    runs: dict[int, list[tuple[int, Any, list[Any]]]] = {}  # device: (position, program, inputs)
-    holders: dict[int, Any] = {}
+    runs: dict[tuple, list[tuple[int, Any, list[Any], Any]]] = {}  # (position, program, inputs, out)
+    runners: dict[tuple, Any] = {}
     plans: dict[tuple, Any] = {}
     for position, (recipe, block_args) in enumerate(zip(recipes, given)):
-        found = _batchable(recipe, runtime, block_args, plans)
+        found = _batchable(recipe, runtime, block_args, plans, into[position])
         if found is None:
-            results[position] = _computed(recipe, runtime, block_args, None)
+            results[position] = _computed(recipe, runtime, block_args, into[position])
             continue
-        device, holder, program, inputs = found
-        holders[device] = holder
-        runs.setdefault(device, []).append((position, program, inputs))
-    for device, batch in runs.items():
-        if len(batch) == 1:
-            position = batch[0][0]
-            results[position] = _computed(recipes[position], runtime, given[position], None)
-            continue
-        try:
-            with runtime.applied():
-                blocks = holders[device].run_resident_many([(p, i) for _, p, i in batch])
-        except MemoryError:  # one by one: a block too large for the device is split
-            for position, _, _ in batch:
-                results[position] = _computed(recipes[position], runtime, given[position], None)
-            continue
-        for (position, _, _), block in zip(batch, blocks):
-            results[position] = finished(recipes[position], block)
-    return tuple(results)
+        group, runner, program, inputs, out = found
+        runners[group] = runner
+        runs.setdefault(group, []).append((position, program, inputs, out))
+    for group, batch in runs.items():
+        if len(batch) > 1:
+            try:
+                with runtime.applied():
+                    made = _run_batch(runners[group], group[1], batch)
+            except MemoryError:  # one by one below: a block too large for the device is split
+                made = None
+            if made is not None:
+                for (position, _, _, _), result in zip(batch, made):
+                    results[position] = finished(recipes[position], result)
+                continue
+        for position, _, _, _ in batch:
+            results[position] = _computed(recipes[position], runtime, given[position], into[position])
+    return results
 
 
-def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans: dict[tuple, Any]
-               ) -> tuple[int, Any, Any, list[Any]] | None:
-    """(device, its holder, the planned program, the inputs) where `recipe`'s block may join a
-    batch: its result kept on a device whose holder runs batches, its program's output a step's,
-    its selects' sources in device memory already (nothing to stage or stream from the host);
+def _run_batch(runner: Any, keep: bool, batch: Sequence[tuple[int, Any, list[Any], Any]]) -> list[Any]:
+    """The programs of `batch` in one command buffer: results kept on the device, or to the host."""
+    runs = [(program, inputs) for _, program, inputs, _ in batch]
+    if keep:
+        return runner.run_resident_many(runs)
+    return runner.run_many(runs, [out for _, _, _, out in batch])
+
+
+def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans: dict[tuple, Any],
+               into: np.ndarray | None) -> tuple[tuple, Any, Any, list[Any], Any] | None:
+    """((device, kept), the executor that runs the batch, the planned program, the inputs, the
+    program's `out=` or None) where `recipe`'s block may join a batch: it reads blocks in device
+    memory and its selects' sources lie there (nothing to stage or stream from the host), its
+    program's output is a step's, and the executor of its device runs batches (`BatchRunner`);
     else None. Plans are shared through `plans` by signature."""
     if recipe.chain is None or math.prod(recipe.shape) == 0:
         return None
-    inputs, sources, resident = block_inputs(recipe, runtime, args)
-    if not resident or not any(base.is_device_block(a) for a in inputs):
+    inputs, sources, keep = block_inputs(recipe, runtime, args)
+    keep = keep and into is None
+    if not any(base.is_device_block(a) for a in inputs):
         return None
     if any(not base.is_device_block(inputs[s]) for s, _ in sources):
         return None
     with runtime.applied():
-        backend = block_holder(recipe.block)[0]
-        placement = Placement.of([base.block_backend(a) for a in inputs], backend)
+        placement = Placement.of([base.block_backend(a) for a in inputs],
+                                 block_holder(recipe.block)[0] if keep else None)
         dtypes, layouts = _input_dtypes(inputs), [Layout.of(a) for a in inputs]
         key = (recipe.chain, tuple(dtypes), tuple(layouts), placement)
         program = plans.get(key)
@@ -171,7 +215,11 @@ def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans
         device = home_device(inputs, program.backend)
         if device is None:
             return None
-        holder = base.holder(program.backend, device)
-    if not callable(getattr(holder, "run_resident_many", None)):  # not a `BatchRunner`
-        return None
-    return device, holder, program, inputs
+        runner = base.holder(program.backend, device) if keep else executor(program.backend, device)
+    if not callable(getattr(runner, "run_resident_many" if keep else "run_many", None)):
+        return None  # not a `BatchRunner`
+    out = None
+    if into is not None:
+        shape, dtype = program.value_meta(program.outputs[0])
+        out = [into] if into.shape == tuple(shape) and into.dtype == dtype.numpy else None
+    return (device, keep), runner, program, inputs, out

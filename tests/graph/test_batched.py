@@ -163,3 +163,29 @@ def test_any_block_count_and_threads_give_numpy_bits(vulkan, pool, n_blocks, chu
     assert _same(_read(r), want)
     tasks = task_numbers(blocks, 1, blocks_per_task(blocks, chunk * cols * 4, threads, 4 << 30))
     assert p.programs == blocks and p.submits == len(tasks)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_compute_to_the_host_over_resident_blocks_shares_submits(vulkan, pool, threads):
+    a, idx, mask, want = _case(8 * 16 - 3, 16)
+    x = lf.from_array(a, chunks=(16, 24)).persist(device=True)
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    out = np.full(want.shape, np.nan, np.float32)
+    with lf.profile() as p:
+        got = y.compute(out=out, num_workers=threads)
+    assert got is out and _same(out, want)
+    assert p.programs == 8 and p.submits == threads and p.bytes_downloaded == want.nbytes
+    with lf.profile() as p:
+        assert _same(y.compute(scheduler="sync"), want)
+    assert p.programs == 8 and p.submits == 1
+
+
+def test_a_compute_to_the_host_over_resident_blocks_hit_across_chunks(vulkan, pool):
+    rng = np.random.default_rng()
+    a = rng.standard_normal((8 * 16 - 3, 24)).astype(np.float32)
+    idx = rng.permutation(a.shape[0])  # each block reads pieces of every chunk
+    mask = rng.random((a.shape[0], 1)) < 0.4
+    x = lf.from_array(a, chunks=(16, 24)).persist(device=True)
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    assert _same(y.compute(num_workers=2), np.where(mask, np.float32(-1), a[idx]))
+    assert _same(_read(y.compute(device=True, num_workers=2)), np.where(mask, np.float32(-1), a[idx]))

@@ -321,9 +321,19 @@ class VulkanExecutor:
         wait; each result kept on the device as `run_resident` keeps it. Programs whose output is
         one of their inputs are refused (ValueError: the caller runs those one by one). Raises as
         `run` (a lost device is not retried here: the caller runs the programs one by one)."""
+        return self._run_many(runs, None, keep=True)
+
+    def run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],
+                 outs: Sequence[Outs] | None = None) -> list[np.ndarray]:
+        """`run_resident_many` with each program's one result brought to the host: a fresh array,
+        or written into `outs[j]` (as `run`'s `out=`) where given."""
+        return self._run_many(runs, outs, keep=False)
+
+    def _run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],
+                  outs: Sequence[Outs] | None, keep: bool) -> list[Any]:
         checked = [(program, *self._inputs(program, inputs)) for program, inputs in runs]
         if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _, _ in checked):
-            raise ValueError("run_resident_many runs programs whose one output is a step's")
+            raise ValueError("a batch of programs runs programs whose one output is a step's")
         pool = self.pool
         timed = profiling.active() and timestamps.supported(pool)
         blocks: list[ResidentBlock] = []
@@ -331,23 +341,26 @@ class VulkanExecutor:
             with pool.batch() as batch:
                 recorded = []
                 for j, (program, arrays, kernels) in enumerate(checked):
-                    shape, dtype = program.value_meta(program.outputs[0])
-                    blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
-                                                        shared=self._shared_result()))
-                    recorded.append(self._record(batch, program, arrays, kernels, [None],
-                                                 blocks[-1].allocation, timed and j == 0,
-                                                 timed and j == len(checked) - 1))
+                    clock = (timed and j == 0, timed and j == len(checked) - 1)
+                    if keep:
+                        shape, dtype = program.value_meta(program.outputs[0])
+                        blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
+                                                            shared=self._shared_result()))
+                        recorded.append(self._record(batch, program, arrays, kernels, [None],
+                                                     blocks[-1].allocation, *clock))
+                    else:
+                        dests = destinations(program, None if outs is None else outs[j])
+                        recorded.append(self._record(batch, program, arrays, kernels, dests, None, *clock))
                 batch.run()
                 self._profiled(batch, recorded)
-                for r in recorded:
-                    r.delivered()
+                results = [r.delivered() for r in recorded]
         except BaseException:
             for block in blocks:
                 block.free()
             raise
         for block in blocks:
             block.done()
-        return blocks
+        return list(blocks) if keep else [r[0] for r in results]
 
     def _record(self, batch: Any, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],
                 dests: list[np.ndarray | None], exported: Allocation | None, begin: bool,

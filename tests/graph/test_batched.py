@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dask.core import flatten
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazyfuel as lf
-from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.graph.batched import blocks_per_task, task_numbers
+from tests.backends.vulkan.test_vulkan_residency_persist_device import _blocks, _read, _same, _within_chunks
 
 POISON = 0xA5  # every allocation's bytes before a kernel writes (as tests/backends/vulkan's pool)
 
@@ -29,27 +28,6 @@ def pool(vulkan):
     found = get_pool()
     found.allocator.poison = POISON
     return found
-
-
-def _blocks(arr: lf.Array) -> list:
-    """The chunks a persisted Array's graph holds, row-major."""
-    dsk = arr.to_dask()
-    graph = dsk.__dask_graph__()
-    return [graph[k] for k in flatten(dsk.__dask_keys__())]
-
-
-def _same(got: np.ndarray, want: np.ndarray) -> bool:
-    return got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
-
-
-def _read(r: lf.DeviceArray) -> np.ndarray:
-    """The result's values: in place where it is a CPU DLPack (lavapipe), else a host copy."""
-    return np.from_dlpack(r) if r.__dlpack_device__()[0] == dlpack.CPU else np.asarray(r)
-
-
-def _within_chunks(rng: np.random.Generator, n: int, chunk: int) -> np.ndarray:
-    """A permutation of 0..n-1 that keeps each index inside its chunk of `chunk` rows."""
-    return np.concatenate([lo + rng.permutation(min(chunk, n - lo)) for lo in range(0, n, chunk)])
 
 
 def _case(rows: int, chunk: int, cols: int = 24):

@@ -9,15 +9,23 @@ keys and chunks as they were). `run_blocks` builds each block's inputs, plans on
 signature (blocks of equal shape, dtype and layout share the plan), and records the programs of
 the blocks whose inputs lie on one device into ONE command buffer of that device's pool
 (`BatchRunner.run_resident_many`: one submit, one fence wait); each result stays one resident
-block, reserved under the store's budget as `run_resident` reserves it.
+block, reserved under the store's budget as `run_resident` reserves it. A compute to the host
+over resident blocks (`lower_into`) is batched the same way (`store_blocks`: each block written
+into its region of the result by the kernels where that region is contiguous,
+`BatchRunner.run_many`); such a graph is not grouped by `task_bytes` (`graph.grouping`), which
+would read the resident blocks as pieces.
 
 Which blocks share a task: blocks are spread round-robin over the devices (`task.device_for`),
 so a task takes blocks d, d + D, d + 2D, ... of one residue d modulo the D devices (adjacent
 blocks of one device), never blocks of two devices. k is as many as keep at least one task per
-dask worker thread (`graph.resident.device_workers`), at most `lazyfuel.config.device_task_bytes`
+dask worker thread (the scheduler's threads where the call knows them, `config._device_threads`,
+else `graph.resident.device_workers`), at most `lazyfuel.config.device_task_bytes`
 of result per task. A block that cannot join the batch (views only, a split, host rows
-streamed, an output that is an input, a backend with no `run_resident_many`) runs alone, as
-`task.run_block` runs it; so does every block of a batch that ran out of device memory.
+streamed, a select's source on the host, an output that is an input, a backend that runs no
+batches) runs alone, as `task.run_block` runs it; so does every block of a batch that ran out of
+device memory (a block too large is split there). While a batch runs, every input and output of
+its k programs is pinned: a small `device_memory_budget` may be passed by up to k blocks until it
+closes (the store is back under it after, as with k threads of one block each).
 """
 
 from __future__ import annotations

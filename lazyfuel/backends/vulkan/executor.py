@@ -320,7 +320,7 @@ class VulkanExecutor:
         resident blocks) recorded into ONE command buffer of this pool: one submit, one fence
         wait; each result kept on the device as `run_resident` keeps it. Programs whose output is
         one of their inputs are refused (ValueError: the caller runs those one by one). Raises as
-        `run` (a lost device is not retried here: the caller runs the programs one by one)."""
+        `run`, but a lost device is not retried (the task fails: the resident inputs went with it)."""
         return self._run_many(runs, None, keep=True)
 
     def run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],

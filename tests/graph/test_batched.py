@@ -167,3 +167,14 @@ def test_a_compute_to_the_host_over_resident_blocks_hit_across_chunks(vulkan, po
     y = x.index_select(0, idx).masked_fill(mask, -1.0)
     assert _same(y.compute(num_workers=2), np.where(mask, np.float32(-1), a[idx]))
     assert _same(_read(y.compute(device=True, num_workers=2)), np.where(mask, np.float32(-1), a[idx]))
+
+
+@pytest.mark.parametrize("device", [True, False])
+def test_a_bad_resident_index_in_a_batch_names_value_and_position(vulkan, pool, device):
+    a = np.random.default_rng().standard_normal((64, 8)).astype(np.float32)
+    x = lf.from_array(a, chunks=(16, 8)).persist(device=True)
+    idx = np.arange(64)
+    idx[37] = 99
+    y = x.index_select(0, lf.from_array(idx, chunks=16).persist(device=True))
+    with pytest.raises(IndexError, match=r"index 99 at position 37 is out of range; expected 0 <= index < 6"):
+        y.compute(device=True, num_workers=1) if device else y.compute(num_workers=1)

@@ -180,10 +180,7 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray, workers: int = 1)
     direct = direct_reads(root, into)  # rows of a zarr store straight into place
     if direct is not None:
         return direct
-    sources = [n.array for n in topological(root) if isinstance(n, Source)]
-    if config.task_bytes and not (config.device_task_bytes and _reads_device_blocks(sources)):
-        # (resident blocks cannot merge: a coarser block would read them as pieces; their tasks
-        # are batched instead, `graph.batched`)
+    if groups_blocks(root):
         root = grouped(root, config.task_bytes, 2 * workers)
     prefer = Families(runtime.planner)
     lowering = _Lowering(Partition.of(root, prefer), runtime, prefer, local=True)
@@ -193,6 +190,16 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray, workers: int = 1)
     if all(n.one_buffer for n in topological(root) if isinstance(n, Source)):
         return graph, keys
     return optimize(graph, keys), keys
+
+
+def groups_blocks(root: Node) -> bool:
+    """Whether `lower_into` groups `root`'s small blocks (`config.task_bytes`): not where the graph
+    reads resident blocks and `config.device_task_bytes` batches its tasks instead (resident
+    blocks cannot merge: a coarser block would read them as pieces)."""
+    if not config.task_bytes:
+        return False
+    sources = [n.array for n in topological(root) if isinstance(n, Source)]
+    return not (config.device_task_bytes and _reads_device_blocks(sources))
 
 
 def _reads_device_blocks(arrays: Iterable[da.Array]) -> bool:

@@ -178,3 +178,17 @@ def test_a_bad_resident_index_in_a_batch_names_value_and_position(vulkan, pool, 
     y = x.index_select(0, lf.from_array(idx, chunks=16).persist(device=True))
     with pytest.raises(IndexError, match=r"index 99 at position 37 is out of range; expected 0 <= index < 6"):
         y.compute(device=True, num_workers=1) if device else y.compute(num_workers=1)
+
+
+def test_explain_says_resident_blocks_are_batched_not_grouped(vulkan, pool):
+    a = np.random.default_rng().standard_normal((128, 8)).astype(np.float32)
+    x = lf.from_array(a, chunks=(16, 8))
+    mask = a[:, :1] > 0
+    with lf.config(task_bytes=1024):
+        assert "runs this node's 8 blocks as 4 task(s)" in lf.explain(x.masked_fill(mask, 1.0))
+        text = lf.explain(x.persist(device=True).masked_fill(mask, 1.0))
+        assert "as 4 task(s)" not in text
+        assert "several blocks of one device per task and command buffer" in text
+        with lf.config(device_task_bytes=0):  # one task per block: resident blocks never merge
+            text = lf.explain(x.persist(device=True).masked_fill(mask, 1.0))
+            assert "adjacent blocks" not in text and "per task and command buffer" not in text

@@ -184,9 +184,12 @@ class Array:
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""
-        with config(_resident=True):
+        dask_kwargs = _device_threads(dask_kwargs)
+        scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
+        # the threads are known here: the lowering runs as many blocks per task as keep each busy
+        with config(_resident=True, _device_threads=local_workers(scheduler, dask_kwargs)):
             runtime = DefaultRuntime.current()
-            return on_device(self.to_dask(), runtime).persist(**_device_threads(dask_kwargs))
+            return on_device(self.to_dask(), runtime).persist(**{"optimize_graph": False, **dask_kwargs})
 
     def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
         node = self._node

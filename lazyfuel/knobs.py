@@ -130,11 +130,19 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "a compute on dask's local schedulers runs adjacent small blocks of the result together, "
          "one task and one program per about this many bytes (at least two tasks per worker "
          "thread), the Array's chunks unchanged; 0: one task per block"),
+    Knob("device_task_bytes", "LAZYFUEL_DEVICE_TASK_BYTES", _bytes_or_off, 4 << 30, "bytes or 0",
+         "a graph whose results stay on the device (`persist(device=True)`, `compute(device=True)`) "
+         "runs adjacent blocks of one device as one task and one command buffer, up to this many "
+         "bytes of result (at least one task per worker thread), the Array's chunks unchanged; "
+         "0: one task per block"),
     Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
          "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),
     Knob("_resident", None, _flag, False, "bool",
          "internal: block tasks keep Vulkan results on the device (`persist(device=True)` sets it)"),
+    Knob("_device_threads", None, _count("threads"), None, "integer >= 1",
+         "internal: the threads a graph whose results stay on the device runs on (`graph.batched`; "
+         "None: `graph.resident.device_workers`)"),
     Knob("_resident_shared", None, _flag, False, "bool",
          "internal: kept results lie in memory CUDA can import where the GPU is CUDA's "
          "(`compute(device=True)` sets it)"),

@@ -8,9 +8,10 @@ ms (submit to fence) and kernel ms from `lf.profile`, bytes up / down, new devic
 (`VulkanAllocator._new_block` calls: vkAllocateMemory) and new recording contexts made during the
 compute; then the top functions by own time of one compute on the synchronous scheduler
 (cProfile). Modes: `main` (`kept_indices=0`: every compute uploads its indices, as main did),
-`kept` (the default), `mask resident` (the (N, 1) mask persisted too). Where CUDA shares the GPU
-(the H200), x is made by torch and copied device to device (as data_path.py's W3) and torch's
-index_select + masked_fill_ on the resident tensors is timed beside.
+`kept` (the default: several blocks per task and program, `graph.batched`), `mask resident` (the
+(N, 1) mask persisted too), `per block` (`device_task_bytes=0`: one task and program per block).
+Where CUDA shares the GPU (the H200), x is made by torch and copied device to device (as
+data_path.py's W3) and torch's index_select + masked_fill_ on the resident tensors is timed beside.
 
     python benchmarks/probes/w3_wall.py [--mib 64] [--chunk-mib 4] [--row-bytes 1024,64]
         [--rounds 3] [--threads 1,4,16] [--modes main,kept,mask resident] [--warm-s 1] [--profile]
@@ -97,20 +98,20 @@ def _best(run: Callable[[], Any], rounds: int, warm_s: float) -> tuple[float, li
     return min(times), times
 
 
-def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int | None], modes: list[str],
+def run(mib: int, chunk_mib: float, row_bytes: int, rounds: int, threads: list[int | None], modes: list[str],
         profile: bool, warm_s: float) -> None:
     cols = row_bytes // 4
     rows = (mib << 20) // row_bytes
-    chunk_rows = max(1, (chunk_mib << 20) // row_bytes)
+    chunk_rows = max(1, int(chunk_mib * 2**20) // row_bytes)
     x, xt, host = _x(rows, cols, chunk_rows)
     rng = np.random.default_rng(row_bytes)
     idx = np.concatenate([s + rng.permutation(min(chunk_rows, rows - s)) for s in range(0, rows, chunk_rows)])
     mask = rng.random((rows, 1)) < 0.5
     blocks = len(x.chunks[0])
     nbytes = 2 * rows * row_bytes
-    print(f"\n{mib} MiB, {blocks} blocks of {chunk_mib} MiB, {row_bytes} B rows, {threads} threads; "
+    print(f"\n{mib} MiB, {blocks} blocks of {chunk_mib:g} MiB, {row_bytes} B rows, {threads} threads; "
           f"TB/s = (x read + y written) / best wall of {rounds} after {warm_s:g} s back to back")
-    print("| configuration | best ms | TB/s | rounds ms | programs | device ms | kernel ms | "
+    print("| configuration | best ms | TB/s | rounds ms | programs / submits | device ms | kernel ms | "
           "MiB up / down | vkAllocateMemory | new contexts |\n|---|---|---|---|---|---|---|---|---|---|")
     torch_s = None
     if CUDA:
@@ -119,7 +120,7 @@ def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int
         print(f"| torch index_select + masked_fill_ (resident tensors) | {torch_s * 1e3:.2f} | "
               f"{nbytes / torch_s / 1e12:.3f} | {_ms(times)} | - | - | - | - | - | - |")
     for mode, n_threads in [(m, t) for m in modes for t in threads]:
-        knob = {"kept_indices": 0} if mode == "main" else {}
+        knob = {"main": {"kept_indices": 0}, "per block": {"device_task_bytes": 0}}.get(mode, {})
         m = mask
         if mode == "mask resident":
             m = lf.from_array(mask, chunks=(chunk_rows, 1)).persist(device=True)
@@ -138,11 +139,12 @@ def run(mib: int, chunk_mib: int, row_bytes: int, rounds: int, threads: list[int
         held.clear()
         kernel = p.kernel_seconds if p.kernel_seconds is not None else float("nan")
         name = {"main": "kept_indices=0 (main)", "kept": "kept indices (default)",
-                "mask resident": "kept indices, mask persisted (N, 1)"}[mode]
+                "mask resident": "kept indices, mask persisted (N, 1)",
+                "per block": "kept indices, one task per block (device_task_bytes=0)"}[mode]
         ratio = f" ({torch_s / best:.2f}x torch)" if torch_s else ""
         name += f", {n_threads or 'default'} threads" if len(threads) > 1 else ""
         print(f"| {name}{ratio} | {best * 1e3:.2f} | {nbytes / best / 1e12:.3f} | "
-              f"{_ms(times)} | {p.programs} | {p.device_seconds * 1e3:.1f} | "
+              f"{_ms(times)} | {p.programs} / {p.submits} | {p.device_seconds * 1e3:.1f} | "
               f"{kernel * 1e3:.1f} | {p.bytes_uploaded / 2**20:.1f} / {p.bytes_downloaded / 2**20:.1f} | "
               f"{COUNTS['vkAllocateMemory']} | {COUNTS['contexts']} |", flush=True)
         if profile:
@@ -179,7 +181,7 @@ def _ms(times: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--chunk-mib", type=int, default=4)
+    parser.add_argument("--chunk-mib", type=float, default=4, help="block size (0.015625: 16 KiB blocks)")
     parser.add_argument("--row-bytes", default="1024,64")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", default="16",

@@ -36,6 +36,7 @@ from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Partition, Task, recipe
 from lazyfuel.graph.grouping import described, local_workers
 from lazyfuel.graph.ir import Node, Rechunk, Source
+from lazyfuel.graph.lower import groups_blocks
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
 from lazyfuel.graph.touched import kept_cost, priced, row_bound, streamable, streaming
 from lazyfuel.planner import Planner, Program, describe_choices, describe_program
@@ -58,7 +59,12 @@ def explain_node(root: Node, runtime: Runtime, planner: Planner,
     backends = ", ".join(b.name for b in planner.backends) or "none"
     lines = [f"lazyfuel plan: shape {root.shape} {root.dtype}, {len(groups)} fused node(s), "
              f"backends [{backends}]"]
-    grouping = described(root, config.task_bytes, local_workers(dask.threaded.get, {})) if groups else None
+    workers = local_workers(dask.threaded.get, {})
+    grouping = described(root, config.task_bytes, workers) if groups and groups_blocks(root) else None
+    if groups and not grouping and _resident_sources(root) and config.device_task_bytes:
+        grouping = (f"  over resident blocks, compute() and persist(device=True) run several blocks of one "
+                    f"device per task and command buffer (device_task_bytes {config.device_task_bytes}, "
+                    f"at least one task per thread)")
     lines += [grouping] if grouping else []
     left = planner.left_out if left_out is None else dict(left_out)
     # the text names the left-out backends the graph needs, so planning it must not say so too

@@ -17,7 +17,8 @@ variant of the producer gets dask keys of its own, so no other reader of it ever
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -29,7 +30,9 @@ from dask.base import tokenize
 from dask.core import flatten as core_flatten
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
+from lazyfuel.backends import base
 from lazyfuel.graph import crossing
+from lazyfuel.graph.batched import batched_layer
 from lazyfuel.graph.family import Families
 from lazyfuel.graph.fuse import Key, Partition, Task, read_tasks, recipe, topological
 from lazyfuel.graph.grouping import grouped
@@ -52,6 +55,7 @@ class _Lowering:
                  local: bool = False) -> None:
         self.partition, self.runtime, self.prefer = partition, runtime, prefer
         self.local = local  # a graph for this process's schedulers: chunks given as they are
+        self.workers: int | None = None  # the threads of those schedulers, where known
         self.done: dict[tuple[str, bool], da.Array] = {}
 
     def array(self, node: Node, handover: bool = False) -> da.Array:
@@ -111,16 +115,24 @@ class _Lowering:
                 made = partial(self._held_task, node, block, number, handover, arg, spans)
                 layer[(name, *block)] = (store_made, made, self.runtime, into, region)
             return name, layer, [], reads
+        entries, regions = [], []
         for number, (block, task) in enumerate(tasks(self.partition, node)):
             body = replace(task.recipe, block=number, export=handover)
             args = [arg(k) for k in task.keys]
             if self.local:
                 body = spanned(body, args, spans)
+            entries.append((block, body, args))
             if into is None:
                 layer[(name, *block)] = (run_block, body, self.runtime, *args)
             else:
                 region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, block))
+                regions.append(region)
                 layer[(name, *block)] = (store_block, body, self.runtime, into, region, *args)
+        if not handover and (config._resident or (into is not None and _reads_device_blocks(deps.values()))):
+            # several blocks per task and per command buffer (`graph.batched`)
+            block_bytes = max(math.prod(max(c) for c in node.chunks), 1) * node.dtype.itemsize
+            layer = batched_layer(name, entries, self.runtime, block_bytes,
+                                  None if into is None else (into, regions), self.workers) or layer
         kept = [arr for n, arr in deps.items() if held.get(n) is None]
         return name, layer, kept, reads
 
@@ -168,15 +180,36 @@ def lower_into(root: Node, runtime: Runtime, into: np.ndarray, workers: int = 1)
     direct = direct_reads(root, into)  # rows of a zarr store straight into place
     if direct is not None:
         return direct
-    if config.task_bytes:
+    if groups_blocks(root):
         root = grouped(root, config.task_bytes, 2 * workers)
     prefer = Families(runtime.planner)
     lowering = _Lowering(Partition.of(root, prefer), runtime, prefer, local=True)
+    lowering.workers = workers
     _, layer, deps, reads = lowering.group(root, into)
     graph, keys = _merged(deps, reads, layer), list(layer)
     if all(n.one_buffer for n in topological(root) if isinstance(n, Source)):
         return graph, keys
     return optimize(graph, keys), keys
+
+
+def groups_blocks(root: Node) -> bool:
+    """Whether `lower_into` groups `root`'s small blocks (`config.task_bytes`): not where the graph
+    reads resident blocks and `config.device_task_bytes` batches its tasks instead (resident
+    blocks cannot merge: a coarser block would read them as pieces)."""
+    if not config.task_bytes:
+        return False
+    sources = [n.array for n in topological(root) if isinstance(n, Source)]
+    return not (config.device_task_bytes and _reads_device_blocks(sources))
+
+
+def _reads_device_blocks(arrays: Iterable[da.Array]) -> bool:
+    """Whether one of the dask `arrays` holds device blocks in its graph (`persist(device=True)`)."""
+    for arr in arrays:
+        graph = arr.__dask_graph__()
+        first = next(iter(core_flatten(arr.__dask_keys__())), None)
+        if first is not None and base.is_device_block(graph.get(first)):
+            return True
+    return False
 
 
 def _chunks_of(keys: Any, chunks: dict) -> Any:
@@ -223,7 +256,8 @@ def from_layer(name: str, layer: dict, deps: list[da.Array], chunks: tuple[tuple
     if da.array_expr_enabled():
         from dask.array._array_expr._collection import from_graph
 
-        return from_graph(_merged(deps, inner, layer), m, chunks, list(layer), name)
+        keys = [k for k in layer if k[0] == name]  # not the tasks of several blocks (`graph.batched`)
+        return from_graph(_merged(deps, inner, layer), m, chunks, keys, name)
     if not inner:
         graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
         return da.Array(graph, name, chunks, meta=m, dtype=dtype)

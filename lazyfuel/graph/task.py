@@ -301,17 +301,7 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
     """The block (written into `into` when given: then `into` is returned)."""
     if math.prod(recipe.shape) == 0:
         return np.empty(recipe.shape, recipe.dtype)
-    with runtime.applied():
-        # views of a kept block are downloaded, but a gather's reshape sees it as it lies
-        resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
-        kept = config.kept_indices
-    inputs: list[Any] = []
-    sources = []  # (program input, axis) of each select's source read from chunks in hand
-    with kept_indices.keeping(getattr(runtime, "backend", "auto"), resident, kept):
-        for spec in recipe.inputs:
-            if isinstance(spec, Gathered):
-                sources.append((len(inputs), spec.axis))
-            inputs.extend(spec.arrays(args))
+    inputs, sources, resident = block_inputs(recipe, runtime, args)
     if recipe.chain is None:  # views only: a view of a device block comes back as numpy
         out = np.asarray(inputs[0]) if getattr(recipe.inputs[0], "views", ()) else inputs[0]
     else:
@@ -321,6 +311,30 @@ def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
             inputs = _touched(runtime, recipe.chain, inputs, sources)
             out = run_splitting(_runner(runtime, recipe.block, into, handover, resident), recipe.chain,
                                 inputs)
+    return finished(recipe, out)
+
+
+def block_inputs(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any]
+                 ) -> tuple[list[Any], list[tuple[int, int]], bool]:
+    """The program inputs of `recipe` made from the task's `args`; the (program input, axis) of
+    each select's source read from chunks in hand; whether the result is kept on the device
+    (`config._resident`, and no numpy view follows but reshapes)."""
+    with runtime.applied():
+        # views of a kept block are downloaded, but a gather's reshape sees it as it lies
+        resident = config._resident and all(op == "reshape" for op, _ in recipe.post)
+        kept = config.kept_indices
+    inputs: list[Any] = []
+    sources = []
+    with kept_indices.keeping(getattr(runtime, "backend", "auto"), resident, kept):
+        for spec in recipe.inputs:
+            if isinstance(spec, Gathered):
+                sources.append((len(inputs), spec.axis))
+            inputs.extend(spec.arrays(args))
+    return inputs, sources, resident
+
+
+def finished(recipe: BlockRecipe, out: Any) -> Any:
+    """The program's result `out` with the recipe's numpy views applied, its shape checked."""
     out = apply_views(out, recipe.post)
     if out.shape != recipe.shape:
         raise RuntimeError(f"lazyfuel produced a block of shape {out.shape}, expected {recipe.shape}; "

@@ -144,12 +144,16 @@ def test_resident_inputs_keep_their_blocks_and_stay_bit_equal(vulkan, bits_equal
     held = lf.from_array(a, chunks=(8, 64)).persist(device=True)
     idx, mask = rng.permutation(128), rng.random((128, 1)) < 0.5
     y = lf.masked_fill(lf.index_select(held, 0, idx), mask, -1.0)
-    with lf.config(task_bytes=16 << 10):
+    z = lf.masked_fill(held, mask, 2.0)
+    with lf.config(task_bytes=16 << 10, device_task_bytes=0):
         assert _tasks(y) == 4  # the select's output is grouped; its source keeps its blocks
         bits_equal(y.compute(), np.where(mask, np.float32(-1), a[idx]))
         # blocks in device memory cannot be cut into other chunks: no grouping
-        z = lf.masked_fill(held, mask, 2.0)
         assert _tasks(z) == 16
+        bits_equal(z.compute(), np.where(mask, np.float32(2), a))
+    with lf.config(task_bytes=16 << 10):  # not grouped: 8 blocks a task instead (`graph.batched`)
+        assert _tasks(y) == _tasks(z) == 2
+        bits_equal(y.compute(), np.where(mask, np.float32(-1), a[idx]))
         bits_equal(z.compute(), np.where(mask, np.float32(2), a))
 
 

@@ -30,6 +30,7 @@ blocks of the pool given as inputs are bound where they lie.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -306,71 +307,132 @@ class VulkanExecutor:
         there and nothing comes back (an empty list). Also returns, when `timed` (and the device
         has timestamps), the GPU seconds of the steps, else None."""
         pool = self.pool
-        n_in = program.n_inputs
         timed = timed and timestamps.supported(pool)
         with pool.batch() as batch:
-            values = transfer.upload_all(batch, arrays, program.input_dtypes, program.streamed_inputs)
-            results_wanted = {v for v in program.outputs if v >= n_in}
-            into = {v: d for v, d in zip(program.outputs, dests) if d is not None and v >= n_in}
-            landed: dict[int, np.ndarray] = {}  # results the kernels wrote in place (zero-copy)
-            n_steps = len(program.steps)
-            status_bytes = STATUS_STRIDE * max(n_steps, 1)
-            status = batch.alloc(status_bytes)
-            batch.fill_u32(status, NO_BAD, status_bytes)
-            if timed:
-                batch.kernels_begin()
-            unfenced: set[int] = set()  # values written since the last barrier
-            reread = {a for step in program.steps for a in step.args}  # values later steps read
-            for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
-                args = [values[a] for a in step.args]
-                self._check_caps(i, step, args)
-                if unfenced.intersection(step.args):
-                    batch.barrier()
-                    unfenced.clear()
-                layout = Layout.contiguous(step.out_shape)
-                wanted = len(values) in results_wanted
-                if exported is not None and wanted:
-                    out, result = exported, None
-                else:
-                    out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted,
-                                                  into.get(len(values)), len(values) in reread)
-                if result is not None:
-                    landed[len(values)] = result
-                kernel.record(batch, step, args, out, StatusSlot(status, i))
-                unfenced.add(len(values))
-                values.append(DeviceValue(out, step.out_dtype, layout))
-            if unfenced:  # staging downloads copy on the device: they must see every write
-                batch.barrier()
-            if timed:
-                batch.kernels_end()
-            results: list[np.ndarray] = []
-            for v, dest in zip(program.outputs if exported is None else (), dests):
-                if v < n_in:  # an input returned as it is: no device work needed
-                    results.append(np.array(arrays[v], order="C", copy=True) if dest is None else arrays[v])
-                    continue
-                if v in landed:
-                    results.append(landed.pop(v))
-                    continue
-                value = values[v]
-                out_array = np.empty(value.layout.shape, value.dtype.numpy) if dest is None else dest
-                transfer.download(batch, value.allocation, out_array)
-                results.append(out_array)
-            flags = np.empty(status_bytes // 4, np.uint32)
-            batch.download(status, flags)
+            recorded = self._record(batch, program, arrays, kernels, dests, exported, timed, timed)
             batch.run()
-            profiling.record(programs=1, submits=1, dispatches=batch.dispatches,
-                             bytes_uploaded=batch.bytes_uploaded,
-                             bytes_downloaded=batch.bytes_downloaded - flags.nbytes,
-                             device_seconds=batch.device_seconds,
-                             kernel_seconds=batch.kernel_seconds or 0.0,
-                             bindings=program.binding_names,
-                             device=pool.label, backend=Backend.Vulkan.name)
-            for i, flag in enumerate(flags[:: STATUS_STRIDE // 4][:n_steps]):
-                if flag != NO_BAD:
-                    step = program.steps[i]
-                    raise self._index_error(pool, kernels[i], step, values[step.args[1]], int(flag), arrays,
-                                            step.args[1])
-            return deliver(results, dests), batch.kernel_seconds
+            self._profiled(batch, [recorded])
+            return recorded.delivered(), batch.kernel_seconds
+
+    def run_resident_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]]
+                          ) -> list[ResidentBlock]:
+        """Several programs of one output each (`(program, inputs)`, say the blocks of one task over
+        resident blocks) recorded into ONE command buffer of this pool: one submit, one fence
+        wait; each result kept on the device as `run_resident` keeps it. Programs whose output is
+        one of their inputs are refused (ValueError: the caller runs those one by one). Raises as
+        `run`, but a lost device is not retried (the task fails: the resident inputs went with it)."""
+        return self._run_many(runs, None, keep=True)
+
+    def run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],
+                 outs: Sequence[Outs] | None = None) -> list[np.ndarray]:
+        """`run_resident_many` with each program's one result brought to the host: a fresh array,
+        or written into `outs[j]` (as `run`'s `out=`) where given."""
+        return self._run_many(runs, outs, keep=False)
+
+    def _run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],
+                  outs: Sequence[Outs] | None, keep: bool) -> list[Any]:
+        checked = [(program, *self._inputs(program, inputs)) for program, inputs in runs]
+        if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _, _ in checked):
+            raise ValueError("a batch of programs runs programs whose one output is a step's")
+        pool = self.pool
+        timed = profiling.active() and timestamps.supported(pool)
+        blocks: list[ResidentBlock] = []
+        try:
+            with pool.batch() as batch:
+                recorded = []
+                for j, (program, arrays, kernels) in enumerate(checked):
+                    clock = (timed and j == 0, timed and j == len(checked) - 1)
+                    if keep:
+                        shape, dtype = program.value_meta(program.outputs[0])
+                        blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
+                                                            shared=self._shared_result()))
+                        recorded.append(self._record(batch, program, arrays, kernels, [None],
+                                                     blocks[-1].allocation, *clock))
+                    else:
+                        dests = destinations(program, None if outs is None else outs[j])
+                        recorded.append(self._record(batch, program, arrays, kernels, dests, None, *clock))
+                batch.run()
+                self._profiled(batch, recorded)
+                results = [r.delivered() for r in recorded]
+        except BaseException:
+            for block in blocks:
+                block.free()
+            raise
+        for block in blocks:
+            block.done()
+        return list(blocks) if keep else [r[0] for r in results]
+
+    def _record(self, batch: Any, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],
+                dests: list[np.ndarray | None], exported: Allocation | None, begin: bool,
+                end: bool) -> _Recorded:
+        """Record `program`'s uploads, steps and downloads into `batch` (nothing is submitted);
+        `begin` / `end`: start / stop the batch's kernel clock around these steps."""
+        n_in = program.n_inputs
+        values = transfer.upload_all(batch, arrays, program.input_dtypes, program.streamed_inputs)
+        results_wanted = {v for v in program.outputs if v >= n_in}
+        into = {v: d for v, d in zip(program.outputs, dests) if d is not None and v >= n_in}
+        landed: dict[int, np.ndarray] = {}  # results the kernels wrote in place (zero-copy)
+        n_steps = len(program.steps)
+        status_bytes = STATUS_STRIDE * max(n_steps, 1)
+        status = batch.alloc(status_bytes)
+        batch.fill_u32(status, NO_BAD, status_bytes)
+        if begin:
+            batch.kernels_begin()
+        unfenced: set[int] = set()  # values written since the last barrier
+        reread = {a for step in program.steps for a in step.args}  # values later steps read
+        checks = _checked_caps(program)
+        for i, (step, kernel) in enumerate(zip(program.steps, kernels)):
+            args = [values[a] for a in step.args]
+            key = (i, tuple(None if a is None else a.layout for a in args))
+            if key not in checks:
+                self._check_caps(i, step, args)
+                checks.add(key)
+            if unfenced.intersection(step.args):
+                batch.barrier()
+                unfenced.clear()
+            layout = Layout.contiguous(step.out_shape)
+            wanted = len(values) in results_wanted
+            if exported is not None and wanted:
+                out, result = exported, None
+            else:
+                out, result = transfer.output(batch, layout.shape, step.out_dtype, wanted,
+                                              into.get(len(values)), len(values) in reread)
+            if result is not None:
+                landed[len(values)] = result
+            kernel.record(batch, step, args, out, StatusSlot(status, i))
+            unfenced.add(len(values))
+            values.append(DeviceValue(out, step.out_dtype, layout))
+        if unfenced:  # staging downloads copy on the device: they must see every write
+            batch.barrier()
+        if end:
+            batch.kernels_end()
+        results: list[np.ndarray] = []
+        for v, dest in zip(program.outputs if exported is None else (), dests):
+            if v < n_in:  # an input returned as it is: no device work needed
+                results.append(np.array(arrays[v], order="C", copy=True) if dest is None else arrays[v])
+                continue
+            if v in landed:
+                results.append(landed.pop(v))
+                continue
+            value = values[v]
+            out_array = np.empty(value.layout.shape, value.dtype.numpy) if dest is None else dest
+            transfer.download(batch, value.allocation, out_array)
+            results.append(out_array)
+        flags = np.empty(status_bytes // 4, np.uint32)
+        batch.download(status, flags)
+        return _Recorded(self, program, kernels, values, arrays, results, dests, flags)
+
+    def _profiled(self, batch: Any, recorded: Sequence[_Recorded]) -> None:
+        """Record the batch's run of the `recorded` programs for `lazyfuel.profile()`."""
+        status_bytes = sum(r.flags.nbytes for r in recorded)
+        names = tuple(n for r in recorded for n in r.program.binding_names)
+        profiling.record(programs=len(recorded), submits=1, dispatches=batch.dispatches,
+                         bytes_uploaded=batch.bytes_uploaded,
+                         bytes_downloaded=batch.bytes_downloaded - status_bytes,
+                         device_seconds=batch.device_seconds,
+                         kernel_seconds=batch.kernel_seconds or 0.0,
+                         bindings=names,
+                         device=self.pool.label, backend=Backend.Vulkan.name)
 
     @staticmethod
     def _index_error(pool: DevicePool, kernel: VulkanKernel, step: Step, indices: DeviceValue,
@@ -394,3 +456,35 @@ def _index_bound(step: Step) -> int:
     if "source_dim_size" in p:  # a row select (index_select, select_fill)
         return int(p["source_dim_size"])
     return int((tuple(p["source_shape"]) or (1,))[int(p["dim"])])
+
+
+@dataclass
+class _Recorded:
+    """One program recorded into a batch: what `delivered()` needs once the batch has run."""
+
+    executor: VulkanExecutor
+    program: Program
+    kernels: list[VulkanKernel]
+    values: list[DeviceValue]
+    arrays: list[np.ndarray]
+    results: list[np.ndarray]
+    dests: list[np.ndarray | None]
+    flags: np.ndarray
+
+    def delivered(self) -> list[np.ndarray]:
+        """The results (`deliver`ed into `dests`); IndexError naming the first bad index a step saw."""
+        program = self.program
+        for i, flag in enumerate(self.flags[:: STATUS_STRIDE // 4][:len(program.steps)]):
+            if flag != NO_BAD:
+                step = program.steps[i]
+                raise self.executor._index_error(self.executor.pool, self.kernels[i], step,
+                                                 self.values[step.args[1]], int(flag), self.arrays,
+                                                 step.args[1])
+        return deliver(self.results, self.dests)
+
+
+def _checked_caps(program: Program) -> set[tuple]:
+    """The (step, argument layouts) whose caps `program`'s steps passed already: `_check_caps`
+    runs once per program and layouts, not on every run. Kept in the program's own `__dict__` (as
+    its cached properties are: a frozen dataclass), so it goes with the program."""
+    return program.__dict__.setdefault("_vulkan_caps_checked", set())

@@ -332,4 +332,18 @@ def _capable(backend: Backend, device: int | None, capability: type[_C], lacking
         found = executor(backend, device)
     except Exception as err:  # any reason the backend cannot run here is the reason
         return f"{backend.name} is not usable here: {err}"
-    return found if isinstance(found, capability) else f"{backend.name} {lacking}"
+    return found if _has(found, capability) else f"{backend.name} {lacking}"
+
+
+_CAPABLE: dict[tuple[type, type], bool] = {}  # (executor class, capability) -> isinstance's answer
+
+
+def _has(found: object, capability: type) -> bool:
+    """`isinstance(found, capability)` (a runtime-checkable Protocol of methods), remembered per
+    class of `found`: it walks the Protocol's members (~15 µs) and `block_holder` asks several
+    times per resident block; an executor's methods are its class's."""
+    key = (type(found), capability)
+    known = _CAPABLE.get(key)
+    if known is None:
+        known = _CAPABLE[key] = isinstance(found, capability)
+    return known

@@ -309,9 +309,11 @@ class VulkanExecutor:
         pool = self.pool
         timed = timed and timestamps.supported(pool)
         with pool.batch() as batch:
-            recorded = self._record(batch, program, arrays, kernels, dests, exported, timed, timed)
+            status = _Status.of(batch, len(program.steps))
+            recorded = self._record(batch, program, arrays, kernels, dests, exported, timed, timed, status)
+            status.read_back(batch)
             batch.run()
-            self._profiled(batch, [recorded])
+            self._profiled(batch, [recorded], status)
             return recorded.delivered(), batch.kernel_seconds
 
     def run_resident_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]]
@@ -340,6 +342,7 @@ class VulkanExecutor:
         try:
             with pool.batch() as batch:
                 recorded = []
+                status = _Status.of(batch, sum(len(p.steps) for p, _, _ in checked))
                 for j, (program, arrays, kernels) in enumerate(checked):
                     clock = (timed and j == 0, timed and j == len(checked) - 1)
                     if keep:
@@ -347,12 +350,14 @@ class VulkanExecutor:
                         blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
                                                             shared=self._shared_result()))
                         recorded.append(self._record(batch, program, arrays, kernels, [None],
-                                                     blocks[-1].allocation, *clock))
+                                                     blocks[-1].allocation, *clock, status))
                     else:
                         dests = destinations(program, None if outs is None else outs[j])
-                        recorded.append(self._record(batch, program, arrays, kernels, dests, None, *clock))
+                        recorded.append(self._record(batch, program, arrays, kernels, dests, None, *clock,
+                                                     status))
+                status.read_back(batch)
                 batch.run()
-                self._profiled(batch, recorded)
+                self._profiled(batch, recorded, status)
                 results = [r.delivered() for r in recorded]
         except BaseException:
             for block in blocks:
@@ -364,18 +369,16 @@ class VulkanExecutor:
 
     def _record(self, batch: Any, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],
                 dests: list[np.ndarray | None], exported: Allocation | None, begin: bool,
-                end: bool) -> _Recorded:
+                end: bool, status: _Status) -> _Recorded:
         """Record `program`'s uploads, steps and downloads into `batch` (nothing is submitted);
-        `begin` / `end`: start / stop the batch's kernel clock around these steps."""
+        `begin` / `end`: start / stop the batch's kernel clock around these steps. The steps'
+        status words are the next ones of `status` (the batch's: read back once by the caller)."""
         n_in = program.n_inputs
         values = transfer.upload_all(batch, arrays, program.input_dtypes, program.streamed_inputs)
         results_wanted = {v for v in program.outputs if v >= n_in}
         into = {v: d for v, d in zip(program.outputs, dests) if d is not None and v >= n_in}
         landed: dict[int, np.ndarray] = {}  # results the kernels wrote in place (zero-copy)
-        n_steps = len(program.steps)
-        status_bytes = STATUS_STRIDE * max(n_steps, 1)
-        status = batch.alloc(status_bytes)
-        batch.fill_u32(status, NO_BAD, status_bytes)
+        first, flags = status.take(len(program.steps))
         if begin:
             batch.kernels_begin()
         unfenced: set[int] = set()  # values written since the last barrier
@@ -399,7 +402,7 @@ class VulkanExecutor:
                                               into.get(len(values)), len(values) in reread)
             if result is not None:
                 landed[len(values)] = result
-            kernel.record(batch, step, args, out, StatusSlot(status, i))
+            kernel.record(batch, step, args, out, StatusSlot(status.allocation, first + i))
             unfenced.add(len(values))
             values.append(DeviceValue(out, step.out_dtype, layout))
         if unfenced:  # staging downloads copy on the device: they must see every write
@@ -418,13 +421,12 @@ class VulkanExecutor:
             out_array = np.empty(value.layout.shape, value.dtype.numpy) if dest is None else dest
             transfer.download(batch, value.allocation, out_array)
             results.append(out_array)
-        flags = np.empty(status_bytes // 4, np.uint32)
-        batch.download(status, flags)
         return _Recorded(self, program, kernels, values, arrays, results, dests, flags)
 
-    def _profiled(self, batch: Any, recorded: Sequence[_Recorded]) -> None:
-        """Record the batch's run of the `recorded` programs for `lazyfuel.profile()`."""
-        status_bytes = sum(r.flags.nbytes for r in recorded)
+    def _profiled(self, batch: Any, recorded: Sequence[_Recorded], status: _Status) -> None:
+        """Record the batch's run of the `recorded` programs for `lazyfuel.profile()` (the status
+        words read back are not counted as downloaded)."""
+        status_bytes = status.flags.nbytes
         names = tuple(n for r in recorded for n in r.program.binding_names)
         profiling.record(programs=len(recorded), submits=1, dispatches=batch.dispatches,
                          bytes_uploaded=batch.bytes_uploaded,
@@ -456,6 +458,36 @@ def _index_bound(step: Step) -> int:
     if "source_dim_size" in p:  # a row select (index_select, select_fill)
         return int(p["source_dim_size"])
     return int((tuple(p["source_shape"]) or (1,))[int(p["dim"])])
+
+
+@dataclass
+class _Status:
+    """The status words (`StatusSlot`s) of every step of the programs recorded into one batch:
+    one allocation set to NO_BAD once, read back once after them (`read_back`), each program
+    reading its own slots' words (`take`). One per batch, not per program: a batch of k programs
+    records one fill, barrier and copy back instead of k (issue 18, W3)."""
+
+    allocation: Allocation
+    flags: np.ndarray  # the words once the batch has run: STATUS_STRIDE // 4 of them per slot
+    used: int = 0
+
+    @classmethod
+    def of(cls, batch: Any, slots: int) -> _Status:
+        """Room for `slots` status words (at least one), set to NO_BAD on the device."""
+        nbytes = STATUS_STRIDE * max(slots, 1)
+        allocation = batch.alloc(nbytes)
+        batch.fill_u32(allocation, NO_BAD, nbytes)
+        return cls(allocation, np.empty(nbytes // 4, np.uint32))
+
+    def take(self, slots: int) -> tuple[int, np.ndarray]:
+        """The first of the next `slots` slots, and the view of `flags` that holds their words."""
+        first, self.used = self.used, self.used + slots
+        per = STATUS_STRIDE // 4
+        return first, self.flags[first * per:(first + slots) * per]
+
+    def read_back(self, batch: Any) -> None:
+        """Record the copy of the words into `flags`: after every program's steps and barrier."""
+        batch.download(self.allocation, self.flags)
 
 
 @dataclass

@@ -17,6 +17,7 @@ and `PER_ELEMENT` (one byte per element, any other broadcast).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lazyfuel.backends.vulkan.copy_kernels import collapse
 from lazyfuel.layout import Layout
@@ -50,10 +51,13 @@ class MaskReading:
         return self.mode, len(self.runs), int(self.inner_dense), int(self.outer_dense)
 
 
+@lru_cache(maxsize=1024)
 def mask_reading(layout: Layout, width: int) -> MaskReading | None:
     """How the shaders read a mask of `layout` (in elements, relative to its buffer) for data of
     `width`-byte elements, output element el taking the view's element el in row-major order;
-    None where they cannot (strided, reversed, offset, or past 32-bit runs: contiguize it)."""
+    None where they cannot (strided, reversed, offset, or past 32-bit runs: contiguize it).
+    A function of its (hashable) arguments alone, remembered: every masked_fill and select_fill
+    step asks once per block (a broadcast (N, 1) mask costs ~8 µs to work out)."""
     if layout.is_contiguous:
         return MaskReading(DENSE)
     if layout.offset:

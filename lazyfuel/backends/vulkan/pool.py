@@ -329,10 +329,21 @@ def open_pools() -> list[DevicePool]:
 
 def spread_slots() -> list[tuple[int, int]]:
     """(physical index, replica) of each pool a graph's blocks are spread over, in order: the
-    devices of `devices.spread`, a repeated device getting replicas 1, 2, … (opens no pool).
-    Remembered per device list and `devices` / `device` knob values: every resident block's
-    `home` asks, several times per task."""
+    devices of `devices.spread`, a repeated device getting replicas 1, 2, … (opens no pool)."""
+    return list(spread_tuple())
+
+
+def spread_tuple() -> tuple[tuple[int, int], ...]:
+    """`spread_slots()` as the one remembered tuple: the SAME object for as long as the device
+    list and the `devices` / `device` knobs stay as they are (a caller may memoise on its
+    identity: `ResidentBlock.home`). Every resident block's `home` asks, several times per task:
+    the last answer is kept with the device list object and knob values it was made for, the
+    device list read by value only when that list is another object."""
+    global _spread_last
     infos = physical_devices()
+    last = _spread_last  # one tuple, replaced whole: a thread never sees half of another's
+    if last is not None and last[0] is infos and last[1] == config.devices and last[2] == config.device:
+        return last[3]
     key = (tuple((d.index, d.name, d.kind, d.usable) for d in infos), config.devices, config.device)
     found = _spread_memo.get(key)
     if found is None:
@@ -342,25 +353,32 @@ def spread_slots() -> list[tuple[int, int]]:
             slots.append((index, seen.get(index, 0)))
             seen[index] = seen.get(index, 0) + 1
         found = _spread_memo[key] = tuple(slots)
-    return list(found)
+    _spread_last = (infos, key[1], key[2], found)
+    return found
 
 
 _spread_memo: dict[tuple, tuple[tuple[int, int], ...]] = {}
+_spread_last: tuple | None = None  # (device list object, devices knob, device knob, slots): the fast path
+_labels_memo: dict[int, tuple[tuple[tuple[int, int], ...], list[str]]] = {}  # id(slots) -> (slots, labels)
 
 
 def spread_slot(number: int) -> tuple[int, int]:
     """Slot `number` of `spread_slots()`; IndexError saying how many there are when out of range."""
-    slots = spread_slots()
+    slots = spread_tuple()
     if not 0 <= number < len(slots):
         raise IndexError(f"Vulkan device {number} asked for, but blocks are spread over {len(slots)} "
-                         f"device(s) {slots} (LAZYFUEL_DEVICES={config.devices or ''!r})")
+                         f"device(s) {list(slots)} (LAZYFUEL_DEVICES={config.devices or ''!r})")
     return slots[number]
 
 
 def spread_labels() -> list[str]:
     """A label for each pool of `spread_slots()`, as `DevicePool.label` gives it (opens no pool)."""
-    infos = physical_devices()
-    return [_label(infos[index], replica) for index, replica in spread_slots()]
+    slots = spread_tuple()
+    found = _labels_memo.get(id(slots))
+    if found is None or found[0] is not slots:
+        infos = physical_devices()
+        found = _labels_memo[id(slots)] = (slots, [_label(infos[index], replica) for index, replica in slots])
+    return list(found[1])
 
 
 def _label(info: DeviceInfo, replica: int) -> str:

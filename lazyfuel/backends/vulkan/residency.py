@@ -130,12 +130,19 @@ class ResidentBlock(CArrayMeta):
     @property
     def home(self) -> tuple[Backend, int | None]:
         """(Vulkan, the number of this block's pool among the pools blocks are spread over, None
-        where it is none of them): `backends.base.block_home`."""
-        from lazyfuel.backends.vulkan.pool import spread_slots
+        where it is none of them): `backends.base.block_home`. Remembered with the spread it was
+        found in (`pool.spread_tuple`, one object while the device list and knobs stay): asked
+        several times per block and task, it is looked up again only once the spread changed."""
+        from lazyfuel.backends.vulkan.pool import spread_tuple
 
+        slots = spread_tuple()
+        known = getattr(self, "_home", None)
+        if known is not None and known[0] is slots:
+            return known[1]
         slot = (self.pool.info.index, self.pool.replica)
-        slots = spread_slots()
-        return Backend.Vulkan, slots.index(slot) if slot in slots else None
+        found = (Backend.Vulkan, slots.index(slot) if slot in slots else None)
+        self._home = (slots, found)
+        return found
 
     def reach(self, other: object) -> str:
         """How this block's bytes reach the kernels of `other`'s pool (another device block), in

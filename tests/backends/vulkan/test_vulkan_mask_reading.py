@@ -59,3 +59,13 @@ def test_what_the_shaders_cannot_walk_is_none():
     assert mask_reading(five_runs, 1) is None  # the push constants hold four dense runs
     assert mask_reading(Layout((1 << 20, 1 << 13), (1 << 13, 1), 0), 4) is not None
     assert mask_reading(Layout((1 << 20, 2, 1 << 12), (1 << 12, 0, 1), 0), 4) is None  # 4 GiB of mask
+
+
+def test_the_reading_is_remembered_per_layout_and_width():
+    """`mask_reading` is memoised by value: asking again gives the same answer object, another
+    width or layout its own answer (a (N, 1) mask broadcast over rows of 1 and of 4 words)."""
+    rows = Layout((64, 256), (1, 0), 0)
+    assert mask_reading(rows, 4) is mask_reading(Layout((64, 256), (1, 0), 0), 4)
+    assert mask_reading(rows, 4).mode == PER_WORD and mask_reading(rows, 4).runs == ((256, 64),)
+    assert mask_reading(Layout((64, 2), (1, 0), 0), 4).mode == PER_ELEMENT  # 2 elements: not a word
+    assert mask_reading(Layout((64, 256), (256, 1), 0), 4).mode == DENSE

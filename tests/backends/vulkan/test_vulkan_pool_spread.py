@@ -121,3 +121,33 @@ def test_two_pools_used_from_many_threads_do_not_deadlock(pool, second):
     assert not any(t.is_alive() for t in threads), "threads still running after 120 s: a deadlock"
     assert not errors, errors[0]
     assert (pool.submits - before[0], second.submits - before[1]) == (60, 60)
+
+
+def test_a_block_home_and_the_labels_follow_the_spread_they_are_asked_under(pool, second):
+    """`ResidentBlock.home` and `spread_labels` are remembered per spread (`pool.spread_tuple`):
+    a block of the second pool is device 1 while both pools are spread over, none of them once
+    the spread is the first pool alone, and device 1 again once both are back."""
+    default_registry()
+    block = executor(Backend.Vulkan, device=1).hold(np.arange(12, dtype=np.float32))
+    both, alone = f"{pool.info.index},{pool.info.index}", str(pool.info.index)
+    with lf.config(devices=both):
+        assert block.home == (Backend.Vulkan, 1) and block.home == (Backend.Vulkan, 1)
+        assert spread_labels() == [pool.label, second.label]
+    with lf.config(devices=alone):
+        assert spread_slots() == [(pool.info.index, 0)]
+        assert block.home == (Backend.Vulkan, None) and spread_labels() == [pool.label]
+    with lf.config(devices=both):
+        assert block.home == (Backend.Vulkan, 1) and spread_labels() == [pool.label, second.label]
+    assert np.asarray(block).tobytes() == np.arange(12, dtype=np.float32).tobytes()
+
+
+def test_a_capability_is_remembered_per_executor_class():
+    """`base.holder` asks whether an executor keeps blocks once per class (`base._has`): a
+    Vulkan executor does, an object of another class does not, asked in either order."""
+    from lazyfuel.backends.base import BlockHolder, _has
+
+    default_registry()
+    vulkan = executor(Backend.Vulkan)
+    assert not _has(object(), BlockHolder) and _has(vulkan, BlockHolder)
+    assert _has(vulkan, BlockHolder) and not _has(object(), BlockHolder)
+    assert not _has(vulkan, type("Other", (), {}))  # another capability: asked on its own

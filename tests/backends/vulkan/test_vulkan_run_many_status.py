@@ -1,0 +1,64 @@
+"""Programs of one batch (`VulkanExecutor.run_resident_many` / `run_many`) share ONE status
+buffer (`executor._Status`): each program's steps write their own words of it, so a bad index in
+one step of one program is named with that program's value, position and axis, and a clean batch
+gives numpy's bits (issue 18, W3). Run with device memory mapped (lavapipe) and again staged,
+as a discrete GPU's is (the status fill and read back then are transfer commands)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vulkan_helpers import ProgramBuilder
+
+import lazyfuel as lf
+from lazyfuel.backends.vulkan.memtypes import Mode
+from lazyfuel.backends.vulkan.transfer import in_mode
+from lazyfuel.dtypes import DType
+
+
+@pytest.fixture(params=["mapped", "staged"])
+def transfers(pool, request):
+    """Device memory as lavapipe's (mapped), or unmapped: every fill and read back staged."""
+    if request.param == "mapped":
+        yield pool
+        return
+    with in_mode(pool, Mode.STAGED, import_min=0) as allocator:
+        assert not allocator.direct
+        yield pool
+
+
+def _two_selects(rng: np.random.Generator, bad: int | None = None):
+    """A program of two index_select steps (10 rows -> 6 -> 4), its inputs, and numpy's result;
+    `bad`: the position of the second step's indices set to 99 (out of range for 6 rows)."""
+    x = rng.standard_normal((10, 8)).astype(np.float32)
+    first = rng.integers(0, 10, 6).astype(np.uint32)
+    second = rng.integers(0, 6, 4).astype(np.uint32)
+    if bad is not None:
+        second[bad] = 99
+    b = ProgramBuilder(x, first, second)
+    rows = b.index_select(0, x.shape, DType.F32, 0, 1, 6)
+    out = b.index_select(rows, (6, 8), DType.F32, 0, 2, 4)
+    return b.program((out,)), b.inputs, x[first][second] if bad is None else None
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_bad_index_in_one_program_of_a_batch_is_that_programs(executor, transfers, keep):
+    rng = np.random.default_rng()
+    runs = [_two_selects(rng, bad=2 if j == 2 else None) for j in range(4)]
+    run = executor.run_resident_many if keep else executor.run_many
+    with pytest.raises(IndexError, match=r"index 99 at position 2 of the indices is out of range for an "
+                                         r"axis of size 6"):
+        run([(program, inputs) for program, inputs, _ in runs])
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_clean_batch_gives_numpy_bits_and_downloads_no_status(executor, transfers, keep):
+    rng = np.random.default_rng()
+    runs = [_two_selects(rng) for _ in range(5)]
+    run = executor.run_resident_many if keep else executor.run_many
+    with lf.profile() as p:
+        got = run([(program, inputs) for program, inputs, _ in runs])
+    assert p.programs == 5 and p.submits == 1
+    assert p.bytes_downloaded == (0 if keep else sum(w.nbytes for _, _, w in runs))
+    for result, (_, _, want) in zip(got, runs):
+        assert np.asarray(result).tobytes() == want.tobytes()

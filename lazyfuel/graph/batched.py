@@ -42,12 +42,12 @@ from lazyfuel.backends.base import executor
 from lazyfuel.graph.task import (
     BlockRecipe,
     Runtime,
-    _computed,
-    _input_dtypes,
     block_holder,
     block_inputs,
+    computed_block,
     finished,
     home_device,
+    input_dtypes,
 )
 from lazyfuel.layout import Layout
 from lazyfuel.planner.placement import Placement
@@ -166,7 +166,7 @@ def _results(recipes: Sequence[BlockRecipe], runtime: Runtime, given: Sequence[S
     for position, (recipe, block_args) in enumerate(zip(recipes, given)):
         found = _batchable(recipe, runtime, block_args, plans, into[position])
         if found is None:
-            results[position] = _computed(recipe, runtime, block_args, into[position])
+            results[position] = computed_block(recipe, runtime, block_args, into[position])
             continue
         group, runner, program, inputs, out = found
         runners[group] = runner
@@ -183,7 +183,7 @@ def _results(recipes: Sequence[BlockRecipe], runtime: Runtime, given: Sequence[S
                     results[position] = finished(recipes[position], result)
                 continue
         for position, _, _, _ in batch:
-            results[position] = _computed(recipes[position], runtime, given[position], into[position])
+            results[position] = computed_block(recipes[position], runtime, given[position], into[position])
     return results
 
 
@@ -213,7 +213,7 @@ def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans
     with runtime.applied():
         placement = Placement.of([base.block_backend(a) for a in inputs],
                                  block_holder(recipe.block)[0] if keep else None)
-        dtypes, layouts = _input_dtypes(inputs), [Layout.of(a) for a in inputs]
+        dtypes, layouts = input_dtypes(inputs), [Layout.of(a) for a in inputs]
         key = (recipe.chain, tuple(dtypes), tuple(layouts), placement)
         program = plans.get(key)
         if program is None:

@@ -206,7 +206,7 @@ def _runner(runtime: Runtime, block: int, into: np.ndarray | None = None,
         keep = resident and into is None
         placement = Placement.of([base.block_backend(a) for a in inputs],
                                  block_holder(block)[0] if keep else None)
-        program = runtime.planner().plan(chain, _input_dtypes(inputs), [Layout.of(a) for a in inputs],
+        program = runtime.planner().plan(chain, input_dtypes(inputs), [Layout.of(a) for a in inputs],
                                          placement)
         device = home_device(inputs, program.backend)
         if device is None:
@@ -236,7 +236,7 @@ def _under_config(runtime: Runtime, run: Callable[[Chain, list[np.ndarray]], np.
     return applied
 
 
-def _input_dtypes(inputs: Sequence[np.ndarray]) -> list[DType]:
+def input_dtypes(inputs: Sequence[np.ndarray]) -> list[DType]:
     """The program's input dtypes: each array's. Index inputs come in the kernels' index dtype
     already (`graph.indices.kernel_dtype`: U32, or I64 on an axis past 2**32)."""
     return [DType.from_numpy(a.dtype) for a in inputs]
@@ -273,7 +273,7 @@ def _streamed(runtime: Runtime, recipe: BlockRecipe, inputs: list[Any]) -> Any |
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
     """The task: build the program inputs from `args`, plan, run once, view the result."""
-    return _computed(recipe, runtime, args, None)
+    return computed_block(recipe, runtime, args, None)
 
 
 def store_block(recipe: BlockRecipe, runtime: Runtime, dest: np.ndarray, region: tuple[slice, ...],
@@ -283,7 +283,7 @@ def store_block(recipe: BlockRecipe, runtime: Runtime, dest: np.ndarray, region:
     follows the program, else copied there. Returns nothing: the result is in `dest`."""
     target = dest[region] if dest.ndim else dest  # a 0-d array indexed by () is a scalar
     direct = recipe.chain is not None and not recipe.post and target.flags.c_contiguous
-    result = _computed(recipe, runtime, args, target if direct else None)
+    result = computed_block(recipe, runtime, args, target if direct else None)
     if result is not target:
         target[...] = result
 
@@ -296,7 +296,7 @@ def store_made(made: Callable[[], tuple[BlockRecipe, list[Any]]], runtime: Runti
     store_block(recipe, runtime, dest, region, *args)
 
 
-def _computed(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
+def computed_block(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],
               into: np.ndarray | None) -> np.ndarray:
     """The block (written into `into` when given: then `into` is returned)."""
     if math.prod(recipe.shape) == 0:

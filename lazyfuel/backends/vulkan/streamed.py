@@ -28,6 +28,7 @@ import numpy as np
 
 from lazyfuel import profiling
 from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.checks import checked_indices
 from lazyfuel.hostcopy import take_rows
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
         raise ValueError(f"gather_up takes a C-contiguous source of rank >= 1 and 1-d positions; got a "
                          f"source of shape {source.shape} (contiguous: {source.flags.c_contiguous}) and "
                          f"positions of shape {positions.shape}")
-    _check_positions(positions, len(source))
+    # checked once up front, so the pieces are taken with numpy's mode="clip" (mode="raise" takes
+    # every piece into a temporary array first and copies it over: 2-3x slower on the H200)
+    checked_indices(positions, len(source), what="position")
     shape = (len(positions), *source.shape[1:])
     row_bytes = math.prod(source.shape[1:]) * source.dtype.itemsize
     nbytes = len(positions) * row_bytes
@@ -80,19 +83,6 @@ def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     block.done()
     profiling.record(bytes_uploaded=nbytes, submits=submits, device=pool.label)
     return block
-
-
-def _check_positions(positions: np.ndarray, extent: int) -> None:
-    """IndexError naming the first position outside 0..extent-1 and where it is. Checked once up
-    front, so the pieces are taken with numpy's `mode="clip"`: `mode="raise"` takes every piece
-    into a temporary array first and copies it over (2-3x slower, measured on the H200)."""
-    if not len(positions):
-        return
-    bad = (positions >= extent) if positions.dtype.kind == "u" else (positions < 0) | (positions >= extent)
-    if bad.any():
-        at = int(np.argmax(bad))
-        raise IndexError(f"gather_up: position {int(positions[at])} at {at} is outside the source's "
-                         f"{extent} rows (0..{extent - 1})")
 
 
 def _rows(host: np.ndarray, nbytes: int, source: np.ndarray, count: int) -> np.ndarray:

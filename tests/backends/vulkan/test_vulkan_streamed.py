@@ -74,7 +74,8 @@ def test_a_bad_position_is_refused_naming_it_and_nothing_is_held(pool, small_pie
     positions[3000] = 4000  # past the end: refused before any piece moves
     with in_mode(pool, "staged") as allocator:
         before = allocator.in_use
-        with pytest.raises(IndexError, match="position 4000 at 3000 is outside the source's 4000 rows"):
+        with pytest.raises(IndexError, match=r"position 4000 at position 3000 is out of range; "
+                                             r"expected 0 <= position < 4000"):
             gather_up(pool, source, positions)
         assert allocator.in_use == before
         assert pool.resources()["idle_contexts"] == pool.resources()["contexts"]

@@ -1,16 +1,22 @@
-"""DLPack capsules built and read with ctypes (dlpack.h's legacy, unversioned `DLManagedTensor`).
+"""DLPack capsules made by numpy's own exporter, and read with ctypes (dlpack.h's structs).
 
 `capsule(pointer, shape, dtype, device, keep)` is what a producer's `__dlpack__` returns: a
-PyCapsule named "dltensor" over `pointer` (C-contiguous `shape` of numpy `dtype` on DLPack device
-`device`, a (device type, number) pair). The DLManagedTensor's `manager_ctx` holds `keep` (and the
-shape array) in a module table until the consumer calls its deleter, or, for a capsule nobody
-consumed, until the capsule dies: so the memory behind `pointer` stays valid for as long as any
-consumer (torch, CuPy, numpy) holds it, and not longer.
+PyCapsule over `pointer` (C-contiguous `shape` of numpy `dtype` on DLPack device `device`, a
+(device type, number) pair), "dltensor_versioned" (DLPack 1.0, flagged writeable, and IS_COPIED
+where `copied`) where the consumer's `max_version` allows it, else the legacy "dltensor". No
+Python code of ours runs when a capsule or its tensor is freed: the capsule is the one numpy's
+`ndarray.__dlpack__` makes (its destructor and the tensor's deleter are numpy's C functions) over
+a private array whose base, an `_Export`, holds `keep`; only the tensor's device (and data pointer)
+are then written in. A consumer (torch, CuPy, numpy) that takes the capsule calls the deleter when
+it lets go; an unconsumed capsule, also one a consumer refused with an exception set (numpy's
+BufferError for a CUDA capsule), frees it as it dies. Either way `keep` is released by plain
+reference counting, so the memory behind `pointer` stays valid exactly as long as a consumer holds
+it; what `keep` then runs (a `weakref.finalize`) runs as every finalizer does, the pending
+exception saved. `live()` counts the exports still held (what leak tests read).
 
 `read(capsule)` is the other direction, for producers that offer DLPack only: the pointer, device,
-shape, byte strides and dtype of a capsule's tensor; the capsule (kept by the caller) still owns
-the memory. A consumer that passes `max_version` >= (1, 0) (numpy 2, recent torch) gets the
-versioned capsule, flagged writeable: numpy makes arrays from a legacy capsule read-only.
+shape, byte strides and dtype of a capsule's tensor (`flags(capsule)` its flags); the capsule
+(kept by the caller) still owns the memory.
 
 Device types (dlpack.h `DLDeviceType`): `CPU`, `CUDA`, `CUDA_HOST`, `VULKAN`.
 """
@@ -18,9 +24,9 @@ Device types (dlpack.h `DLDeviceType`): `CPU`, `CUDA`, `CUDA_HOST`, `VULKAN`.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import math
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -30,7 +36,7 @@ NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA pinned host memory", 4: "OpenCL", 7: "Vul
          10: "ROCm", 13: "CUDA managed memory", 14: "oneAPI"}
 _CAPSULE_NAME = b"dltensor"
 _VERSIONED_NAME = b"dltensor_versioned"
-_USED_NAME = b"used_dltensor"
+IS_COPIED = 1 << 1  # DLPACK_FLAG_BITMASK_IS_COPIED (READ_ONLY is 1 << 0)
 # dlpack.h DLDataTypeCode by numpy kind
 _CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 _KINDS = {code: kind for kind, code in _CODES.items()}
@@ -51,12 +57,8 @@ class DLTensor(ctypes.Structure):
 
 
 class DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
-                            ("deleter", _DELETER)]
+    # the deleter is the producer's C function: read and written here, never called from Python
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
 
 class DLPackVersion(ctypes.Structure):
@@ -64,31 +66,35 @@ class DLPackVersion(ctypes.Structure):
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
-    pass
+    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
 
-_DELETER_VERSIONED = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
-                                     ("deleter", _DELETER_VERSIONED), ("flags", ctypes.c_uint64),
-                                     ("dl_tensor", DLTensor)]
 VERSION = (1, 0)  # the versioned struct's layout as dlpack.h 1.0 defines it
+_STRUCTS = {_CAPSULE_NAME: DLManagedTensor, _VERSIONED_NAME: DLManagedTensorVersioned}
 
 # private prototypes (setting argtypes on ctypes.pythonapi's shared functions would change them
 # for every other user in the process)
 _api = ctypes.pythonapi
-_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
-                                 _CAPSULE_DESTRUCTOR)(("PyCapsule_New", _api))
-_RAW = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)  # (dying capsule, name)
-_is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
-_pointer_raw = _RAW(("PyCapsule_GetPointer", _api))
 _pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", _api))
 _name_of = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
 
-_live: dict[int, tuple[Any, ...]] = {}  # manager_ctx -> what the tensor keeps alive
-_ids = itertools.count(1)
+_exports: list[weakref.ref[Any]] = []  # weak references to every `_Export` made (no callbacks)
+_swept_at = [64]  # sweep dead references once the list doubles past its last live size
 _lock = threading.Lock()
+
+
+class _Export:
+    """The base of the private array numpy exports: an array interface over the memory (C order,
+    writeable; numpy never reads it) and `keep`, the object the memory lives by."""
+
+    __slots__ = ("__array_interface__", "__weakref__", "keep")
+
+    def __init__(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype, keep: object) -> None:
+        self.__array_interface__ = {"shape": tuple(shape), "typestr": dtype.str,
+                                    "data": (int(pointer), False), "version": 3}
+        self.keep = keep
 
 
 def dtype_of(dtype: np.dtype) -> DLDataType:
@@ -108,75 +114,73 @@ def numpy_dtype(code: int, bits: int, lanes: int) -> np.dtype:
     return np.dtype("?") if kind == "b" else np.dtype(f"{kind}{bits // 8}")
 
 
-@_DELETER
-def _delete(managed: Any, live: dict[int, tuple[Any, ...]] = _live) -> None:
-    live.pop(int(managed.contents.manager_ctx or 0), None)  # atomic under the GIL
-
-
-@_DELETER_VERSIONED
-def _delete_versioned(managed: Any, live: dict[int, tuple[Any, ...]] = _live) -> None:
-    live.pop(int(managed.contents.manager_ctx or 0), None)
-
-
-@_CAPSULE_DESTRUCTOR
-def _capsule_died(handle: int) -> None:
-    """An unconsumed capsule frees its tensor (a consumer renames it "used_dltensor" and calls
-    the deleter itself)."""
-    for name, struct in ((_CAPSULE_NAME, DLManagedTensor), (_VERSIONED_NAME, DLManagedTensorVersioned)):
-        if _is_valid_raw(handle, name):
-            managed = ctypes.cast(_pointer_raw(handle, name), ctypes.POINTER(struct))
-            managed.contents.deleter(managed)
-
-
-# The two callbacks must outlive every tensor, also those a consumer frees while the interpreter
-# shuts down (after this module's globals are gone): one reference each is never given back.
-for _callback in (_delete, _delete_versioned, _capsule_died):
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_callback))
-
-
 def capsule(pointer: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple[int, int],
-            keep: object, max_version: tuple[int, int] | None = None) -> Any:
+            keep: object, max_version: tuple[int, int] | None = None, copied: bool = False) -> Any:
     """A PyCapsule over C-contiguous, writeable `shape` x `dtype` at `pointer` on `device`,
     keeping `keep` alive until the consumer lets go (see the module docstring): "dltensor"
-    (legacy), or "dltensor_versioned" (DLPack 1.0) where the consumer's `max_version` allows it."""
+    (legacy), or "dltensor_versioned" (DLPack 1.0, IS_COPIED where `copied`) where the
+    consumer's `max_version` allows it."""
+    dtype = np.dtype(dtype)
+    dtype_of(dtype)  # our error text for a dtype DLPack cannot carry
+    if not pointer and math.prod(shape):
+        raise BufferError(f"a DLPack export of {shape} x {dtype} needs the memory's address, got NULL")
+    export = _Export(pointer, shape, dtype, keep)
+    view = np.asarray(export)  # over `pointer`, never read: numpy's exporter only takes its layout
     versioned = max_version is not None and tuple(max_version) >= VERSION
-    managed: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
-    dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    try:
+        made = view.__dlpack__(max_version=VERSION) if versioned else view.__dlpack__()
+    except TypeError:  # numpy < 2.1 exports legacy capsules only, which a DLPack 1 consumer takes too
+        made = view.__dlpack__()
+    name, managed = _managed(made)
     tensor = managed.dl_tensor
-    tensor.data = pointer or None
-    tensor.device = DLDevice(*device)
-    tensor.ndim = len(shape)
-    tensor.dtype = dtype_of(dtype)
-    tensor.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
-    tensor.strides = None  # NULL: C-contiguous
+    tensor.data = pointer or None  # numpy's own (a byte it allocated) where an empty array has none
     tensor.byte_offset = 0
+    tensor.device = DLDevice(*device)
+    if name == _VERSIONED_NAME:
+        managed.flags = IS_COPIED if copied else 0  # writeable
+    _track(export)
+    return made
+
+
+def _track(export: _Export) -> None:
+    """Remember `export` weakly for `live()`, sweeping dead references now and then (here, never
+    as an export dies: no code of ours runs then)."""
     with _lock:
-        ctx = next(_ids)
-        _live[ctx] = (managed, dims, keep)
-    managed.manager_ctx = ctx
-    if versioned:
-        managed.version = DLPackVersion(*VERSION)
-        managed.flags = 0  # writeable, not a copy
-        managed.deleter = _delete_versioned
-        return _capsule_new(ctypes.addressof(managed), _VERSIONED_NAME, _capsule_died)
-    managed.deleter = _delete
-    return _capsule_new(ctypes.addressof(managed), _CAPSULE_NAME, _capsule_died)
+        _exports.append(weakref.ref(export))
+        if len(_exports) >= 2 * _swept_at[0]:
+            _exports[:] = [ref for ref in _exports if ref() is not None]
+            _swept_at[0] = max(64, len(_exports))
 
 
 def live() -> int:
-    """How many capsules' tensors are still held (made and not yet deleted): what leak tests read."""
-    return len(_live)
+    """How many capsules' exports are still held (made, and neither consumed and let go nor
+    dead unconsumed): what leak tests read."""
+    with _lock:
+        _exports[:] = [ref for ref in _exports if ref() is not None]
+        return len(_exports)
+
+
+def flags(capsule: Any) -> int:
+    """The flags of an unconsumed versioned capsule's tensor (`IS_COPIED`, READ_ONLY 1); 0 for a
+    legacy one, which has none; BufferError for a capsule of another kind."""
+    name, managed = _managed(capsule)
+    return int(managed.flags) if name == _VERSIONED_NAME else 0
+
+
+def _managed(capsule: Any) -> tuple[bytes, Any]:
+    """The name of an unconsumed capsule and its DLManagedTensor(Versioned); BufferError for a
+    capsule of another kind."""
+    name = _name_of(capsule)
+    if name not in _STRUCTS:
+        raise BufferError("expected an unconsumed DLPack capsule ('dltensor' or "
+                          f"'dltensor_versioned'), got {name!r}")
+    return name, ctypes.cast(_pointer_of(capsule, name), ctypes.POINTER(_STRUCTS[name])).contents
 
 
 def read(capsule: Any) -> tuple[int, tuple[int, int], tuple[int, ...], tuple[int, ...], np.dtype]:
     """(pointer, device, shape, byte strides, dtype) of an unconsumed capsule's tensor (the
     pointer includes byte_offset); BufferError for a capsule of another kind."""
-    name = _name_of(capsule)
-    structs = {_CAPSULE_NAME: DLManagedTensor, _VERSIONED_NAME: DLManagedTensorVersioned}
-    if name not in structs:
-        raise BufferError("expected an unconsumed DLPack capsule ('dltensor' or "
-                          f"'dltensor_versioned'), got {name!r}")
-    t = ctypes.cast(_pointer_of(capsule, name), ctypes.POINTER(structs[name])).contents.dl_tensor
+    t = _managed(capsule)[1].dl_tensor
     dtype = numpy_dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
     shape = tuple(int(t.shape[k]) for k in range(t.ndim))
     if t.strides:

@@ -9,7 +9,10 @@ is that block, no copy). A block on another pool comes device to device where a 
 The memory is a `residency.ResidentBlock` pinned for the DeviceArray's life (never spilled), so it
 counts against the pool's `device_memory_budget`. It is freed when the DeviceArray and every
 array made from it are gone: each DLPack capsule (`lazyfuel.dlpack.capsule`) keeps the DeviceArray
-alive until its consumer calls the capsule's deleter (or, never consumed, until it dies).
+alive until its consumer calls the capsule's deleter (or, never consumed or refused, until it
+dies); no Python code of ours runs as a capsule or its tensor is freed (the capsule is numpy's, see
+`lazyfuel.dlpack`), so a consumer that drops a refused capsule with its error set (numpy given a
+CUDA capsule) raises its own error.
 
 Hand-off, by where the memory lives (`shared.hand_off(pool)`, the `hand_off` property):
 - host-visible, host-coherent device memory (lavapipe, integrated GPUs: `allocator.direct`):
@@ -26,7 +29,11 @@ Hand-off, by where the memory lives (`shared.hand_off(pool)`, the `hand_off` pro
   DeviceArray (and so the memory, pinned, and CUDA's mapping) alive until its consumer lets go;
 - device-local memory elsewhere: `__dlpack_device__` is (kDLVulkan, physical index) and
   `__dlpack__` raises BufferError (no consumer reads Vulkan DLPack), naming why there is no CUDA.
-`np.asarray(r)` and `r.to_host()` always copy to host memory.
+`__dlpack__(dl_device=(kDLCPU, 0))` of memory the CPU cannot read in place, and `copy=True` where
+it can, export a host copy (flagged IS_COPIED in a versioned capsule; `np.from_dlpack(r,
+device="cpu")` asks for it); `copy=False` there is a BufferError naming why, and so are other
+devices and copies on CUDA (copy with the consumer). `np.asarray(r)` and `r.to_host()` always copy
+to host memory.
 """
 
 from __future__ import annotations
@@ -88,18 +95,35 @@ class DeviceArray(CArrayMeta):
 
     def __dlpack__(self, *, stream: int | Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        """A DLPack capsule over the memory itself (see the module docstring). `stream` may be any
-        stream of the consumer: the memory is ready, so none waits; `copy=True` and a `dl_device`
-        other than `__dlpack_device__()` are BufferErrors (this array exports, never copies)."""
+        """A DLPack capsule (see the module docstring), as the array API standard says: on
+        `__dlpack_device__()` (or `dl_device` equal to it) over the memory itself, unless
+        `copy=True`; on `dl_device=(kDLCPU, 0)` from memory the CPU cannot read in place, a host
+        copy unless `copy=False` (BufferError). A copy is a host copy (flagged IS_COPIED in a
+        versioned capsule); other devices, and a copy on CUDA, are BufferErrors naming what would
+        be accepted. `stream` may be any stream of the consumer: the memory is ready, so none waits."""
         if stream is not None and not isinstance(stream, int):
             raise TypeError(f"__dlpack__(stream=...) takes a stream handle (an int) or None, got "
                             f"{type(stream).__name__}")
         here = self.__dlpack_device__()
-        if copy:
-            raise BufferError("a DeviceArray exports its memory, it does not copy: use np.asarray(r) "
-                              "for a host copy")
-        if dl_device is not None and tuple(dl_device) != here:
-            raise BufferError(f"this DeviceArray is on DLPack device {here}, not {tuple(dl_device)}")
+        there = here if dl_device is None else _device_pair(dl_device)
+        if there == (dlpack.CPU, 0) and (here != there or copy):
+            if copy is False:
+                raise BufferError(f"this DeviceArray lives in device-local memory of {self.device} "
+                                  f"(DLPack device {here}), which the CPU does not read in place: "
+                                  "a CPU export needs a copy, and copy=False forbids one (pass "
+                                  "copy=True or None, or use np.asarray(r))")
+            host = self.to_host()
+            return dlpack.capsule(host.ctypes.data, host.shape, host.dtype, there, keep=host,
+                                  max_version=max_version, copied=True)
+        if there != here:
+            accepted = {dlpack.CPU: "(1, 0)", dlpack.CUDA: f"{here} in place or to (1, 0) as a host copy"}
+            raise BufferError(f"this DeviceArray is on DLPack device {here}: it exports to "
+                              f"{accepted.get(here[0], '(1, 0) as a host copy')}, not to {there}")
+        if copy and here[0] == dlpack.CUDA:
+            raise BufferError("a DeviceArray copies to host memory only: pass dl_device=(1, 0) "
+                              "for a host copy, or take the CUDA memory in place (copy=None) and "
+                              "copy it with the consumer")
+        # in place (on Vulkan memory no consumer reads, `_pointer`'s BufferError says why)
         return dlpack.capsule(self._pointer(here), self.shape, self.dtype, here, keep=self,
                               max_version=max_version)
 
@@ -136,6 +160,16 @@ class DeviceArray(CArrayMeta):
 
     def __repr__(self) -> str:
         return f"lazyfuel.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
+
+
+def _device_pair(dl_device: Any) -> tuple[int, int]:
+    """`__dlpack__`'s `dl_device` as a (device type, number) pair; TypeError for anything else."""
+    try:
+        kind, number = dl_device
+        return (int(kind), int(number))
+    except (TypeError, ValueError):
+        raise TypeError(f"__dlpack__(dl_device=...) takes a (device type, device number) pair, "
+                        f"got {dl_device!r}") from None
 
 
 def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: Any,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -22,8 +23,10 @@ import lazyfuel as lf
 from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.device_array import DeviceArray
 from lazyfuel.backends.vulkan.export import supported
+from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, buffers_of, choose, hand_off
+from lazyfuel.backends.vulkan.transfer import in_mode
 
 
 def _same(got: np.ndarray, want: np.ndarray) -> bool:
@@ -65,14 +68,78 @@ def test_lavapipe_hands_off_a_cpu_dlpack(vulkan, mapped):
 
 
 def test_dlpack_arguments_are_checked(vulkan, mapped):
-    r = lf.from_array(np.arange(6, dtype=np.int32)).compute(device=True)
-    with pytest.raises(BufferError, match="does not copy"):
-        r.__dlpack__(copy=True)
-    with pytest.raises(BufferError, match=r"on DLPack device \(1, 0\), not \(2, 0\)"):
+    """`__dlpack__(dl_device=, copy=)` as the array API standard says: in place unless copy=True,
+    which exports a host copy flagged IS_COPIED; another device named in the refusal."""
+    want = np.random.default_rng().integers(-2**31, 2**31, 6, dtype=np.int32)
+    r = lf.from_array(want).compute(device=True)
+    assert _same(np.from_dlpack(r, copy=False), want)  # in place
+    assert np.shares_memory(np.from_dlpack(r, copy=False), np.from_dlpack(r, device="cpu"))
+    copied = np.from_dlpack(r, copy=True)
+    assert _same(copied, want) and not np.shares_memory(copied, np.from_dlpack(r))
+    assert dlpack.flags(r.__dlpack__(copy=True, max_version=(1, 0))) == dlpack.IS_COPIED
+    assert dlpack.flags(r.__dlpack__(max_version=(1, 0))) == 0
+    with pytest.raises(BufferError, match=r"on DLPack device \(1, 0\): it exports to \(1, 0\), "
+                                          r"not to \(2, 0\)"):
         r.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(TypeError, match=r"dl_device=...\) takes a \(device type, device number\) "
+                                        r"pair, got 'cpu'"):
+        r.__dlpack__(dl_device="cpu")
     with pytest.raises(TypeError, match="stream handle"):
         r.__dlpack__(stream="now")
-    assert _same(np.from_dlpack(r), np.arange(6, dtype=np.int32))
+
+
+def test_device_local_memory_goes_to_the_cpu_as_a_copy_only(vulkan, pool):
+    """Unmapped device memory (staged mode: lavapipe's then is kDLVulkan, what a discrete GPU
+    without CUDA has; the H200's kDLCUDA) is no CPU consumer's in place: numpy refuses it with our
+    error or its own, a CPU request copies it unless copy=False forbids that."""
+    want = np.random.default_rng().standard_normal((40, 12)).astype(np.float32)
+    with in_mode(pool, Mode.STAGED):
+        r = lf.from_array(want, chunks=(10, 12)).compute(device=True)
+        here = r.__dlpack_device__()
+        assert not r.host_visible and here[0] in (dlpack.VULKAN, dlpack.CUDA)
+        refusal = "this DeviceArray lives in device-local memory" if here[0] == dlpack.VULKAN else (
+            "Unsupported device in DLTensor")  # numpy's own (BufferError from numpy 2.5)
+        live = dlpack.live()
+        with pytest.raises((BufferError, RuntimeError), match=f"^{refusal}"):
+            np.from_dlpack(r)
+        with lf.profile() as p:
+            got = np.from_dlpack(r, device="cpu")
+        assert _same(got, want) and p.bytes_downloaded == want.nbytes and dlpack.live() == live + 1
+        assert dlpack.flags(r.__dlpack__(dl_device=(dlpack.CPU, 0), max_version=(1, 0))) == dlpack.IS_COPIED
+        with pytest.raises(BufferError, match=r"a CPU export needs a copy, and copy=False forbids one"):
+            r.__dlpack__(dl_device=(dlpack.CPU, 0), copy=False)
+        with pytest.raises(BufferError, match=r"on DLPack device \((7|2), \d+\): it exports to "
+                                              r"(\(2, \d+\) in place or to )?\(1, 0\) as a host copy, "
+                                              r"not to \(4, 0\)"):
+            r.__dlpack__(dl_device=(4, 0))  # OpenCL
+        del r, got
+        gc.collect()
+        assert dlpack.live() == live  # the copy's export went with its consumer
+
+
+def test_a_thousand_hand_offs_then_the_memory_goes(vulkan, mapped):
+    """Each capsule keeps the DeviceArray while its consumer holds it, and not longer: after 1000
+    hand-offs (consumed, never consumed, copied) nothing is held and the DeviceArray is freed."""
+    want = np.random.default_rng().standard_normal((16, 8))
+    r = lf.from_array(want).compute(device=True)
+    kept = weakref.ref(r)
+    live = dlpack.live()
+    held = []
+    for k in range(1000):
+        if k % 3 == 0:
+            held.append(np.from_dlpack(r))
+        elif k % 3 == 1:
+            r.__dlpack__(max_version=(1, 0))  # never consumed
+        else:  # a host copy, let go at once
+            copied = np.from_dlpack(r, copy=True)
+            assert k % 101 != 2 or _same(copied, want)
+    del copied
+    assert dlpack.live() == live + len(held)
+    del r
+    gc.collect()
+    assert kept() is not None and all(_same(v, want) for v in held[::37])  # the views hold it
+    held.clear()
+    assert dlpack.live() == live and kept() is None
 
 
 # -- the exportable buffers, as far as Vulkan goes --------------------------------------------------
@@ -208,6 +275,25 @@ def test_torch_reads_the_result_in_place(cuda_pool):
     del t
     gc.collect()
     assert buffers.cached_bytes > cached or buffers.cached_bytes >= want.nbytes
+
+
+def test_numpy_refuses_a_cuda_result_with_its_own_error(cuda_pool):
+    """issue 18, W4: numpy drops the CUDA capsule it refuses with its error set; that error (not a
+    SystemError) reaches the user and the capsule lets go. A CPU request copies."""
+    _, _, device = cuda_pool
+    a, idx, mask, want = _chain(np.random.default_rng(), 512, 64, 128)
+    r = lf.from_array(a, chunks=(128, 64)).index_select(0, idx).masked_fill(mask, -1).compute(device=True)
+    assert r.__dlpack_device__() == (dlpack.CUDA, device)
+    live = dlpack.live()
+    with pytest.raises((BufferError, RuntimeError), match=r"^Unsupported device in DLTensor\.$"):
+        np.from_dlpack(r)
+    assert dlpack.live() == live
+    assert _same(np.from_dlpack(r, device="cpu"), want)  # a host copy
+    with pytest.raises(BufferError, match=r"a CPU export needs a copy, and copy=False forbids one"):
+        r.__dlpack__(dl_device=(dlpack.CPU, 0), copy=False)
+    with pytest.raises(BufferError, match=r"^a DeviceArray copies to host memory only"):
+        r.__dlpack__(copy=True)
+    assert dlpack.live() == live
 
 
 def test_an_assembled_result_and_cupy(cuda_pool):

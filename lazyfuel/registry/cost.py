@@ -46,6 +46,8 @@ class LinkPrior:
     pinned_up_bytes_per_s: float | None = None
     pinned_down_bytes_per_s: float | None = None
     source: str = "prior"  # "prior" (from the device's kind) or "probed" (measured at pool creation)
+    # pinning pageable host memory for the device to read it in place (an import), where known
+    import_bytes_per_s: float | None = None
 
     def seconds(self, up: Sequence[int], down: Sequence[int]) -> float:
         """A program's transfers: one submit, inputs of `up` bytes each in, results of `down` out."""

@@ -25,11 +25,17 @@ layout(push_constant) uniform Params {
     uint shift;         // log2 of a segment's bytes
 } p;
 
+// Each invocation first loads its ELEMS words (each from a random place in host memory: over a
+// PCIe link a load waits microseconds), then stores them: the loads are all in flight at once
+// rather than each behind the store before it (the compiler may not move a load above a store
+// through another pointer).
 void main() {
     uint64_t mask = (uint64_t(1) << p.shift) - uint64_t(1);
+    WORD words[ELEMS];
+    uint count = 0;
     for (uint q = 0; q < ELEMS; ++q) {
         uint64_t e = POSITION(uint64_t, q);
-        if (e >= p.n) return;
+        if (e >= p.n) break;
         uint64_t j;
         uint r;
         if (WIDE) {  // a specialisation constant: only one side is compiled in
@@ -43,6 +49,10 @@ void main() {
         uint64_t id = uint64_t(OneU32(p.ids + j * uint64_t(4)).v);
         uint64_t off = p.start + (id * uint64_t(p.R) + uint64_t(r)) * uint64_t(WIDTH);
         uint64_t at = OneU64(p.segments + (off >> p.shift) * uint64_t(8)).v + (off & mask);
-        OneWord(p.dst + e * uint64_t(WIDTH)).w = OneWord(at).w;
+        words[q] = OneWord(at).w;
+        count = q + 1;
+    }
+    for (uint q = 0; q < count; ++q) {
+        OneWord(p.dst + POSITION(uint64_t, q) * uint64_t(WIDTH)).w = words[q];
     }
 }

@@ -41,8 +41,7 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.memory import Allocation
     from lazyfuel.backends.vulkan.pool import DevicePool
 
-FAMILY = "host_gather"
-SHAPES = "index_select"  # launch shapes: the same access pattern as index_select's row copy
+FAMILY = "host_gather"  # its launch shape is the pool's `groups["host_gather"]` (launch_shapes.py)
 PUSH = PushLayout.of("uint64_t segments", "uint64_t dst", "uint64_t ids", "uint64_t base", "uint64_t n",
                      "uint64_t start", "uint R", "uint shift")  # host_gather.comp's Params
 
@@ -150,11 +149,11 @@ def _read(pool: DevicePool, owner: np.ndarray, start: int, span: int, positions:
         words_per_row = row_bytes // word
         n = len(positions) * words_per_row
         wide = n >= U32_LIMIT
-        pipeline = pool.pipelines.get(f"{FAMILY}_w{word}", spec_constants(batch, SHAPES, wide))
+        pipeline = pool.pipelines.get(f"{FAMILY}_w{word}", spec_constants(batch, FAMILY, wide))
         values = PUSH.values(segments=small.address + ids.nbytes, dst=target.address, ids=small.address,
                              base=0, n=n, start=start - segments[0][0], R=words_per_row,
                              shift=size.bit_length() - 1)
-        dispatch(batch, pipeline, PUSH, values, n, per_group(batch, SHAPES))
+        dispatch(batch, pipeline, PUSH, values, n, per_group(batch, FAMILY))
         batch.run()
     return True
 

@@ -101,7 +101,7 @@ def test_a_probed_link_replaces_the_kinds_link_and_caps_the_kernels_at_the_devic
     prior = kind_prior("discrete", probe)
     assert prior.kind == "discrete" and prior.link.source == "probed"
     # the probe's rates, the kind's import rate (the probe does not time pinning)
-    assert prior.link == replace(probe.link, import_bytes_per_s=23e9)
+    assert prior.link == replace(probe.link, import_bytes_per_s=23e9, read_row_s=28e-9)
     assert prior.kernels.bytes_per_s == 7e11  # the kind's 1e12 capped at the device's copy rate
     assert prior.kernels.flops_per_s == BY_KIND["discrete"].kernels.flops_per_s
     assert kind_prior("discrete") is BY_KIND["discrete"]  # no probe: the kind's own prior

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -29,14 +28,8 @@ from lazyfuel.backends.vulkan import get_pool
 from lazyfuel.backends.vulkan.host_gather import gather_in_place
 from lazyfuel.backends.vulkan.streamed import gather_up
 
-
-def _timed(run, rounds: int) -> tuple[float, float]:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3, statistics.median(times) * 1e3
+sys.path.insert(0, os.path.dirname(__file__))
+from w2_streamed import _timed  # best and median ms: the streamed probe's timer
 
 
 def main() -> int:

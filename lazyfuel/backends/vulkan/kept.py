@@ -179,14 +179,10 @@ class KeptImports:
                 entry.users += 1
                 entry.last_used = time.monotonic()
         if entry is None:
-            pages = memory_span(owner)[kept[0]:kept[0] + kept[1]]
-            try:
-                entry = self._import(allocator, key, pages, owner, owner_data)
-            finally:
-                with self._lock:
-                    self._importing.discard(key)
-            if entry is None:
-                return None
+            entry = self._import(allocator, key, memory_span(owner)[kept[0]:kept[0] + kept[1]], owner,
+                                 owner_data)
+        if entry is None:
+            return None
         batch.after_close(lambda: self._done(key, entry))
         whole = entry.allocation
         delta = _address(span) - key[0]  # where the span starts in the kept range
@@ -234,22 +230,26 @@ class KeptImports:
                     break
             time.sleep(0.0005)  # another thread pins this range: its import is shared when made
         if entry is None:
-            try:
-                entry = self._import(allocator, key, memory_span(owner)[start:start + nbytes], owner,
-                                     owner_data, keep=keep)
-            finally:
-                with self._lock:
-                    self._importing.discard(key)
-            if entry is None:
-                return None
+            entry = self._import(allocator, key, memory_span(owner)[start:start + nbytes], owner,
+                                 owner_data, keep=keep)
+        if entry is None:
+            return None
         batch.after_close(lambda: self._done(key, entry))
         return entry.allocation
 
     def _import(self, allocator: VulkanAllocator, key: tuple[int, int], span: np.ndarray,
                 owner: np.ndarray, owner_data: int, keep: bool = True) -> _Entry | None:
-        """Import `span`'s pages (outside the lock: pinning takes time) and keep them, in use once."""
-        allocation = allocator.import_host(span)
+        """Import `span`'s pages (outside the lock: pinning takes time) and keep them (with `keep`),
+        in use once; `key` is no longer being imported when this returns."""
+        try:
+            allocation = allocator.import_host(span)
+        except BaseException:
+            with self._lock:
+                self._importing.discard(key)
+            raise
         if allocation is None:
+            with self._lock:
+                self._importing.discard(key)
             return None
         allocation.block.keep = None  # the owner's finalizer, not the import, decides its life
         entry = _Entry(allocation, allocator, weakref.ref(owner), owner_data, span.nbytes, users=1)
@@ -262,6 +262,7 @@ class KeptImports:
                 self.kept_bytes += span.nbytes
             self.made += 1
             self.made_bytes += span.nbytes
+            self._importing.discard(key)  # with the entry in: a waiting `hold` finds it
         return entry
 
     def _make_room_locked(self, nbytes: int, budget: int) -> bool:

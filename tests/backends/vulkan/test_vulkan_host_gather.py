@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from vulkan_helpers import random_rows, row_positions
 
 import lazyfuel as lf
 from lazyfuel.backends.cpu.priors import host_prior
@@ -58,29 +59,12 @@ def small_limit(importing):
     imports.max_allocation = saved
 
 
-def _source(rows: int, width: tuple[int, ...], dtype: type, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, (rows, *width, np.dtype(dtype).itemsize), dtype=np.uint8)
-    if dtype is np.bool_:
-        raw &= 1
-    return raw.view(dtype).reshape((rows, *width))
-
-
-def _positions(kind: str, rows: int, count: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if kind == "sorted":
-        return np.sort(rng.integers(0, rows, count)).astype(np.uint32)
-    if kind == "repeated":
-        return rng.integers(0, 5, count).astype(np.uint32) * (rows // 5)  # five rows, over and over
-    return rng.integers(0, rows, count).astype(np.int64)  # random, in the wide index dtype
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("kind", ["random", "sorted", "repeated"])
 def test_the_rows_are_read_in_place_bit_for_bit(importing, bits_equal, dtype, width, kind) -> None:
-    source = _source(1501, width, dtype, seed=len(width) * 7 + DTYPES.index(dtype))
-    positions = _positions(kind, len(source), 1200, seed=11)
+    source = random_rows(1501, width, dtype, seed=len(width) * 7 + DTYPES.index(dtype))
+    positions = row_positions(kind, len(source), 1200, seed=11)
     with lf.profile() as p:
         block = gather_in_place(importing, source, positions)
         assert block is not None
@@ -94,9 +78,9 @@ def test_the_rows_are_read_in_place_bit_for_bit(importing, bits_equal, dtype, wi
 @pytest.mark.parametrize("width", [(12,), (1024,)])  # 48 B rows straddle segment ends; 4 KiB rows
 def test_a_table_of_many_segments_under_a_small_allocation_limit(small_limit, bits_equal, width) -> None:
     assert segment_bytes(small_limit) == 32 << 10
-    owner = _source(10007, width, np.float32, seed=5)  # its last segment shorter than the rest
+    owner = random_rows(10007, width, np.float32, seed=5)  # its last segment shorter than the rest
     source = owner[101:9999]  # a view starting inside a segment
-    positions = _positions("random", len(source), 3000, seed=6)
+    positions = row_positions("random", len(source), 3000, seed=6)
     live = small_limit.allocator.imports.live
     block = gather_in_place(small_limit, source, positions)
     assert block is not None
@@ -107,8 +91,8 @@ def test_a_table_of_many_segments_under_a_small_allocation_limit(small_limit, bi
 
 
 def test_a_table_is_imported_once_and_read_again_from_its_kept_import(importing, bits_equal) -> None:
-    source = _source(4096, (256,), np.float32, seed=7)
-    positions = _positions("random", len(source), 2000, seed=8)
+    source = random_rows(4096, (256,), np.float32, seed=7)
+    positions = row_positions("random", len(source), 2000, seed=8)
     kept = importing.kept
     assert unkept_bytes(importing, source) == source.nbytes
     made = kept.made
@@ -129,7 +113,7 @@ def test_segments_are_a_gib_under_the_devices_limit(pool) -> None:
 
 
 def test_a_bad_position_is_refused_naming_it_and_nothing_is_held(importing) -> None:
-    source = _source(4000, (64,), np.float32, 2)
+    source = random_rows(4000, (64,), np.float32, 2)
     positions = np.arange(4000, dtype=np.int64)[::-1].copy()
     positions[3000] = 4000
     before = importing.allocator.in_use
@@ -145,16 +129,17 @@ def test_a_bad_position_is_refused_naming_it_and_nothing_is_held(importing) -> N
 
 def test_a_view_that_is_not_c_contiguous_is_refused_naming_what_is_taken(importing) -> None:
     with pytest.raises(ValueError, match="C-contiguous source of rank >= 1 and 1-d positions"):
-        gather_in_place(importing, _source(100, (8,), np.float32, 3)[:, ::2], np.arange(4, dtype=np.uint32))
+        gather_in_place(importing, random_rows(100, (8,), np.float32, 3)[:, ::2],
+                        np.arange(4, dtype=np.uint32))
 
 
 def test_memory_numpy_did_not_allocate_is_not_read_in_place(importing) -> None:
-    foreign = np.frombuffer(bytearray(_source(512, (16,), np.float32, 4).tobytes()), np.float32)
+    foreign = np.frombuffer(bytearray(random_rows(512, (16,), np.float32, 4).tobytes()), np.float32)
     assert gather_in_place(importing, foreign.reshape(512, 16), np.arange(8, dtype=np.uint32)) is None
 
 
 def test_no_positions_make_an_empty_block(importing) -> None:
-    block = gather_in_place(importing, _source(10, (4,), np.float32, 1), np.zeros(0, np.uint32))
+    block = gather_in_place(importing, random_rows(10, (4,), np.float32, 1), np.zeros(0, np.uint32))
     assert block is not None and np.asarray(block).shape == (0, 4)
 
 
@@ -162,7 +147,7 @@ def test_no_positions_make_an_empty_block(importing) -> None:
 def test_compute_on_the_device_reads_the_rows_in_place_when_forced(importing, bits_equal, kind) -> None:
     rng = np.random.default_rng(20)
     table = rng.standard_normal((8000, 96)).astype(np.float32)  # 8 chunks, the last one shorter
-    ids = _positions(kind, len(table), 3000, seed=21)
+    ids = row_positions(kind, len(table), 3000, seed=21)
     y = lf.from_array(table, chunks=(1024, 96)).index_select(0, ids)
     with lf.config(host_rows="in-place"), lf.profile() as p:
         result = y.compute(device=True)
@@ -177,7 +162,7 @@ def test_compute_on_the_device_reads_the_rows_in_place_when_forced(importing, bi
 
 def test_forcing_the_streamed_way_gathers_on_the_host(importing, bits_equal) -> None:
     table = np.random.default_rng(22).standard_normal((4096, 64)).astype(np.float32)
-    ids = _positions("random", len(table), 2000, seed=23)
+    ids = row_positions("random", len(table), 2000, seed=23)
     y = lf.from_array(table, chunks=(1024, 64)).index_select(0, ids)
     with lf.config(host_rows="streamed"), lf.profile() as p:
         got = np.asarray(y.compute(device=True))
@@ -198,8 +183,8 @@ def test_the_planner_reads_in_place_once_the_import_pays(importing, bits_equal) 
     paid for streaming stay under its import's price (rent or buy), then imported and read in
     place; once kept it is read in place at once. Priced as lavapipe: never (its kernels are slow)."""
     planner, executor = _discrete(), VulkanExecutor()
-    table = _source(65536, (256,), np.float32, seed=24)  # 64 MiB: its import ~2.8x what a read saves
-    ids = _positions("random", len(table), 2048, seed=25)  # 2 MiB of rows
+    table = random_rows(65536, (256,), np.float32, seed=24)  # 64 MiB: its import ~2.8x what a read saves
+    ids = row_positions("random", len(table), 2048, seed=25)  # 2 MiB of rows
     ways = []
     for _ in range(12):
         with lf.profile() as p:
@@ -208,7 +193,7 @@ def test_the_planner_reads_in_place_once_the_import_pays(importing, bits_equal) 
         ways.append("in-place" if p.dispatches else "streamed")
         del block
     assert ways == ["streamed"] * 2 + ["in-place"] * 10, ways  # the third compute's rent covers it
-    other = _source(65536, (256,), np.float32, seed=26)
+    other = random_rows(65536, (256,), np.float32, seed=26)
     assert gather_in_place(importing, other, ids) is not None  # now kept: no import to pay
     with lf.profile() as p:
         streamed_where_cheaper(planner, SELECT, [other, ids], Backend.Vulkan, executor)
@@ -240,7 +225,7 @@ def test_the_ways_are_picked_by_cost_and_the_knob() -> None:
 def test_explain_on_the_device_names_the_way_and_the_bytes_over_the_link(importing) -> None:
     rows = 16384
     ids = np.random.default_rng(27).integers(0, rows, 4096)
-    y = lf.from_array(_source(rows, (256,), np.float32, 28), chunks=(rows // 8, 256)).index_select(0, ids)
+    y = lf.from_array(random_rows(rows, (256,), np.float32, 28), chunks=(rows // 8, 256)).index_select(0, ids)
     with lf.config(host_rows="in-place"):
         text = lf.explain(y, device=True)
     assert "result kept on Vulkan: rows read by a kernel on Vulkan from the host table's imported pages" \
@@ -255,7 +240,7 @@ def test_explain_on_the_device_names_the_way_and_the_bytes_over_the_link(importi
 
 def test_the_rent_of_a_table_adds_up_and_is_forgotten_with_it(pool) -> None:
     rent = host_gather.ImportRent()
-    table = _source(64, (4,), np.float32, 29)
+    table = random_rows(64, (4,), np.float32, 29)
     assert rent.add(table, 0.01) == pytest.approx(0.01)
     time.sleep(0.03)
     assert rent.add(table[8:], 0.02) == pytest.approx(0.03)  # a view: the same table

@@ -30,6 +30,7 @@ CROSSING_MODES = ("auto", "host", "exported")
 TRANSFER_MODES = ("auto", "direct", "staged", "import", "zero-copy")  # memtypes.Mode's values + auto
 MAPPINGS = ("auto", "coalesced", "sequential")
 MEMORY_BINDINGS = ("auto", "address")
+HOST_ROWS = ("auto", "in-place", "streamed")  # how a host row gather kept on the device is moved
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of host memory, bytes, or 0",
          "pageable arrays a discrete GPU reads or writes again keep their pages imported "
          "(page-locked) up to this many bytes, least recently used released first; 0 keeps none"),
+    _one_of("host_rows", "LAZYFUEL_HOST_ROWS", HOST_ROWS,
+            "how the rows of an index_select over a host array reach a result kept on a Vulkan "
+            "device (`compute(device=True)`): by cost; `in-place`: a kernel reads them from the "
+            "array's imported pages wherever it can; `streamed`: the host gathers them into "
+            "page-locked staging, piece by piece"),
     Knob("kept_indices", "LAZYFUEL_KEPT_INDICES", _budget_or_off, 2 << 30,
          "fraction of host memory, bytes, or 0",
          "concrete indices (and persisted index blocks) a select over resident blocks reads stay "

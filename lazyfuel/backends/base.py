@@ -173,6 +173,27 @@ class RowStreamer(Protocol):
         ...
 
 
+@runtime_checkable
+class RowReader(Protocol):
+    """A `BlockHolder` whose kernels read a select's rows from a host array where it lies (its
+    pages imported, kept for later computes) straight into a new device block (issue 18 item 4:
+    no host gather, the rows cross the link once)."""
+
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray) -> object | None:
+        """`source[positions]` along axis 0 (a C-contiguous host array) as a device block, or None
+        where its rows cannot be read in place (then take another way)."""
+        ...
+
+    def unkept_bytes(self, source: np.ndarray) -> int:
+        """The bytes of `source` that `gather_in_place` would import now (none kept yet)."""
+        ...
+
+    def import_rent(self, source: np.ndarray, seconds: float) -> float:
+        """Add `seconds` (what not reading `source` in place cost this time) to what its table has
+        cost so far that way, and return the sum (0 where nothing is kept of it)."""
+        ...
+
+
 @dataclass(frozen=True)
 class CudaSource:
     """A C-contiguous array in CUDA device memory: `pointer` on CUDA device `device`."""

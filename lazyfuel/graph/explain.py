@@ -28,7 +28,7 @@ import dask.threaded
 from dask.core import flatten
 
 from lazyfuel import notices
-from lazyfuel.backends.base import RowStreamer, block_backend, block_home, devices, is_device_block
+from lazyfuel.backends.base import RowReader, RowStreamer, block_backend, block_home, devices, is_device_block
 from lazyfuel.contracts.model import Backend
 from lazyfuel.graph import crossing
 from lazyfuel.graph.device_blocks import block_holder
@@ -38,7 +38,7 @@ from lazyfuel.graph.grouping import described, local_workers
 from lazyfuel.graph.ir import Node, Rechunk, Source
 from lazyfuel.graph.lower import groups_blocks
 from lazyfuel.graph.task import Assembled, Gathered, Part, Runtime
-from lazyfuel.graph.touched import kept_cost, priced, row_bound, streamable, streaming
+from lazyfuel.graph.touched import kept_ways, priced, row_bound, streamable
 from lazyfuel.planner import Planner, Program, describe_choices, describe_program
 from lazyfuel.planner.explain import seconds
 from lazyfuel.planner.placement import Placement
@@ -254,23 +254,31 @@ def _holder() -> tuple[Backend, object] | None:
 def _streaming(task: Task, dtypes: list, layouts: list, planner: Planner,
                holder: tuple[Backend, object] | None, placement: Placement) -> list[str]:
     """For a block kept in device memory that is one index_select of a host array: a line saying
-    whether its rows are gathered straight into device memory in pieces (`touched.streaming`) or
-    the program below runs, with both prices."""
+    whether its rows are read in place by a kernel (`touched.in_place`), gathered straight into
+    device memory in pieces (`touched.streaming`) or the program below runs, with the prices
+    (`touched.kept_ways`; the table priced as not yet imported, as its first compute sees it)."""
     if holder is None or not isinstance(holder[1], RowStreamer) or placement.input(0) is not None:
         return []
     if not streamable(task.recipe.chain, layouts):
         return []
     backend, streamer = holder
+    table = math.prod(layouts[0].shape) * dtypes[0].itemsize
     try:
-        best, program = kept_cost(planner, task.recipe.chain, dtypes, layouts, backend,
-                                  math.prod(layouts[1].shape))
+        ways = kept_ways(planner, task.recipe.chain, dtypes, layouts, backend, streamer,
+                         table if isinstance(streamer, RowReader) else None)
     except NoBindingError:
         return []
-    way = streaming(planner, backend, streamer, dtypes[0], (layouts[1].shape[0], *layouts[0].shape[1:]))
-    other = f"the program below on {program.backend} ~{seconds(best)}"
-    if way.cost < best:
-        return [f"  result kept on {backend}: {way.describe(backend)}, over {other}; no program runs"]
-    return [f"  result kept on {backend} by {other}, over the rows {way.describe(backend)}"]
+    way = ways.pick()
+    program = f"the program below on {ways.program.backend} ~{seconds(ways.program_s)}"
+    prices = [ways.streamed.describe(backend)] + ([ways.read.describe(backend)] if ways.read else [])
+    if way == "in-place":
+        return [f"  result kept on {backend}: rows {prices[1]}, over {program} and the rows "
+                f"{prices[0]}; no program runs"]
+    if way == "streamed":
+        rest = f" and the rows {prices[1]}" if ways.read else ""
+        return [f"  result kept on {backend}: {prices[0]}, over {program}{rest}; no program runs"]
+    rest = f", and the rows {prices[1]}" if ways.read else ""
+    return [f"  result kept on {backend} by {program}, over the rows {prices[0]}{rest}"]
 
 
 def _placement(task: Task, leaves: list[Node], result: Backend | None = None) -> Placement:

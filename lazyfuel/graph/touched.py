@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lazyfuel.backends.base import RowStreamer
+from lazyfuel.backends.base import RowReader, RowStreamer
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.indices import kernel_dtype, narrowed
@@ -53,6 +53,7 @@ from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, Program
 from lazyfuel.planner.explain import seconds
 from lazyfuel.planner.placement import Placement
+from lazyfuel.settings import config
 
 SELECTS = ("IndexSelect", "Gather")
 
@@ -224,11 +225,89 @@ def kept_cost(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: 
     return program.cost, program
 
 
+@dataclass(frozen=True)
+class InPlace:
+    """The price of a kernel reading a block's result rows from the host table where it lies (its
+    pages imported, `base.RowReader`) straight into the result's device memory
+    (`Planner.host_read_cost`: the slower of the link and the kernel)."""
+
+    warm: float  # seconds once the table is kept imported (a submit included)
+    import_s: float  # pinning the table's pages not kept imported yet
+    nbytes: int  # the result's bytes, read over the link once
+    imported: int  # the table's bytes imported now
+
+    @property
+    def cost(self) -> float:
+        """Seconds this compute: the import, then the read."""
+        return self.import_s + self.warm
+
+    def describe(self, backend: Backend) -> str:
+        """The way in `lf.explain`'s words."""
+        pin = f"import {self.imported} bytes ~{seconds(self.import_s)} once, then " if self.imported else ""
+        return (f"read by a kernel on {backend} from the host table's imported pages (~{seconds(self.cost)}: "
+                f"{pin}read ~{seconds(self.warm)}; {self.nbytes} bytes over the link, none down)")
+
+
+def in_place(planner: Planner, backend: Backend, dtype: DType, shape: Sequence[int],
+             imported: int) -> InPlace:
+    """The price of reading a result of `dtype` and `shape` (rows along axis 0) in place on
+    `backend`, importing `imported` bytes of its table first."""
+    row_bytes = math.prod(shape[1:]) * dtype.itemsize
+    nbytes = shape[0] * row_bytes
+    warm = planner.host_read_cost(backend, nbytes, row_bytes)
+    return InPlace(warm, planner.host_read_cost(backend, nbytes, row_bytes, imported) - warm, nbytes,
+                   imported)
+
+
+@dataclass(frozen=True)
+class KeptWays:
+    """The ways a `streamable` block kept on a device may take: its best program (`kept_cost`),
+    its rows streamed up, and (where the device's executor is a `base.RowReader`) read in place."""
+
+    program_s: float
+    program: Program
+    streamed: Streaming
+    read: InPlace | None
+
+    def pick(self, rent: float = 0.0) -> str:
+        """"in-place", "streamed" or "program": `config.host_rows` where it forces a way that can
+        run, else the cheapest, where the in-place read counts its import as paid once `rent` (what
+        the table has cost so far by not being read in place) reaches it."""
+        forced = config.host_rows
+        if forced == "in-place" and self.read is not None:
+            return "in-place"
+        if forced == "streamed":
+            return "streamed"
+        other = min(self.program_s, self.streamed.cost)
+        if self.read is not None and (self.read.cost < other
+                                      or (self.read.warm < other and rent >= self.read.import_s)):
+            return "in-place"
+        return "streamed" if self.streamed.cost < self.program_s else "program"
+
+    def saving(self) -> float:
+        """What reading in place would save this compute once imported (0: nothing)."""
+        if self.read is None:
+            return 0.0
+        return max(min(self.program_s, self.streamed.cost) - self.read.warm, 0.0)
+
+
+def kept_ways(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
+              backend: Backend, streamer: RowStreamer, imported: int | None) -> KeptWays:
+    """The prices of a `streamable` block's ways with its result kept on `backend`; `imported`:
+    the table's bytes a read in place would import now (None: it cannot be read in place)."""
+    best, program = kept_cost(planner, chain, dtypes, layouts, backend, math.prod(layouts[1].shape))
+    shape = (layouts[1].shape[0], *layouts[0].shape[1:])
+    stream = streaming(planner, backend, streamer, dtypes[0], shape)
+    read = None if imported is None else in_place(planner, backend, dtypes[0], shape, imported)
+    return KeptWays(best, program, stream, read)
+
+
 def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[object], backend: Backend,
                            streamer: RowStreamer) -> object | None:
-    """The block's result as a device block of `backend`, its rows gathered straight into it
-    (`streamer.gather_up`), where the block is `streamable` and that costs less than
-    `kept_cost`'s program; else None (run the program)."""
+    """The block's result as a device block of `backend` where the block is `streamable` and a way
+    without a program costs less than `kept_cost`'s program (`KeptWays.pick`): its rows read in
+    place by a kernel (`base.RowReader.gather_in_place`, where `streamer` is one) or gathered on
+    the host straight into it (`streamer.gather_up`); else None (run the program)."""
     data, positions = inputs[0], inputs[1] if len(inputs) > 1 else None
     if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
         return None
@@ -236,8 +315,16 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
     if not data.flags.c_contiguous or not streamable(chain, layouts):
         return None
     dtypes = [DType.from_numpy(data.dtype), DType.from_numpy(positions.dtype)]
-    shape = (positions.shape[0], *data.shape[1:])
-    best, _ = kept_cost(planner, chain, dtypes, layouts, backend, positions.size)
-    if streaming(planner, backend, streamer, dtypes[0], shape).cost >= best:
-        return None
-    return streamer.gather_up(data, positions)
+    reader = streamer if isinstance(streamer, RowReader) else None
+    ways = kept_ways(planner, chain, dtypes, layouts, backend, streamer,
+                     None if reader is None else reader.unkept_bytes(data))
+    rent = 0.0
+    if reader is not None and ways.read is not None and ways.read.imported:
+        rent = reader.import_rent(data, ways.saving())
+    way = ways.pick(rent)
+    if way == "in-place" and reader is not None:
+        block = reader.gather_in_place(data, positions)
+        if block is not None:
+            return block
+        way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"
+    return streamer.gather_up(data, positions) if way == "streamed" else None

@@ -161,6 +161,23 @@ class MeasuredCosts:
             return 0.0
         return submits * link.submit_s + nbytes / (link.pinned_up_bytes_per_s or link.up_bytes_per_s)
 
+    def host_read_cost(self, backend: Backend, nbytes: int, row_bytes: int, imported: int) -> float:
+        """Seconds a kernel on `backend` takes to read `nbytes` of host memory in place, in rows of
+        `row_bytes`, into its device memory, after importing `imported` bytes of it: one submit,
+        the import at the link prior's import rate, then the slowest of the link's page-locked
+        rate (the pageable one where none is known), its cost per row (`read_row_s`) and the
+        kernel moving the bytes in and out at the device prior's kernel rate (lavapipe's kernels
+        are the CPU's); 0 for a backend with no link."""
+        prior = self.priors.get(backend)
+        link = None if prior is None else prior.link
+        if prior is None or link is None:
+            return 0.0
+        rate = link.pinned_up_bytes_per_s or link.up_bytes_per_s
+        pin = imported / link.import_bytes_per_s if imported and link.import_bytes_per_s else 0.0
+        rows = nbytes // max(row_bytes, 1)
+        kernel = 2 * nbytes / max(prior.kernels.bytes_per_s, 1.0)
+        return link.submit_s + pin + max(nbytes / max(rate, 1.0), rows * link.read_row_s, kernel)
+
     def _prior_name(self, backend: Backend) -> str:
         """The priors an unmeasured cost of `backend` comes from, in words."""
         prior = self.priors.get(backend)

@@ -161,6 +161,17 @@ class Planner:
         more = max(submits - 1, 0) * self.costs.transfer_cost(backend, [], [])
         return self.costs.transfer_cost(backend, [nbytes], []) + more
 
+    def host_read_cost(self, backend: Backend, nbytes: int, row_bytes: int, imported: int = 0) -> float:
+        """Seconds a kernel on `backend` takes to read `nbytes` of host memory where it lies, in rows
+        of `row_bytes`, after importing `imported` bytes of it (the cost model's `host_read_cost`;
+        else as a page-locked upload; 0 without a cost model)."""
+        if self.costs is None:
+            return 0.0
+        priced = getattr(self.costs, "host_read_cost", None)
+        if priced is not None:
+            return priced(backend, nbytes, row_bytes, imported)
+        return self.pinned_upload_cost(backend, nbytes)
+
     def left_out_for(self, ops: Iterable[str]) -> dict[Backend, str]:
         """The left-out backends (and why) that ship a binding for one of `ops` (op kind names)."""
         wanted = set(ops)

@@ -46,6 +46,11 @@ class LinkPrior:
     pinned_up_bytes_per_s: float | None = None
     pinned_down_bytes_per_s: float | None = None
     source: str = "prior"  # "prior" (from the device's kind) or "probed" (measured at pool creation)
+    # pinning pageable host memory for the device to read it in place (an import), where known
+    import_bytes_per_s: float | None = None
+    # a kernel reading rows of host memory in place pays at least this per row (random rows: a
+    # page translation and a read request each; 0: only the rate counts)
+    read_row_s: float = 0.0
 
     def seconds(self, up: Sequence[int], down: Sequence[int]) -> float:
         """A program's transfers: one submit, inputs of `up` bytes each in, results of `down` out."""

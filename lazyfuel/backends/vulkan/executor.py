@@ -45,7 +45,7 @@ from lazyfuel.backends.base import (
     is_device_block,
     narrowed_indices,
 )
-from lazyfuel.backends.vulkan import streamed, timestamps, transfer
+from lazyfuel.backends.vulkan import host_gather, streamed, timestamps, transfer
 from lazyfuel.backends.vulkan.check import DeviceLostError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
 from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusSlot, VulkanKernel
@@ -187,6 +187,20 @@ class VulkanExecutor:
         pool, piece by piece through page-locked staging while earlier pieces upload
         (`streamed.gather_up`; the `base.RowStreamer` capability)."""
         return streamed.gather_up(self.pool, source, positions, shared=self._shared_result())
+
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray) -> ResidentBlock | None:
+        """`source[positions]` along axis 0 read by one kernel from `source`'s imported pages
+        straight into a new block of this pool (`host_gather.gather_in_place`; the
+        `base.RowReader` capability); None where that cannot run here."""
+        return host_gather.gather_in_place(self.pool, source, positions, shared=self._shared_result())
+
+    def unkept_bytes(self, source: np.ndarray) -> int:
+        """The bytes of `source`'s table `gather_in_place` would import now."""
+        return host_gather.unkept_bytes(self.pool, source)
+
+    def import_rent(self, source: np.ndarray, seconds: float) -> float:
+        """`host_gather.ImportRent.add` on this pool's rents."""
+        return host_gather.rent_of(self.pool).add(source, seconds)
 
     def pieces(self, nbytes: int, row_bytes: int) -> int:
         """How many pieces (one submit each) `gather_up` moves a result of `nbytes` in: one where

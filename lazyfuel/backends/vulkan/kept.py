@@ -66,15 +66,18 @@ def kept_budget() -> int:
 
 
 def owner_of(span: np.ndarray) -> np.ndarray | None:
-    """The ndarray at the end of `span`'s base chain (through `layout.memory_span`'s holders),
-    where it owns its memory (numpy allocated it); None for memory numpy did not allocate (a
-    memmap, bytes, another library's buffer)."""
+    """The ndarray at the end of `span`'s base chain (through `layout.memory_span`'s and
+    `as_strided`'s holders), where it owns its memory (numpy allocated it); None for memory numpy
+    did not allocate (a memmap, bytes, another library's buffer)."""
     owner: Any = span
     while True:
         if isinstance(owner, np.ndarray) and owner.base is not None:
             owner = owner.base
         elif isinstance(owner, _Holder):  # `memory_span`'s byte range of a view: its array
             owner = owner.keep
+        elif not isinstance(owner, np.ndarray) and hasattr(owner, "__array_interface__") \
+                and isinstance(getattr(owner, "base", None), np.ndarray):
+            owner = owner.base  # `as_strided`'s holder (a spanning view over chunks): its array
         else:
             break
     if not isinstance(owner, np.ndarray) or not owner.flags.owndata or isinstance(owner, np.memmap):
@@ -176,35 +179,90 @@ class KeptImports:
                 entry.users += 1
                 entry.last_used = time.monotonic()
         if entry is None:
-            pages = memory_span(owner)[kept[0]:kept[0] + kept[1]]
-            try:
-                entry = self._import(allocator, key, pages, owner, owner_data)
-            finally:
-                with self._lock:
-                    self._importing.discard(key)
-            if entry is None:
-                return None
+            entry = self._import(allocator, key, memory_span(owner)[kept[0]:kept[0] + kept[1]], owner,
+                                 owner_data)
+        if entry is None:
+            return None
         batch.after_close(lambda: self._done(key, entry))
         whole = entry.allocation
         delta = _address(span) - key[0]  # where the span starts in the kept range
         return Allocation(whole.block, whole.offset + delta, whole.size - delta, whole.address + delta, None)
 
+    def holds(self, owner: np.ndarray, start: int, nbytes: int) -> bool:
+        """Whether bytes `start:start + nbytes` of `owner` are kept imported now (`hold` of them
+        would pin nothing)."""
+        owner_data = _address(owner)
+        with self._lock:
+            entry = self._entries.get((owner_data + start, nbytes))
+            return entry is not None and entry.owner() is owner and entry.owner_data == owner_data
+
+    def hold(self, batch: Batch, owner: np.ndarray, start: int, nbytes: int) -> Allocation | None:
+        """Bytes `start:start + nbytes` of `owner` (an array `owner_of` accepts, dense) as an
+        allocation over its imported pages, in use until `batch` closes: the kept import where
+        there is one, else imported now, kept where `kept_budget` has room (least recently used
+        idle imports released first) and released at the batch's close where it has not. Unlike
+        `find`, the first use imports, mapped device memory does not refuse (lavapipe imports too)
+        and another thread's import of the range is waited for. None where the device cannot
+        import host memory or the driver refuses the range (the caller moves the rows its other
+        way). Used by a kernel that reads the rows of a host table where they lie (`host_gather`)."""
+        allocator = batch.pool.allocator
+        if allocator.imports is None or self.closed or nbytes <= 0:
+            return None
+        owner_data = _address(owner)
+        key = (owner_data + start, nbytes)
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None and (entry.owner() is not owner or entry.owner_data != owner_data):
+                    self._drop_locked(key, entry)
+                    entry = None
+                if entry is not None:
+                    entry.users += 1
+                    entry.last_used = time.monotonic()
+                    break
+                if key not in self._importing:
+                    keep = bool(config.kept_imports) and self._make_room_locked(nbytes, kept_budget())
+                    self._importing.add(key)
+                    if (key not in self._seen or self._seen[key][0]() is not owner
+                            or self._seen[key][1] != owner_data):
+                        self._seen[key] = (weakref.ref(owner), owner_data, set())
+                        weakref.finalize(owner, self._forget, key)
+                    break
+            time.sleep(0.0005)  # another thread pins this range: its import is shared when made
+        if entry is None:
+            entry = self._import(allocator, key, memory_span(owner)[start:start + nbytes], owner,
+                                 owner_data, keep=keep)
+        if entry is None:
+            return None
+        batch.after_close(lambda: self._done(key, entry))
+        return entry.allocation
+
     def _import(self, allocator: VulkanAllocator, key: tuple[int, int], span: np.ndarray,
-                owner: np.ndarray, owner_data: int) -> _Entry | None:
-        """Import `span`'s pages (outside the lock: pinning takes time) and keep them, in use once."""
-        allocation = allocator.import_host(span)
+                owner: np.ndarray, owner_data: int, keep: bool = True) -> _Entry | None:
+        """Import `span`'s pages (outside the lock: pinning takes time) and keep them (with `keep`),
+        in use once; `key` is no longer being imported when this returns."""
+        try:
+            allocation = allocator.import_host(span)
+        except BaseException:
+            with self._lock:
+                self._importing.discard(key)
+            raise
         if allocation is None:
+            with self._lock:
+                self._importing.discard(key)
             return None
         allocation.block.keep = None  # the owner's finalizer, not the import, decides its life
         entry = _Entry(allocation, allocator, weakref.ref(owner), owner_data, span.nbytes, users=1)
         with self._lock:
-            if self.closed or key in self._entries:  # closed meanwhile, or another thread kept it:
+            if self.closed or key in self._entries or not keep:  # closed meanwhile, kept by another
+                # thread, or no room to keep it:
                 entry.dead = True  # this one serves this batch alone, released when it closes
             else:
                 self._entries[key] = entry
                 self.kept_bytes += span.nbytes
             self.made += 1
             self.made_bytes += span.nbytes
+            self._importing.discard(key)  # with the entry in: a waiting `hold` finds it
         return entry
 
     def _make_room_locked(self, nbytes: int, budget: int) -> bool:

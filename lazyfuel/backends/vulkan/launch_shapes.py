@@ -33,7 +33,7 @@ from typing import Any
 
 from lazyfuel.settings import check, config
 
-FAMILIES = ("contiguize", "index_select", "gather", "masked_fill", "strided_select")
+FAMILIES = ("contiguize", "index_select", "gather", "masked_fill", "strided_select", "host_gather")
 # the families the judge tunes (strided_select's walk is sized for its 64 x 4 and is left alone)
 TUNED_FAMILIES = ("contiguize", "index_select", "gather", "masked_fill")
 ELEMS_QUANTUM = 4  # elements per invocation stay a multiple of this (gather's quads)

@@ -29,10 +29,15 @@ from lazyfuel.settings import config
 # before any device is known: a submit + fence costs ~100 µs
 KERNELS = Throughput(100e-6, 8e9, 20e9)
 
-_HOST_LINK = LinkPrior(100e-6, 8e9, 8e9)  # host-memory devices: imports, or a CPU copy
+# host-memory devices: imports (nothing is pinned: ~free), or a CPU copy
+_HOST_LINK = LinkPrior(100e-6, 8e9, 8e9, import_bytes_per_s=100e9)
+# a discrete GPU: pinning pageable pages for an import ~23 GB/s on the H200 (decision 79); a
+# kernel reading random rows in place over its link ~28 ns a row from 4 B to 1 KiB rows
+# (benchmarks/probes/w2_in_place.py: 40M rows/s at 4 B, 31 GB/s at 1 KiB, 45 GB/s at 4 KiB)
+_PCIE_LINK = LinkPrior(100e-6, 10e9, 10e9, import_bytes_per_s=23e9, read_row_s=28e-9)
 BY_KIND: dict[str, DevicePrior] = {
     "cpu": DevicePrior("cpu", Throughput(200e-6, 1e9, 5e9), _HOST_LINK),
-    "discrete": DevicePrior("discrete", Throughput(100e-6, 1e12, 1e14), LinkPrior(100e-6, 10e9, 10e9)),
+    "discrete": DevicePrior("discrete", Throughput(100e-6, 1e12, 1e14), _PCIE_LINK),
     "integrated": DevicePrior("integrated", Throughput(100e-6, 50e9, 1e12), _HOST_LINK),
     "virtual": DevicePrior("virtual", Throughput(100e-6, 50e9, 1e12), _HOST_LINK),
     "other": DevicePrior("other", Throughput(100e-6, 50e9, 1e12), _HOST_LINK),
@@ -46,7 +51,9 @@ def kind_prior(kind: str, probe: LinkProbe | None = None) -> DevicePrior:
     if probe is None:
         return found
     kernels = replace(found.kernels, bytes_per_s=min(found.kernels.bytes_per_s, probe.copy_bytes_per_s))
-    return DevicePrior(found.kind, kernels, probe.link)
+    kind = found.link or _HOST_LINK  # what the probe does not time: imports and row reads
+    link = replace(probe.link, import_bytes_per_s=kind.import_bytes_per_s, read_row_s=kind.read_row_s)
+    return DevicePrior(found.kind, kernels, link)
 
 
 def device_prior() -> DevicePrior:

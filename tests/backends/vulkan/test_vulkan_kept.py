@@ -143,6 +143,9 @@ def test_owner_of_follows_views_and_memory_spans():
     assert owner_of(memory_span(a[::2, 3:])) is a
     assert owner_of(a.reshape(-1).view(np.uint8)) is a
     assert owner_of(np.frombuffer(bytearray(64), np.uint8)) is None, "memory numpy did not allocate"
+    # a spanning view over chunks (what a select over several chunks reads) is as_strided's holder's
+    spanning = np.lib.stride_tricks.as_strided(a[2:], shape=(4, *a.shape[1:]), strides=a.strides)
+    assert owner_of(spanning) is a
 
 
 def test_kept_range_is_the_segment_or_the_span_itself():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from vulkan_helpers import random_rows, row_positions
 
 import lazyfuel as lf
 from lazyfuel.backends.vulkan import streamed
@@ -15,23 +16,6 @@ from lazyfuel.backends.vulkan.streamed import gather_up
 from lazyfuel.backends.vulkan.transfer import in_mode
 
 DTYPES = [np.float32, np.uint8, np.int16, np.float64, np.complex64, np.bool_]
-
-
-def _source(rows: int, width: tuple[int, ...], dtype: type, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, (rows, *width, np.dtype(dtype).itemsize), dtype=np.uint8)
-    if dtype is np.bool_:
-        raw &= 1
-    return raw.view(dtype).reshape((rows, *width))
-
-
-def _positions(kind: str, rows: int, count: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if kind == "sorted":
-        return np.sort(rng.integers(0, rows, count)).astype(np.uint32)
-    if kind == "repeated":
-        return rng.integers(0, 5, count).astype(np.uint32) * (rows // 5)  # five rows, over and over
-    return rng.integers(0, rows, count).astype(np.int64)  # random, in the wide index dtype
 
 
 @pytest.fixture
@@ -47,8 +31,8 @@ def small_pieces(monkeypatch):
 @pytest.mark.parametrize("kind", ["random", "sorted", "repeated"])
 def test_the_rows_land_in_the_block_bit_for_bit(pool, bits_equal, small_pieces, mode, dtype, width,
                                                   kind) -> None:
-    source = _source(3001, width, dtype, seed=len(width) * 7 + DTYPES.index(dtype))
-    positions = _positions(kind, len(source), 2500, seed=11)
+    source = random_rows(3001, width, dtype, seed=len(width) * 7 + DTYPES.index(dtype))
+    positions = row_positions(kind, len(source), 2500, seed=11)
     with in_mode(pool, mode), lf.profile() as p:
         block = gather_up(pool, source, positions)
         got = np.asarray(block)
@@ -64,12 +48,12 @@ def test_the_rows_land_in_the_block_bit_for_bit(pool, bits_equal, small_pieces, 
 
 
 def test_no_positions_make_an_empty_block(pool) -> None:
-    block = gather_up(pool, _source(10, (4,), np.float32, 1), np.zeros(0, np.uint32))
+    block = gather_up(pool, random_rows(10, (4,), np.float32, 1), np.zeros(0, np.uint32))
     assert block.shape == (0, 4) and np.asarray(block).shape == (0, 4)
 
 
 def test_a_bad_position_is_refused_naming_it_and_nothing_is_held(pool, small_pieces) -> None:
-    source = _source(4000, (64,), np.float32, 2)
+    source = random_rows(4000, (64,), np.float32, 2)
     positions = np.arange(4000, dtype=np.int64)[::-1].copy()
     positions[3000] = 4000  # past the end: refused before any piece moves
     with in_mode(pool, "staged") as allocator:
@@ -83,7 +67,7 @@ def test_a_bad_position_is_refused_naming_it_and_nothing_is_held(pool, small_pie
 
 def test_a_view_that_is_not_c_contiguous_is_refused_naming_what_is_taken(pool) -> None:
     with pytest.raises(ValueError, match="C-contiguous source of rank >= 1 and 1-d positions"):
-        gather_up(pool, _source(100, (8,), np.float32, 3)[:, ::2], np.arange(4, dtype=np.uint32))
+        gather_up(pool, random_rows(100, (8,), np.float32, 3)[:, ::2], np.arange(4, dtype=np.uint32))
 
 
 def test_the_executor_counts_one_piece_where_device_memory_is_mapped(pool) -> None:

@@ -211,3 +211,23 @@ def run_kernel(pool, step: Step, inputs: list[np.ndarray], out_nbytes: int, pois
         batch.barrier()
         batch.run()
         return out_outer.host.copy(), int(status.host[:4].view(np.uint32)[0])
+
+
+def random_rows(rows: int, width: tuple[int, ...], dtype: type, seed: int) -> np.ndarray:
+    """A fresh random (rows, *width) table of `dtype`, every bit pattern possible (bools 0 or 1)."""
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, (rows, *width, np.dtype(dtype).itemsize), dtype=np.uint8)
+    if dtype is np.bool_:
+        raw &= 1
+    return raw.view(dtype).reshape((rows, *width))
+
+
+def row_positions(kind: str, rows: int, count: int, seed: int) -> np.ndarray:
+    """`count` positions into `rows` rows: "sorted", "repeated" (five rows over and over) or random
+    (in the wide index dtype)."""
+    rng = np.random.default_rng(seed)
+    if kind == "sorted":
+        return np.sort(rng.integers(0, rows, count)).astype(np.uint32)
+    if kind == "repeated":
+        return rng.integers(0, 5, count).astype(np.uint32) * (rows // 5)
+    return rng.integers(0, rows, count).astype(np.int64)

@@ -1,0 +1,210 @@
+"""A select's rows read by a kernel from the host table where it lies (issue 18 item 4).
+
+`gather_in_place(pool, source, positions)` is `source[positions]` (rows along axis 0 of a
+C-contiguous host array) as a new `ResidentBlock` of `pool`, written by one dispatch of the
+`host_gather` shader that loads each touched row straight from the table's own pages:
+
+- the table's owner (the ndarray at the end of `source`'s base chain, `kept.owner_of`) is imported
+  as host memory (VK_EXT_external_memory_host) in segments of `segment_bytes(pool)` bytes from its
+  start (1 GiB, `kept.SEGMENT`, smaller only under a smaller maxMemoryAllocationSize), each its
+  own import, so a table of any size works; the imports are the pool's kept ones
+  (`KeptImports.hold`): made on the first compute, reused by later ones while the owner lives;
+- the ids (range-checked on the host, uint32) and the segments' device addresses go up in one
+  small upload; the shader maps id -> (segment, offset) for every word, so one dispatch reads
+  every chunk the ids hit (rows may straddle segments: words never do);
+- on a discrete GPU each load crosses the link straight into the result's device memory: no CPU
+  gather, no staging, the result bytes cross once.
+
+None where the path cannot run (the device imports no host memory, the owner is not numpy's own
+memory, the driver refuses a segment, ids past 2**32 rows): the caller then takes another way.
+The planner decides when to take it (`graph.touched.streamed_where_cheaper`, priced by
+`Planner.host_read_cost`); the graph layer calls it through the `base.RowReader` capability.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lazyfuel import profiling
+from lazyfuel.backends.vulkan.kept import SEGMENT, owner_of
+from lazyfuel.backends.vulkan.kernels import U32_LIMIT, dispatch, per_group, spec_constants
+from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.checks import checked_indices
+from lazyfuel.ops.push import PushLayout
+
+if TYPE_CHECKING:
+    from lazyfuel.backends.vulkan.memory import Allocation
+    from lazyfuel.backends.vulkan.pool import DevicePool
+
+FAMILY = "host_gather"  # its launch shape is the pool's `groups["host_gather"]` (launch_shapes.py)
+PUSH = PushLayout.of("uint64_t segments", "uint64_t dst", "uint64_t ids", "uint64_t base", "uint64_t n",
+                     "uint64_t start", "uint R", "uint shift")  # host_gather.comp's Params
+
+
+def segment_bytes(pool: DevicePool) -> int:
+    """The bytes of a table one import covers: `kept.SEGMENT` (1 GiB), or the largest power of two
+    that, rounded out to whole pages, fits the device's maxMemoryAllocationSize."""
+    imports = pool.allocator.imports
+    limit = imports.max_allocation if imports is not None and imports.max_allocation else 0
+    if not limit:
+        return SEGMENT
+    page = imports.page if imports is not None else 4096
+    room = max(limit - 2 * page, 16)
+    return min(SEGMENT, 1 << (room.bit_length() - 1))
+
+
+def table_of(source: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """`source`'s owner (a dense array numpy allocated) and where `source` starts in its bytes, or
+    None where the rows cannot be read in place (another library's memory, a memmap, a strided
+    owner, or `source` not inside it)."""
+    owner = owner_of(source)
+    if owner is None or not (owner.flags.c_contiguous or owner.flags.f_contiguous):
+        return None
+    start = int(source.__array_interface__["data"][0]) - int(owner.__array_interface__["data"][0])
+    if start < 0 or start + source.nbytes > owner.nbytes:
+        return None
+    return owner, start
+
+
+def unkept_bytes(pool: DevicePool, source: np.ndarray) -> int:
+    """The bytes of `source`'s table segments that a read in place would import now (none kept
+    yet): what its first compute pays to pin."""
+    found = table_of(source)
+    if found is None:
+        return source.nbytes
+    owner, start = found
+    return sum(n for first, n in _segments(pool, owner, start, source.nbytes)
+               if not pool.kept.holds(owner, first, n))
+
+
+def _segments(pool: DevicePool, owner: np.ndarray, start: int, nbytes: int) -> list[tuple[int, int]]:
+    """(offset, length) in `owner`'s bytes of each segment covering `nbytes` at `start`."""
+    size = segment_bytes(pool)
+    first, last = start // size, (start + max(nbytes, 1) - 1) // size
+    return [(k * size, min(size, owner.nbytes - k * size)) for k in range(first, last + 1)]
+
+
+def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
+                    shared: bool = False) -> ResidentBlock | None:
+    """`source[positions]` along axis 0 as a new block in `pool`'s device memory (in a buffer CUDA
+    can import with `shared`), read by a kernel from the table's imported pages; None where that
+    cannot run (see the module docstring). Out-of-range positions raise IndexError naming value
+    and position. Counted in `lazyfuel.profile` as the result's and the ids' bytes uploaded."""
+    if not source.flags.c_contiguous or source.ndim < 1 or positions.ndim != 1:
+        raise ValueError(f"gather_in_place takes a C-contiguous source of rank >= 1 and 1-d positions; "
+                         f"got a source of shape {source.shape} (contiguous: {source.flags.c_contiguous}) "
+                         f"and positions of shape {positions.shape}")
+    checked_indices(positions, len(source), what="position")
+    found = table_of(source)
+    if found is None or pool.allocator.imports is None or len(source) > U32_LIMIT:
+        return None
+    owner, start = found
+    row_bytes = math.prod(source.shape[1:]) * source.dtype.itemsize
+    shape = (len(positions), *source.shape[1:])
+    nbytes = len(positions) * row_bytes
+    word = _word(row_bytes, int(owner.__array_interface__["data"][0]) + start)
+    block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
+    try:
+        if nbytes and not _read(pool, owner, start, source.nbytes, positions, block.allocation,
+                                row_bytes, word):
+            block.free()
+            return None
+    except BaseException:
+        block.free()
+        raise
+    block.done()
+    ids_bytes = 4 * len(positions)
+    profiling.record(bytes_uploaded=nbytes + ids_bytes, submits=1 if nbytes else 0,
+                     dispatches=1 if nbytes else 0, device=pool.label)
+    return block
+
+
+def _word(row_bytes: int, address: int) -> int:
+    """The widest word (16, 8, 4, 2, 1 bytes) dividing a row and the table's first row's address."""
+    return next(w for w in (16, 8, 4, 2, 1) if row_bytes % w == 0 and address % w == 0)
+
+
+def _read(pool: DevicePool, owner: np.ndarray, start: int, span: int, positions: np.ndarray,
+          target: Allocation, row_bytes: int, word: int) -> bool:
+    """Record and run the one dispatch; False where a segment could not be imported."""
+    segments = _segments(pool, owner, start, span)
+    size = segment_bytes(pool)
+    with pool.batch() as batch:
+        addresses = []
+        for first, n in segments:
+            held = pool.kept.hold(batch, owner, first, n)
+            if held is None:
+                return False
+            addresses.append(held.address)
+        table = np.array(addresses, dtype=np.uint64)
+        ids = np.zeros(-(-len(positions) // 4) * 4, dtype=np.uint32)  # the table after it 16-aligned
+        ids[:len(positions)] = positions
+        small = batch.alloc(ids.nbytes + table.nbytes)
+        batch.upload(small, np.concatenate([ids.view(np.uint8), table.view(np.uint8)]))
+        words_per_row = row_bytes // word
+        n = len(positions) * words_per_row
+        wide = n >= U32_LIMIT
+        pipeline = pool.pipelines.get(f"{FAMILY}_w{word}", spec_constants(batch, FAMILY, wide))
+        values = PUSH.values(segments=small.address + ids.nbytes, dst=target.address, ids=small.address,
+                             base=0, n=n, start=start - segments[0][0], R=words_per_row,
+                             shift=size.bit_length() - 1)
+        dispatch(batch, pipeline, PUSH, values, n, per_group(batch, FAMILY))
+        batch.run()
+    return True
+
+
+class ImportRent:
+    """What each table has cost, compute after compute, by not being read in place because its
+    import was not paid yet (`base.RowReader.import_rent`): once that reaches the import's price
+    the planner imports it (the rent-or-buy rule: never more than twice the better of the two in
+    hindsight). Rent accrues no faster than the clock: the blocks of one compute run at once, so
+    each adds at most the time since the table's last addition (the H200's 4 blocks of W2 each
+    priced a saving of ~0.13 s and paid a 4 GiB import inside the first compute). Keyed by the
+    owner's data pointer and size, forgotten when the owner goes."""
+
+    def __init__(self) -> None:
+        # (owner data, owner bytes) -> (the owner, rent so far, when it was last added to)
+        self._paid: dict[tuple[int, int], tuple[weakref.ref, float, float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, source: np.ndarray, seconds: float) -> float:
+        """Add `seconds` (at most the time since the last addition) to the rent of `source`'s
+        table; the sum so far (0 where it has no owner that can be kept)."""
+        found = table_of(source)
+        if found is None:
+            return 0.0
+        owner = found[0]
+        key = (int(owner.__array_interface__["data"][0]), owner.nbytes)
+        now = time.monotonic()
+        with self._lock:
+            ref, paid, last = self._paid.get(key, (None, 0.0, -math.inf))
+            if ref is None or ref() is not owner:
+                ref, paid, last = weakref.ref(owner, lambda _, k=key: self._forget(k)), 0.0, -math.inf
+            paid += min(max(seconds, 0.0), now - last)
+            self._paid[key] = (ref, paid, now)
+        return paid
+
+    def _forget(self, key: tuple[int, int]) -> None:
+        with self._lock:
+            found = self._paid.get(key)
+            if found is not None and found[0]() is None:
+                del self._paid[key]
+
+
+_RENTS: weakref.WeakKeyDictionary[DevicePool, ImportRent] = weakref.WeakKeyDictionary()
+_RENTS_LOCK = threading.Lock()
+
+
+def rent_of(pool: DevicePool) -> ImportRent:
+    """The import rents of `pool`'s tables (made on first use)."""
+    with _RENTS_LOCK:
+        found = _RENTS.get(pool)
+        if found is None:
+            found = _RENTS[pool] = ImportRent()
+        return found

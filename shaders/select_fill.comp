@@ -75,10 +75,6 @@ layout(constant_id = 10) const bool MASK_BY_ROW = false;
 // position, word in row) and t = o * n_idx + j its output row, carried forward without dividing.
 // j's carry is a loop: a step may cross several rows (64-byte rows: 16 per step of 64 words), and
 // more than n_idx of them only when n_idx is below the step (then it runs step / n_idx times).
-// Two phases: every word's loads first (index, data, mask byte), then every store. Source and
-// output are device addresses the compiler must assume may alias, so a store between two loads
-// keeps the second behind it: one 16-byte load in flight per invocation, latency-bound at a low
-// SM clock and on random 64-byte rows; loads alone it may issue together (ELEMS in flight).
 #define SELECT_FILL_WALK(U)                                                     \
     const uint STEP = COALESCED ? gl_WorkGroupSize.x : 1u;                      \
     U n = U(p.n);                                                               \
@@ -90,13 +86,10 @@ layout(constant_id = 10) const bool MASK_BY_ROW = false;
     U o = t / U(n_idx);                                                         \
     uint j = uint(t - o * U(n_idx));                                            \
     uint rows_per_step = STEP / R, words_past = STEP - rows_per_step * R;       \
-    uvec4 words_[ELEMS];                                                        \
-    uint written_ = 0u; /* bit q: word q is stored */                           \
-    uint count_ = 0u;                                                           \
     for (uint q = 0; q < ELEMS; ++q) {                                          \
         if (q > 0) {                                                            \
             e += U(STEP);                                                       \
-            if (e >= n) break;                                                  \
+            if (e >= n) return;                                                 \
             r += words_past;                                                    \
             uint rows_ = rows_per_step;                                         \
             if (r >= R) { r -= R; ++rows_; }                                    \
@@ -104,7 +97,6 @@ layout(constant_id = 10) const bool MASK_BY_ROW = false;
             j += rows_;                                                         \
             while (j >= n_idx) { j -= n_idx; ++o; }                             \
         }                                                                       \
-        count_ = q + 1u;                                                        \
         uint v = OneU32(p.aux + uint64_t(j) * 4ul).v;                           \
         if (v >= p.dim_size) {                                                  \
             atomicMin(Status(p.status).first_bad, j);                           \
@@ -120,13 +112,7 @@ layout(constant_id = 10) const bool MASK_BY_ROW = false;
         } else {                                                                \
             MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                    \
         }                                                                       \
-        words_[q] = (data & ~sel) | (p.fill & sel);                             \
-        written_ |= 1u << q;                                                    \
-    }                                                                           \
-    U first_ = POSITION(U, 0);                                                  \
-    for (uint q = 0; q < count_; ++q) {                                         \
-        if ((written_ & (1u << q)) != 0u)                                       \
-            OneVec4(p.dst + uint64_t(first_ + U(q) * U(STEP)) * 16ul).w = words_[q]; \
+        OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
     }
 
 void select_fill_wide() { SELECT_FILL(uint64_t) }

@@ -1,6 +1,6 @@
 """select_fill's row walk (`SelectFillKernel(row_walk=True)`, shaders/select_fill.comp's ROW_WALK
 and MASK_BY_ROW; issue 18, W3): each invocation divides once and carries row, index position and
-outer forward, loads before it stores, and reads a mask that is the same over each output row (a
+outer forward, and reads a mask that is the same over each output row (a
 row mask (N, 1)) by row. Bit-equal to numpy and to the general path on poisoned outputs, for
 every element width (1-16 bytes), rows of 1 to 256 words (R not a power of two, not a multiple
 of the words per invocation), n_idx not a multiple of anything and below the step, outer > 1,

@@ -732,8 +732,8 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
         timed("general select_fill kernel (main's, before)", x.index_select(0, idx).masked_fill(mask, -1.0))
     finally:
         SelectFillKernel.row_walk = True
-    # the default again, after it: the first timed row of a width ran 1.8-3.6 ms slower in both
-    # H200 calls of branch w3kern, whichever kernel it had (host-bound: an order effect)
+    # the default again, after it: the first timed row of a width ran 0.6-3.6 ms slower in the
+    # first H200 calls of branch w3kern, whichever kernel it had (host-bound: an order effect)
     timed("row walk again (the default, timed after main's)", x.index_select(0, idx).masked_fill(mask, -1.0))
     kept_mask = (lf.from_array(torch.from_numpy(mask).cuda(), chunks=(chunk_rows, 1)) if CUDA
                  else lf.from_array(mask, chunks=(chunk_rows, 1)).persist(device=True))

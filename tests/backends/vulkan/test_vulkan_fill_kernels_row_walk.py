@@ -167,3 +167,20 @@ def test_any_shape_is_bit_equal_to_numpy(pool, width, outer, dim_size, row_words
     got, status = select_fill(pool, x, 1, idx, mask, fill, True, shape)
     assert status == NO_BAD
     assert got.tobytes() == expected(x, 1, idx, mask, fill).tobytes()
+
+
+def test_through_the_api_with_an_uneven_last_block_and_a_row_mask(pool):
+    """The lazy chain pinned to select_fill (lavapipe's planner would take the pair): blocks of 7
+    rows over 30 (the last of 2), a host (N, 1) mask read in place, bit-equal to numpy."""
+    import lazyfuel as lf
+    from lazyfuel import profiling
+
+    rng = np.random.default_rng(30)
+    x = random_array(rng, DType.F32, (30, 20))
+    idx = rng.integers(0, 30, 30)
+    mask = rng.random((30, 1)) < 0.5
+    y = lf.from_array(x, chunks=(7, 20)).index_select(0, idx).masked_fill(mask, -1.0)
+    with lf.config(pin_kernels=("select_fill", "select_fill_broadcast")), profiling.profile() as p:
+        got = y.compute(backend="vulkan")
+    assert got.tobytes() == np.where(mask, np.float32(-1), x[idx]).tobytes()
+    assert {name.split(" -> ")[-1] for name in p.bindings} == {"lazyfuel::vulkan::select_fill_broadcast_f32"}

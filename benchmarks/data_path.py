@@ -627,15 +627,8 @@ def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows
     mask = np.random.default_rng(row_bytes).random((rows, 1)) < 0.5
     y = x.index_select(0, idx).masked_fill(mask, -1.0)
     nbytes = 2 * rows * row_bytes  # x read once, y written once
-    profiles = []
-
-    def lazyfuel_w3() -> Any:
-        with lf.profile() as p:
-            kept = y.persist(device=True)
-        profiles.append(p)
-        return kept
-
-    seconds, kept = _best(lazyfuel_w3, rounds)
+    first_row = len(rows_out)
+    seconds, kept, p = _w3_timed(y, rounds)
     host = xh if xh is not None else None
     blocks = held_blocks(kept.to_dask())
     first_block = np.asarray(blocks[0])
@@ -646,12 +639,15 @@ def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows
         if np.asarray(blocks[c]).tobytes() != want.tobytes():
             raise SystemExit(f"W3 {row_bytes} B rows: block {c} differs from numpy")
     del kept, blocks
-    p = profiles[-1]
     found = {"rows": rows, "x_made_s": made, "lazyfuel_s": seconds, "up": p.bytes_uploaded,
              "down": p.bytes_downloaded, "kernel_s": p.kernel_seconds, "device_s": p.device_seconds,
              "programs": p.programs, "submits": p.submits, "dispatches": p.dispatches,
              "bindings": dict(p.bindings)}
     print(f"W3 {row_bytes} B rows, last lazyfuel round: {p}", flush=True)  # which kernels ran, how long
+    variants = _w3_variants(x, idx, mask, chunk_rows, rounds, first_block)
+    found["variants"] = {name: {"s": s_, "up": p_.bytes_uploaded, "down": p_.bytes_downloaded,
+                                "kernel_s": p_.kernel_seconds, "bindings": dict(p_.bindings)}
+                         for name, (s_, p_) in variants.items()}
     torch_s = None
     if CUDA:
         idx_t = torch.from_numpy(idx).cuda()
@@ -685,6 +681,11 @@ def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows
     vs = f"{torch_s / seconds:.2f}x" if torch_s else "-"
     rows_out.append(f"| {row_bytes} | lazyfuel persist(device=True) | {seconds * 1e3:.2f} | "
                     f"{nbytes / seconds / 1e12:.3f} | {vs} | {link} |")
+    for name, (s_, p_) in variants.items():
+        vs_ = f"{torch_s / s_:.2f}x" if torch_s else "-"
+        rows_out.append(f"| {row_bytes} | lazyfuel, {name} | {s_ * 1e3:.2f} | {nbytes / s_ / 1e12:.3f} | "
+                        f"{vs_} | "
+                        f"{p_.bytes_uploaded / 2**20:.0f} / {p_.bytes_downloaded / 2**20:.0f} |")
     if torch_s:
         rows_out.append(f"| {row_bytes} | torch index_select + masked_fill_ (resident) | "
                         f"{torch_s * 1e3:.2f} | {nbytes / torch_s / 1e12:.3f} | 1.00x | - |")
@@ -694,7 +695,55 @@ def _w3(pool: Any, gib: float, chunk_mib: int, row_bytes: int, rounds: int, rows
                         f"{nbytes / c / 1e12:.3f} | {torch_s / c:.2f}x | - |")
     rows_out.append(f"| {row_bytes} | (x made resident by lf.from_array: {made * 1e3:.1f} ms, "
                     f"{rows * row_bytes / made / 1e9:.1f} GB/s) | | | | |")
-    print("\n".join(rows_out[-2 - (torch_s is not None) - ("cupy_s" in found):]), flush=True)
+    print("\n".join(rows_out[first_row:]), flush=True)
+    return found
+
+
+def _w3_timed(y: Any, rounds: int) -> tuple[float, Any, Any]:
+    """(best wall seconds, the last round's kept result, its `lf.profile`) of `y.persist(device=True)`."""
+    profiles = []
+
+    def run() -> Any:
+        with lf.profile() as p:
+            kept = y.persist(device=True)
+        profiles.append(p)
+        return kept
+
+    start = time.time()
+    seconds, kept = _best(run, rounds)
+    print(f"W3 timed from {start:.1f} to {time.time():.1f} (epoch s; for clock samples)", flush=True)
+    return seconds, kept, profiles[-1]
+
+
+def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rounds: int,
+                 first_block: np.ndarray) -> dict[str, tuple[float, Any]]:
+    """W3 beside the main row: {name: (best seconds, last round's profile)}, block 0 checked equal.
+    - main's select_fill (`SelectFillKernel.row_walk` off: five runtime divisions per word), the
+      same pipeline otherwise: the kernel fix before / after in one process;
+    - the mask resident too, as torch has it (a CUDA tensor through `lf.from_array`, chunks
+      (chunk_rows, 1); without CUDA persisted): read in place, nothing uploaded per compute."""
+    from lazyfuel.backends.vulkan.fill_kernels import SelectFillKernel
+    from lazyfuel.graph.resident import held_blocks
+
+    def timed(name: str, y: Any) -> None:
+        seconds, kept, p = _w3_timed(y, rounds)
+        if np.asarray(held_blocks(kept.to_dask())[0]).tobytes() != first_block.tobytes():
+            raise SystemExit(f"W3 {name}: block 0 differs from the main row's")
+        found[name] = (seconds, p)
+        print(f"W3 {name}: {seconds * 1e3:.2f} ms; {p}", flush=True)
+
+    found: dict[str, tuple[float, Any]] = {}
+    SelectFillKernel.row_walk = False
+    try:
+        timed("general select_fill kernel (main's, before)", x.index_select(0, idx).masked_fill(mask, -1.0))
+    finally:
+        SelectFillKernel.row_walk = True
+    # the default again, after it: the first timed row of a width ran 0.6-3.6 ms slower in the
+    # first H200 calls of branch w3kern, whichever kernel it had (host-bound: an order effect)
+    timed("row walk again (the default, timed after main's)", x.index_select(0, idx).masked_fill(mask, -1.0))
+    kept_mask = (lf.from_array(torch.from_numpy(mask).cuda(), chunks=(chunk_rows, 1)) if CUDA
+                 else lf.from_array(mask, chunks=(chunk_rows, 1)).persist(device=True))
+    timed("mask (N, 1) resident too", x.index_select(0, idx).masked_fill(kept_mask, -1.0))
     return found
 
 

@@ -51,6 +51,10 @@
 #   tests/graph/test_kept_indices.py and test_vulkan_residency_persist_device.py (W3W_TESTS_S seconds at
 #   most) and data_path.py --workloads w3 --rounds 3 (W3W_DATA_PATH_S seconds at most; 0 skips it).
 #   About 4-5 minutes on the H200.
+# w3kernel (not in the default list): benchmarks/probes/w3_kernel_probe.py, W3's kernel alone on one resident
+#   1 GiB block at 1 KiB and 64 B rows: copy shader, select_fill general vs row walk under each launch shape,
+#   index_select and masked_fill alone, 4 blocks per command buffer and on 4 queues, clocks sampled
+#   (W3K_ARGS; output w3_kernel_probe.txt / .json). About 1-2 minutes on the H200.
 # link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -142,6 +146,8 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 >"$OUT/w3_wall_tests.txt" 2>&1; tail -n 15 "$OUT/w3_wall_tests.txt"
               if [ "${W3W_DATA_PATH_S:-150}" != 0 ]; then timeout ${W3W_DATA_PATH_S:-150} python3 benchmarks/data_path.py \
                 --workloads w3 --rounds 3 --json "$OUT/w3_data_path.json" 2>&1 | tee "$OUT/w3_data_path.txt"; fi ;;
+    w3kernel) timeout ${W3K_S:-240} python3 benchmarks/probes/w3_kernel_probe.py --out "$OUT" ${W3K_ARGS:-} \
+                2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;

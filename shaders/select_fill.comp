@@ -12,6 +12,14 @@
 // select's status slot. Device addresses only (five buffers; the storage-buffer set has four).
 // A mask broadcast from a smaller array is read in place (mask.glsl: MASK_MODE and the runs in
 // mask_div / mask_ext): a row mask (N, 1) over rows of whole words costs one byte per word.
+//
+// ROW_WALK (specialisation constant 9, the host's default): each invocation divides once, for
+// its first position, and then walks its others (a fixed stride: 1 word sequential, the
+// workgroup size coalesced) carrying the row r, the index position j and the outer o forward by
+// compare-and-subtract: no runtime division per word, where the general path does five (e / R,
+// e % R, t % n_idx, t / n_idx and the mask's). With MASK_BY_ROW (constant 10: the mask is the
+// same over each output row, its runs in mask_div counted in rows, as a row mask (N, 1) is) the
+// mask byte is found from the output row t, for a row mask with no division at all.
 #define OWN_BUFFERS
 #include "common.glsl"
 #include "mask.glsl"
@@ -60,9 +68,62 @@ layout(buffer_reference, std430, buffer_reference_align = 1) buffer OneMaskByte 
         OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
     }
 
+layout(constant_id = 9) const bool ROW_WALK = false;
+layout(constant_id = 10) const bool MASK_BY_ROW = false;
+
+// The walk: positions e of this invocation advance by STEP words; (o, j, r) is e's (outer, index
+// position, word in row) and t = o * n_idx + j its output row, carried forward without dividing.
+// j's carry is a loop: a step may cross several rows (64-byte rows: 16 per step of 64 words), and
+// more than n_idx of them only when n_idx is below the step (then it runs step / n_idx times).
+#define SELECT_FILL_WALK(U)                                                     \
+    const uint STEP = COALESCED ? gl_WorkGroupSize.x : 1u;                      \
+    U n = U(p.n);                                                               \
+    U e = POSITION(U, 0);                                                       \
+    if (e >= n) return;                                                         \
+    uint R = p.R, n_idx = p.n_idx;                                              \
+    U t = e / U(R);                                                             \
+    uint r = uint(e - t * U(R));                                                \
+    U o = t / U(n_idx);                                                         \
+    uint j = uint(t - o * U(n_idx));                                            \
+    uint rows_per_step = STEP / R, words_past = STEP - rows_per_step * R;       \
+    for (uint q = 0; q < ELEMS; ++q) {                                          \
+        if (q > 0) {                                                            \
+            e += U(STEP);                                                       \
+            if (e >= n) return;                                                 \
+            r += words_past;                                                    \
+            uint rows_ = rows_per_step;                                         \
+            if (r >= R) { r -= R; ++rows_; }                                    \
+            t += U(rows_);                                                      \
+            j += rows_;                                                         \
+            while (j >= n_idx) { j -= n_idx; ++o; }                             \
+        }                                                                       \
+        uint v = OneU32(p.aux + uint64_t(j) * 4ul).v;                           \
+        if (v >= p.dim_size) {                                                  \
+            atomicMin(Status(p.status).first_bad, j);                           \
+            continue;                                                           \
+        }                                                                       \
+        U from = (o * U(p.dim_size) + U(v)) * U(R) + U(r);                      \
+        uvec4 data = OneVec4(p.src + uint64_t(from) * 16ul).w;                  \
+        uvec4 sel;                                                              \
+        if (MASK_BY_ROW) {                                                      \
+            uint at_;                                                           \
+            MASK_OFFSET(U, t, p.mask_div, p.mask_ext, at_)                      \
+            sel = uvec4(uint(LOAD_MASK_BYTE(at_)) != 0u ? 0xFFFFFFFFu : 0u);     \
+        } else {                                                                \
+            MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                    \
+        }                                                                       \
+        OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
+    }
+
 void select_fill_wide() { SELECT_FILL(uint64_t) }
 void select_fill_narrow() { SELECT_FILL(uint) }
+void select_fill_walk_wide() { SELECT_FILL_WALK(uint64_t) }
+void select_fill_walk_narrow() { SELECT_FILL_WALK(uint) }
 
 void main() {
-    if (WIDE) select_fill_wide(); else select_fill_narrow();
+    if (ROW_WALK) {
+        if (WIDE) select_fill_walk_wide(); else select_fill_walk_narrow();
+    } else {
+        if (WIDE) select_fill_wide(); else select_fill_narrow();
+    }
 }

@@ -29,7 +29,7 @@ from lazyfuel.backends.vulkan.kernels import (
     spec_constants,
     storage_buffers,
 )
-from lazyfuel.backends.vulkan.mask_reading import DENSE, MaskReading, mask_reading
+from lazyfuel.backends.vulkan.mask_reading import DENSE, MaskReading, by_rows, mask_reading
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.dtypes import DType
 from lazyfuel.ops import masked_fill as masked_fill_op
@@ -109,9 +109,19 @@ class SelectFillKernel(IndexSelectKernel):
     where its contract's conditions hold (rows of whole 16-byte words; a GPU). The selected rows
     never reach device memory. Moves 16-byte words, through device addresses (five buffers: the
     push-descriptor set has four); index errors read as the select's (`IndexSelectKernel`); the
-    mask is read in its own layout (`readable_mask`): a row mask costs one byte per word."""
+    mask is read in its own layout (`readable_mask`): a row mask costs one byte per word.
+
+    With `row_walk` (the default; specialisation constant 9) each invocation divides once and walks
+    its words, carrying row, index position and outer forward, and a mask the same over each output
+    row (a row mask (N, 1)) is read by row (constant 10); without it, the general path of five
+    runtime divisions per word (kept to be timed against: `benchmarks/probes/w3_kernel_probe.py`)."""
 
     family = "select_fill"
+    row_walk: bool = True
+
+    def __init__(self, row_walk: bool | None = None) -> None:
+        if row_walk is not None:
+            self.row_walk = row_walk
 
     def code(self) -> bytes:
         """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
@@ -128,16 +138,19 @@ class SelectFillKernel(IndexSelectKernel):
         if n == 0:
             return
         mask, reading = readable_mask(batch, mask, width, n * (16 // width), "select_fill")
+        wide = mask_wide(reading, n, width) or outer * dim * (row // 16) >= U32_LIMIT
+        per_row = by_rows(reading, row // width) if self.row_walk else None  # runs counted in rows
+        runs = per_row or reading
         push = select_fill_op.PUSH
         values = push.values(src=src.allocation.address, dst=out.address, aux=idx.allocation.address,
                              status=status.address, base=0, n=n, fill=fill_pattern(step, src.dtype),
                              mask=mask.allocation.address, R=row // 16, n_idx=n_idx, dim_size=dim,
-                             mask_div=reading.divs, mask_ext=reading.exts)
-        wide = mask_wide(reading, n, width) or outer * dim * (row // 16) >= U32_LIMIT
+                             mask_div=runs.divs, mask_ext=runs.exts)
         # launch shape: masked_fill's (the same 16-byte words per invocation)
-        spec = (*spec_constants(batch, "masked_fill", wide), *reading.spec)
+        spec = (*spec_constants(batch, "masked_fill", wide), *runs.spec, int(self.row_walk),
+                int(per_row is not None))
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
 
     def __repr__(self) -> str:
-        return "SelectFillKernel()"
+        return "SelectFillKernel()" if self.row_walk else "SelectFillKernel(row_walk=False)"

@@ -81,3 +81,15 @@ def mask_reading(layout: Layout, width: int) -> MaskReading | None:
     if innermost[0] % per_word == 0:
         return MaskReading(PER_WORD if innermost[1] == 0 else WORDS, tuple(runs), **ends)
     return MaskReading(PER_ELEMENT, tuple(runs), **ends)
+
+
+def by_rows(reading: MaskReading, row_elements: int) -> MaskReading | None:
+    """`reading` (off the dense mode) recounted in output rows of `row_elements` elements, for a
+    shader that finds the mask byte from the output row (select_fill's `MASK_BY_ROW`): where every
+    run repeats a whole number of rows, the mask is the same over each row and its byte for row t
+    lies at the runs' offset of t. None where some run repeats inside a row (a column mask)."""
+    if reading.mode == DENSE or any(d % row_elements for d, _ in reading.runs):
+        return None
+    runs = tuple((d // row_elements, n) for d, n in reading.runs)
+    return MaskReading(PER_WORD, runs, inner_dense=bool(runs) and runs[0][0] == 1,
+                       outer_dense=reading.outer_dense)

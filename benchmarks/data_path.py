@@ -79,7 +79,7 @@ STREAMS = 3
 W2_COLS = 256
 W2_CHUNKS = 16
 W2_WAYS = ("in-place", "streamed")  # `config.host_rows` forced, beside the planner's own pick
-W2_COMPUTES = 3  # computes timed per W2 configuration: the first, then again (the best of the rest)
+W2_COMPUTES = 5  # computes timed per W2 configuration: the first, then again (the best of the rest)
 CPUS = os.cpu_count() or 1
 
 
@@ -414,13 +414,14 @@ def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
                 continue
             link = (f"{found['up'] / 2**20:.0f} / {found['down'] / 2**20:.0f}" if "up" in found else "-")
             ms = f"{found['first_s'] * 1e3:.1f} | {found['again_s'] * 1e3:.1f}"
-            rows_out.append(f"| {gib:g} | {name} | {ms} | {link} | {found.get('picked', '-')} |")
+            each = " ".join(f"{t * 1e3:.0f}" for t in found.get("times_s", []))
+            rows_out.append(f"| {gib:g} | {name} | {ms} | {each} | {link} | {found.get('picked', '-')} |")
             print(rows_out[-1], flush=True)
     print(f"\n### W2: {args.w2_ids} random int64 ids over a (rows, {W2_COLS}) f32 host table in {W2_CHUNKS} "
           "chunks, each configuration in a fresh process with an empty judge cache; ms of the first "
           "compute, then of a second\n")
-    print("| table GiB | configuration | first ms | again ms | MiB up / down (lf.profile) | planned |\n"
-          "|---|---|---|---|---|---|")
+    print("| table GiB | configuration | first ms | again ms | every compute ms | MiB up / down (lf.profile) "
+          "| planned |\n|---|---|---|---|---|---|---|")
     print("\n".join(rows_out))
 
 

@@ -55,6 +55,9 @@
 #   1 GiB block at 1 KiB and 64 B rows: copy shader, select_fill general vs row walk under each launch shape,
 #   index_select and masked_fill alone, 4 blocks per command buffer and on 4 queues, clocks sampled
 #   (W3K_ARGS; output w3_kernel_probe.txt / .json). About 1-2 minutes on the H200.
+# w3timeline (not in the default list): benchmarks/probes/w3_timeline.py, one W3 persist(device=True) as a
+#   timeline per thread (lowering, task bodies, recording, submits, fence waits, device ms of each batch),
+#   host mask and mask resident (W3T_ARGS; output w3_timeline.txt, w3_timeline_mask.txt). About a minute.
 # link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -146,6 +149,9 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 >"$OUT/w3_wall_tests.txt" 2>&1; tail -n 15 "$OUT/w3_wall_tests.txt"
               if [ "${W3W_DATA_PATH_S:-150}" != 0 ]; then timeout ${W3W_DATA_PATH_S:-150} python3 benchmarks/data_path.py \
                 --workloads w3 --rounds 3 --json "$OUT/w3_data_path.json" 2>&1 | tee "$OUT/w3_data_path.txt"; fi ;;
+    w3timeline) timeout ${W3T_S:-200} python3 benchmarks/probes/w3_timeline.py ${W3T_ARGS:-} 2>&1 | tee "$OUT/w3_timeline.txt"
+              timeout ${W3T_S:-200} python3 benchmarks/probes/w3_timeline.py --row-bytes 1024 --rounds 3 --resident-mask \
+                2>&1 | tee "$OUT/w3_timeline_mask.txt" ;;
     w3kernel) timeout ${W3K_S:-240} python3 benchmarks/probes/w3_kernel_probe.py --out "$OUT" ${W3K_ARGS:-} \
                 2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;

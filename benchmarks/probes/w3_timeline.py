@@ -94,7 +94,8 @@ def one_width(mib: int, chunk_mib: int, row_bytes: int, rounds: int, warm_s: flo
     chunk_rows = (chunk_mib << 20) // row_bytes
     x, xt = resident_x(rows, cols, chunk_rows)
     rng = np.random.default_rng(row_bytes)
-    idx = np.concatenate([rng.permutation(min(chunk_rows, rows - lo)) + lo for lo in range(0, rows, chunk_rows)])
+    idx = np.concatenate([rng.permutation(min(chunk_rows, rows - lo)) + lo
+                          for lo in range(0, rows, chunk_rows)])
     mask = rng.random((rows, 1)) < 0.5
     if resident_mask:
         m = torch.from_numpy(mask).cuda() if CUDA else mask
@@ -123,7 +124,8 @@ def one_width(mib: int, chunk_mib: int, row_bytes: int, rounds: int, warm_s: flo
               f"{', mask resident' if resident_mask else ''}, round {r}: {wall * 1e3:.2f} ms")
         if r == rounds - 1 or wall == min(walls):
             _print_timeline(start)
-    print(f"{row_bytes} B rows: best {min(walls) * 1e3:.2f} ms, rounds " + " ".join(f"{w * 1e3:.1f}" for w in walls))
+    each = " ".join(f"{w * 1e3:.1f}" for w in walls)
+    print(f"{row_bytes} B rows: best {min(walls) * 1e3:.2f} ms, rounds {each}")
     del x, xt, y
     if CUDA:
         torch.cuda.empty_cache()
@@ -138,7 +140,7 @@ def _print_timeline(start: float) -> None:
         compact: list[str] = []
         for line in lines:
             if "record" in line:  # one line per program is too many: first and last of a run
-                if compact and "record" in compact[-1] and "record" in (compact[-2] if len(compact) > 1 else ""):
+                if len(compact) > 1 and "record" in compact[-1] and "record" in compact[-2]:
                     compact[-1] = line
                     continue
             compact.append(line)

@@ -18,28 +18,6 @@ from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.graph.batched import blocks_per_task, task_numbers
 from tests.backends.vulkan.test_vulkan_residency_persist_device import _blocks, _read, _same, _within_chunks
 
-POISON = 0xA5  # every allocation's bytes before a kernel writes (as tests/backends/vulkan's pool)
-
-
-@pytest.fixture
-def each_submit(vulkan):
-    """The process's real device pool, poisoning every allocation (an unwritten byte shows)."""
-    from lazyfuel.backends.vulkan import get_pool, register
-
-    register()
-    found = get_pool()
-    found.allocator.poison = POISON
-    return found
-
-
-@pytest.fixture
-def pool(each_submit, monkeypatch):
-    """`each_submit`'s pool, a batched task's blocks all in one submit (submits count tasks)."""
-    from lazyfuel.backends.vulkan import executor
-
-    monkeypatch.setattr(executor, "PROGRAMS_PER_SUBMIT", 1 << 20, raising=False)
-    return each_submit
-
 
 def _case(rows: int, chunk: int, cols: int = 24):
     rng = np.random.default_rng()

@@ -4,12 +4,13 @@
 same dask graph each time (`Array.to_dask` keeps it per runtime). Persisting it through dask
 then materialises the high-level graph, converts it, orders it and starts `get_async`: ~2-5 ms
 before the first task runs, with the GPU idle. `HeldRun.of(arr)` does that work once (the
-materialised, converted graph, its keys and a topological order) and `run(workers)` evaluates
-the same tasks with the same inputs in that order: a task whose dependencies are all data
-(a `run_blocks` batch of resident blocks, each reading only source blocks) goes to a thread pool
-of `workers` threads at once, every other task (the `getitem`s and `hold_block`s after them)
-runs on the calling thread once its inputs are there; the first task error is raised as dask
-raises it (the task's own exception), after every submitted task has finished. The result is a
+materialised, converted graph, its keys and its tasks by depth) and `run(workers)` evaluates
+the same tasks with the same inputs in that order, each once its inputs are there: on a thread
+pool of `workers` threads (a `run_blocks` batch of resident blocks, a block program, a copy to
+the device), except a `getitem` (one block of a batch's tuple) and a `hold_block` whose block is
+on a device already (it passes the block on), which run on the calling thread; the first task
+error is raised as dask raises it (the task's own exception), after every submitted task has
+finished. The result is a
 dask array of the same name, keys, chunks, dtype and meta as dask's persist gives.
 
 Only for dask's local schedulers (threads, sync) with no dask callbacks active and no other
@@ -19,6 +20,7 @@ bar) keeps the dask path.
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 from collections.abc import Hashable, Mapping
@@ -33,6 +35,9 @@ import dask.threaded
 from dask._task_spec import DataNode, GraphNode, convert_legacy_graph
 from dask.callbacks import Callback
 from dask.core import flatten
+
+from lazyfuel.backends import base
+from lazyfuel.graph.resident import hold_block
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process, threads): a fork makes its own
 _POOLS_LOCK = threading.Lock()
@@ -54,25 +59,24 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return found
 
 
-def _order(graph: Mapping[Hashable, GraphNode]) -> list[Hashable]:
-    """The keys of `graph`, each after its dependencies (depth first, no recursion)."""
-    seen: set[Hashable] = set()
-    order: list[Hashable] = []
+def _levels(graph: Mapping[Hashable, GraphNode]) -> list[Hashable]:
+    """The keys of `graph` by depth (data 0, a task one more than its deepest dependency), so
+    every task of one depth is started before any task waits on one of them."""
+    depth: dict[Hashable, int] = {}
     for root in graph:
-        if root in seen:
-            continue
-        stack = [(root, iter(graph[root].dependencies))]
-        seen.add(root)
+        stack = [root]
         while stack:
-            key, deps = stack[-1]
-            step = next((d for d in deps if d not in seen), None)
-            if step is None:
+            key = stack[-1]
+            if key in depth:
                 stack.pop()
-                order.append(key)
                 continue
-            seen.add(step)
-            stack.append((step, iter(graph[step].dependencies)))
-    return order
+            todo = [d for d in graph[key].dependencies if d not in depth]
+            if todo:
+                stack.extend(todo)
+                continue
+            depth[key] = 1 + max((depth[d] for d in graph[key].dependencies), default=-1)
+            stack.pop()
+    return sorted(graph, key=depth.__getitem__)
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,9 @@ class HeldRun:
     """One device graph, materialised and ordered once; see the module docstring."""
 
     graph: dict[Hashable, GraphNode]
-    order: list[Hashable]
-    pooled: frozenset  # the tasks whose dependencies are all data: run on the pool's threads
+    order: list[Hashable]  # by depth (`_levels`)
+    inline: frozenset  # `getitem` tasks (a block of a batch's tuple): on the calling thread
+    holds: frozenset  # `hold_block` tasks: on the calling thread where the block is on a device already
     keys: list[Hashable]
     template: da.Array  # name, chunks, dtype and meta of the result
 
@@ -89,9 +94,12 @@ class HeldRun:
     def of(cls, arr: da.Array) -> HeldRun:
         """`arr`'s graph prepared for `run` (nothing runs)."""
         graph = convert_legacy_graph(dict(arr.__dask_graph__()))
-        pooled = frozenset(k for k, node in graph.items() if not isinstance(node, DataNode)
-                           and all(isinstance(graph[d], DataNode) for d in node.dependencies))
-        return cls(graph, _order(graph), pooled, list(flatten(arr.__dask_keys__())), arr)
+
+        def calling(func: Any) -> frozenset:
+            return frozenset(k for k, node in graph.items() if getattr(node, "func", None) is func)
+
+        return cls(graph, _levels(graph), calling(operator.getitem), calling(hold_block),
+                   list(flatten(arr.__dask_keys__())), arr)
 
     def run(self, workers: int | None) -> da.Array:
         """Every task evaluated (see the module docstring): the persisted dask array. `workers`
@@ -105,14 +113,15 @@ class HeldRun:
                 if isinstance(node, DataNode):
                     values[key] = node()
                     continue
-                deps = node.dependencies
-                if pool is not None and key in self.pooled:
-                    pending[key] = pool.submit(node, {d: values[d] for d in deps})
-                    continue
-                for d in deps:
+                for d in node.dependencies:
                     if d in pending:
                         values[d] = pending.pop(d).result()
-                values[key] = node({d: values[d] for d in deps})
+                given = {d: values[d] for d in node.dependencies}
+                if pool is None or key in self.inline or (
+                        key in self.holds and all(map(base.is_device_block, given.values()))):
+                    values[key] = node(given)
+                else:
+                    pending[key] = pool.submit(node, given)
             for key, future in list(pending.items()):
                 values[key] = future.result()
                 del pending[key]

@@ -5,9 +5,10 @@ the work before the first task) makes `persist(device=True)` of W3's graph faste
 kernels cost next to nothing (tiny blocks on lavapipe: host time is all there is). x (16 blocks of
 `--rows` x `--cols` f32) is persisted, then `y = x.index_select(0, idx).masked_fill(mask (N,1), -1)`
 (idx permuting rows inside each block) is persisted again and again; printed per tree and
-scheduler: the best and median ms of one persist, and the ms from its start to its first submit
-(`DevicePool.submit` wrapped to stamp the time). Each tree runs in its own process (its
-`lazyfuel` first on `sys.path`); every persist's bits are compared with numpy once.
+scheduler: the best and median ms of one persist, the ms from its start to its first submit
+(`DevicePool.submit` wrapped to stamp the time), and the ms of the batched tasks
+(`graph.batched.run_blocks`, timed) per block: the host's per-block work. Each tree runs in its
+own process (its `lazyfuel` first on `sys.path`); the result's bits are compared with numpy.
 
     python benchmarks/probes/w3_host.py [--trees /work/main,.] [--rows 64] [--cols 256] [--reps 40]
         [--per-submit 0,1,2,4]
@@ -24,13 +25,15 @@ import time
 
 
 def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
-    """In this process: {scheduler: (best ms, median ms, median ms to the first submit)};
+    """In this process: {scheduler: (best ms, median ms, median ms to the first submit, median
+    ms of batched tasks per block)};
     `per_submit` > 0 sets `executor.PROGRAMS_PER_SUBMIT` where the tree has it."""
     import numpy as np
 
     import lazyfuel as lf
     from lazyfuel.backends.vulkan import executor
     from lazyfuel.backends.vulkan.pool import DevicePool
+    from lazyfuel.graph import batched
 
     first: list[float] = []
     real_submit = DevicePool.submit
@@ -42,6 +45,17 @@ def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
     if per_submit > 0 and hasattr(executor, "PROGRAMS_PER_SUBMIT"):
         executor.PROGRAMS_PER_SUBMIT = per_submit
     DevicePool.submit = stamped  # a timer around the real submit: the device runs as ever
+    in_tasks: list[float] = []
+    real_run_blocks = batched.run_blocks
+
+    def timed_run_blocks(*args: object) -> object:  # a batched task: its blocks' whole host work
+        start = time.perf_counter()
+        try:
+            return real_run_blocks(*args)
+        finally:
+            in_tasks.append(time.perf_counter() - start)
+
+    batched.run_blocks = timed_run_blocks  # looked up when the graph is lowered, below
     blocks = 16
     rng = np.random.default_rng(3)
     xh = rng.standard_normal((rows * blocks, cols)).astype(np.float32)
@@ -55,9 +69,10 @@ def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
         raise AssertionError("the persisted result differs from numpy")
     out = {}
     for label, kw in (("threads", {}), ("sync", {"scheduler": "sync"})):
-        walls, to_first = [], []
+        walls, to_first, per_block = [], [], []
         for rep in range(reps + 5):
             first.clear()
+            in_tasks.clear()
             start = time.perf_counter()
             held = y.persist(device=True, **kw)
             wall = time.perf_counter() - start
@@ -65,7 +80,9 @@ def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
             if rep >= 5:
                 walls.append(wall * 1e3)
                 to_first.append((first[0] - start) * 1e3)
-        out[label] = (min(walls), float(np.median(walls)), float(np.median(to_first)))
+                per_block.append(sum(in_tasks) / blocks * 1e3)
+        out[label] = (min(walls), float(np.median(walls)), float(np.median(to_first)),
+                      float(np.median(per_block)))
     return out
 
 
@@ -84,7 +101,8 @@ def main() -> None:
         return
     env = {**os.environ, "LAZYFUEL_BACKEND": os.environ.get("LAZYFUEL_BACKEND", "vulkan")}
     print(f"lavapipe-sized W3: 16 blocks of {args.rows} x {args.cols} f32, {args.reps} persists each")
-    print(f"{'tree':<28} {'scheduler':<9} {'best ms':>8} {'median ms':>10} {'to 1st submit':>14}")
+    print(f"{'tree':<28} {'scheduler':<9} {'best ms':>8} {'median ms':>10} {'to 1st submit':>14} "
+          f"{'task ms/block':>14}")
     for tree, per_submit in [(t, n) for t in args.trees.split(",") for n in args.per_submit.split(",")]:
         root = os.path.abspath(tree)
         child = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {root!r}); "
@@ -94,9 +112,9 @@ def main() -> None:
                                 "--reps", str(args.reps), "--per-submit", per_submit],
                                env=env, capture_output=True, text=True, check=True, cwd=root)
         result = json.loads(child.stdout.strip().splitlines()[-1])
-        for label, (best, median, to_first) in result.items():
+        for label, (best, median, to_first, per_block) in result.items():
             name = tree if per_submit == "0" else f"{tree} ({per_submit}/submit)"
-            print(f"{name:<28} {label:<9} {best:>8.2f} {median:>10.2f} {to_first:>14.2f}")
+            print(f"{name:<28} {label:<9} {best:>8.2f} {median:>10.2f} {to_first:>14.2f} {per_block:>14.3f}")
 
 
 if __name__ == "__main__":

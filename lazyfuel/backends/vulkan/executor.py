@@ -29,6 +29,7 @@ blocks of the pool given as inputs are bound where they lie.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -355,7 +356,8 @@ class VulkanExecutor:
                   outs: Sequence[Outs] | None, keep: bool) -> list[Any]:
         """`run_resident_many` / `run_many`: the programs cut into submits of
         `PROGRAMS_PER_SUBMIT`, each submitted as soon as its programs are recorded (the device
-        works on the first while the host records the next), the fences waited on at the end."""
+        works on the first while the host records the next), the fences waited on at the end.
+        `lf.profile`'s device seconds add up to the first submit to the last fence, as one batch's."""
         checked = [(program, *self._inputs(program, inputs)) for program, inputs in runs]
         if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _, _ in checked):
             raise ValueError("a batch of programs runs programs whose one output is a step's")
@@ -386,10 +388,13 @@ class VulkanExecutor:
                         status.read_back(batch)
                         batch.start()
                         started.append((batch, recorded, status))
-                    results = []
+                    results, waited = [], None
                     while started:
                         batch, recorded, status = started.pop(0)
                         batch.finish()
+                        if waited is not None:  # the batches overlap: count the time this one added
+                            batch.device_seconds = min(batch.device_seconds, time.perf_counter() - waited)
+                        waited = time.perf_counter()
                         self._profiled(batch, recorded, status)
                         results += [r.delivered() for r in recorded]
                 except BaseException:
@@ -463,6 +468,8 @@ class VulkanExecutor:
     def _profiled(self, batch: Any, recorded: Sequence[_Recorded], status: _Status) -> None:
         """Record the batch's run of the `recorded` programs for `lazyfuel.profile()` (the status
         words read back are not counted as downloaded)."""
+        if not profiling.active():  # nothing would count it: skip gathering the names
+            return
         status_bytes = status.flags.nbytes
         names = tuple(n for r in recorded for n in r.program.binding_names)
         profiling.record(programs=len(recorded), submits=1, dispatches=batch.dispatches,

@@ -29,8 +29,9 @@ import mmap
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -200,6 +201,28 @@ def _place_mapped(mapped: mmap.mmap, window: Sequence[Span], place: Callable[[in
     for lo, hi, part in window:
         place(lo, part, view[lo - base:hi - base])
     return len(window)
+
+
+@contextmanager
+def mapped_file(fd: int, size: int) -> Iterator[np.ndarray]:
+    """The first `size` bytes of the open file `fd` (at least that long) as a read-only uint8 array
+    over a mapping of it, read whole: asked of the kernel at once (WILLNEED), then each
+    `RANGE_BYTES` of it faulted in by a numpy pass that does not hold the GIL, so the caller's
+    own passes over it (a crc32c) wait for no disk. The mapping closes on leaving; no view of it
+    may be kept."""
+    os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+    mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+    try:
+        view = np.frombuffer(mapped, np.uint8)
+        for lo in range(0, size, RANGE_BYTES):
+            view[lo:lo + RANGE_BYTES:mmap.PAGESIZE].max()  # one byte a page: the pages in, GIL released
+        yield view
+    finally:
+        view = None
+        try:
+            mapped.close()
+        except BufferError:
+            pass
 
 
 def _copied_spans(fd: int, name: str, spans: Sequence[Span], place: Callable[[int, slice, np.ndarray], None],

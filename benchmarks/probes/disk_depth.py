@@ -18,29 +18,22 @@ import argparse
 import json
 import mmap
 import os
+import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-DROP = Path("/proc/sys/vm/drop_caches")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from out_of_core import drop_caches  # the benchmark's own (benchmarks/)
 
 
 def size_of(text: str) -> int:
     """'4K', '1M', '512' as bytes."""
     scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1].upper(), 1)
     return int(text[:-1] if scale > 1 else text) * scale
-
-
-def drop_caches() -> bool:
-    """Drop clean pages from the page cache; whether that worked (root only)."""
-    try:
-        os.sync()
-        DROP.write_text("1\n")
-        return True
-    except OSError:
-        return False
 
 
 def plan(files: list[str], size: int, total: int, pattern: str, rng: np.random.Generator

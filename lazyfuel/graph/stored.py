@@ -148,8 +148,15 @@ def _unwrapped(held: Any) -> tuple[Any, Any]:
     return (held.z, held) if isinstance(held, VerifiedChunks) else (held, None)
 
 
-def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
-    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region.
+Target = tuple[np.ndarray, np.ndarray]
+"""Where rows read go instead of a new array: (an array, the row of it each row read goes to)."""
+
+
+def read_rows(reader: StoredReader, rows: np.ndarray, into: Target | None = None) -> np.ndarray | None:
+    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region; or,
+    with `into` (rows along axis 0, each a whole row of its array), None once they are put there
+    straight from the store's bytes where they are read as byte ranges in the array's dtype (else
+    they are returned, as without `into`).
 
     An array lazyfuel wrote with checksums (`reader.zarr` is its `VerifiedChunks`) is read whole
     chunk by chunk, each chunk verified (decision 55), except where the rows' merged byte ranges
@@ -162,10 +169,12 @@ def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
     if axis == 0 and reader.chunk is not None:
         found = _row_offsets(arr, reader.chunk, rows)
         if found is not None and (checked is None or not _mostly_covered(arr, *found)):
-            if checked is None:
-                return _ranged_rows(arr, *found, tuple(shape), reader.budget)
+            target = into if into is not None and into[0].dtype == found[2] and \
+                into[0].shape[1:] == tuple(shape[1:]) == found[3] else None
             length = math.prod(arr.chunks) * np.dtype(arr.dtype).itemsize + _trailer(arr)
-            return _ranged_rows(arr, *found, tuple(shape), reader.budget, (checked, reader.chunk, length))
+            got = _ranged_rows(arr, *found, tuple(shape), reader.budget,
+                               None if checked is None else (checked, reader.chunk, length), target)
+            return None if target is not None else got
     if checked is not None and reader.chunk is not None:  # a local raw chunk: mapped and verified
         verified = _verified_rows(arr, checked, reader.chunk, rows, axis, tuple(shape), reader.budget)
         if verified is not None:
@@ -244,36 +253,39 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
 
 
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
-                 shape: tuple[int, ...], budget: int, checked: tuple[Any, tuple[int, ...], int] | None = None
-                 ) -> np.ndarray:
+                 shape: tuple[int, ...], budget: int, checked: tuple[Any, tuple[int, ...], int] | None = None,
+                 into: Target | None = None) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
     merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
     stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
     `os.preadv` into one kept buffer (`_read_file_spans`); any other store through zarr's async
     API, `SPANS_IN_FLIGHT` requested at a time. `checked` (the array's `VerifiedChunks`, the
     chunk's grid position, the length lazyfuel wrote it with): a chunk that is not there, or (a
-    local file) not of that length, is a `DamagedStoreError`."""
+    local file) not of that length, is a `DamagedStoreError`. `into` (its rows `full`, its dtype
+    `dtype`): the rows go to their rows there instead, and it is returned."""
     from zarr.core.sync import sync
 
     row_bytes = math.prod(full) * dtype.itemsize
-    out = np.empty(shape, dtype)
+    out, dest = (np.empty(shape, dtype), np.arange(shape[0])) if into is None else into
     trim = (slice(None), *(slice(0, n) for n in shape[1:]))
     missing = offsets == MISSING
     if missing.any():
-        out[missing] = arr.fill_value
+        out[dest[missing]] = arr.fill_value
     order = np.flatnonzero(~missing)
     order = order[np.argsort(offsets[order], kind="stable")]
     spans = coalesced(offsets[order], row_bytes)
-
-    whole = shape[1:] == full and bool(np.all(order == np.arange(order.size)))  # rows in place
+    # rows in order, to consecutive rows of `out`: each span is one copy into the rows it covers
+    whole = shape[1:] == full and bool(np.all(order == np.arange(order.size))) and \
+        bool(np.all(np.diff(dest) == 1))
 
     def place(lo: int, part: slice, buf: np.ndarray) -> None:
         stored = buf.view(dtype).reshape(-1, *full)
         at = order[part]
-        if whole:  # one copy, straight into the rows part covers
-            np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[part])
+        if whole:
+            first = int(dest[part.start])
+            np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[first:first + at.size])
         else:
-            out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
+            out[dest[at]] = stored[(offsets[at] - lo) // row_bytes][trim]
 
     taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES), budget)
     try:
@@ -290,7 +302,7 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
     if checked is not None and absent:
         raise checked[0].missing(checked[1])
     if absent == len(spans) and absent and not missing.any():  # a chunk never written
-        out[...] = arr.fill_value
+        out[dest] = arr.fill_value
     elif absent:
         raise OSError(f"zarr chunk {store_path} vanished while it was read")
     return out
@@ -431,7 +443,10 @@ def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ..
         return tuple(places if a == axis else region[a] for a in range(len(region)))
 
     first, repeats, sources = moves
-    into[at(first)] = as_native(read_rows(reader, reader.positions.astype(np.int64)))
+    whole_rows = axis == 0 and all(region[a] == slice(0, n) for a, n in enumerate(into.shape) if a)
+    got = read_rows(reader, reader.positions.astype(np.int64), (into, first) if whole_rows else None)
+    if got is not None:  # not put in place by the read itself
+        into[at(first)] = as_native(got)
     if repeats.size:
         into[at(repeats)] = into[at(sources)]
 

@@ -392,6 +392,19 @@ def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tupl
     return block
 
 
+READ_THREADS = 4  # at least this many dask threads run a graph of direct reads: its tasks wait on the disk
+
+
+def reads_directly(select: Any) -> bool:
+    """Whether `direct_reads` applies to `select`: an index_select with concrete indices straight
+    over a `from_zarr` source."""
+    from lazyfuel.graph.ir import IndexSelect, Source
+
+    source = getattr(select, "data", None)
+    return (isinstance(select, IndexSelect) and isinstance(source, Source) and source.zarr is not None
+            and not select.indices.lazy)
+
+
 def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     """A task graph and its keys computing `select` into `into` (an array of its shape and dtype)
     straight from a zarr store: one task per touched source block reads the block's touched rows
@@ -401,12 +414,9 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     select fused with further ops goes through the pieces and their programs)."""
     from dask.base import tokenize
 
-    from lazyfuel.graph.ir import IndexSelect, Source
-
-    source = getattr(select, "data", None)
-    if not (isinstance(select, IndexSelect) and isinstance(source, Source) and source.zarr is not None
-            and not select.indices.lazy):
+    if not reads_directly(select):
         return None
+    source = select.data
     d, values = select.dim, np.asarray(select.indices.values).reshape(-1)
     begin = np.asarray(ch.starts(source.chunks[d]), dtype=np.int64)
     chunk_ids = ch.chunk_ids(values, source.chunks[d])

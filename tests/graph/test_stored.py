@@ -425,3 +425,29 @@ def test_a_slab_write_that_fails_part_way_publishes_nothing(tmp_path, bits_equal
         y.to_zarr(tmp_path / "out.zarr", overwrite=True)
     bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), old)  # the old store, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr", "t.zarr"]  # no temporary left
+
+
+def test_compute_of_direct_reads_runs_on_at_least_four_threads_unless_told(tmp_path, bits_equal, monkeypatch):
+    """Direct store reads wait on the disk, not the CPU: compute() runs them on at least
+    READ_THREADS dask threads (this machine may have 2 CPUs); a thread count the caller gives wins."""
+    import dask
+
+    data = np.random.default_rng(31).standard_normal((4096, 16)).astype(np.float32)
+    make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(64, 16))  # 64 source blocks
+    idx = np.random.default_rng(32).integers(0, data.shape[0], 3000)
+    seen: set[str] = set()
+    real = stored.scatter_rows
+
+    def scatter_rows(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.add(threading.current_thread().name)
+        time.sleep(0.002)  # as a disk read would: other threads take tasks meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stored, "scatter_rows", scatter_rows)
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 2)
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    bits_equal(y.compute(), data[idx])
+    assert len(seen) >= stored.READ_THREADS
+    seen.clear()
+    bits_equal(y.compute(num_workers=1), data[idx])
+    assert len(seen) == 1

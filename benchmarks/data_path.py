@@ -395,19 +395,12 @@ def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
             configs.append("torch CPU index_select into pinned, then .cuda()")
     configs = [name for name in configs if name.startswith(args.w2_only)]
     rows_out = []
-    for gib in (float(g) for g in args.w2_gib.split(",") if g):
+    sizes = [float(g) for g in args.w2_gib.split(",") if g]
+    if configs and sizes:  # a fresh machine's first processes are slow whatever they run: one untimed
+        _w2_in_child(args, sizes[0], configs[0])
+    for gib in sizes:
         for name in configs:
-            with tempfile.TemporaryDirectory(prefix="lazyfuel-judge-") as cache:
-                env = {**os.environ, "LAZYFUEL_CACHE_DIR": cache, "LAZYFUEL_BACKEND": args.w2_backend}
-                forced = [way for way in W2_WAYS if name.endswith(f", {way}")]
-                if forced:  # the way the rows reach the device, forced (`config.host_rows`)
-                    env["LAZYFUEL_HOST_ROWS"] = forced[0]
-                spec = json.dumps({"gib": gib, "ids": args.w2_ids, "config": name})
-                done = subprocess.run([sys.executable, __file__, "--w2-child", spec], env=env,
-                                      capture_output=True, text=True, timeout=600)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            found = json.loads(lines[-1]) if done.returncode == 0 and lines else {
-                "failed": (done.stdout + done.stderr)[-1500:]}
+            found = _w2_in_child(args, gib, name)
             results[f"w2 {gib} {name}"] = found
             if "failed" in found:
                 print(f"W2 {gib} GiB, {name}: FAILED\n{found['failed']}", flush=True)
@@ -423,6 +416,22 @@ def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
     print("| table GiB | configuration | first ms | again ms | every compute ms | MiB up / down (lf.profile) "
           "| planned |\n|---|---|---|---|---|---|---|")
     print("\n".join(rows_out))
+
+
+def _w2_in_child(args: argparse.Namespace, gib: float, name: str) -> dict[str, Any]:
+    """W2 configuration `name` over a `gib` GiB table in a fresh process with an empty judge cache:
+    its timings, or {"failed": the output's tail}."""
+    with tempfile.TemporaryDirectory(prefix="lazyfuel-judge-") as cache:
+        env = {**os.environ, "LAZYFUEL_CACHE_DIR": cache, "LAZYFUEL_BACKEND": args.w2_backend}
+        forced = [way for way in W2_WAYS if name.endswith(f", {way}")]
+        if forced:  # the way the rows reach the device, forced (`config.host_rows`)
+            env["LAZYFUEL_HOST_ROWS"] = forced[0]
+        spec = json.dumps({"gib": gib, "ids": args.w2_ids, "config": name})
+        done = subprocess.run([sys.executable, __file__, "--w2-child", spec], env=env,
+                              capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if done.returncode == 0 and lines else {
+        "failed": (done.stdout + done.stderr)[-1500:]}
 
 
 def w2_child(spec: dict[str, Any]) -> int:

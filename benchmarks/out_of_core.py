@@ -24,6 +24,7 @@ threads of this machine: dask's threaded scheduler, TensorStore's and zarr's own
 
     python benchmarks/out_of_core.py                                     # 2 GB stores, 1k and 262k rows
     python benchmarks/out_of_core.py --gb 0.3 --rows 1000 --codecs raw   # a quick look
+    python benchmarks/out_of_core.py --dir D --keep ...   # then --dir D --keep --reuse: written once
 """
 
 from __future__ import annotations
@@ -76,11 +77,19 @@ def values(lo: int, hi: int, cols: int) -> np.ndarray:
     return rng.integers(0, 64, (hi - lo, cols), dtype=np.uint8).astype(np.float32)
 
 
-def generate(folder: Path, codec: str, rows: int, cols: int, chunk_rows: int, inner_rows: int) -> Path:
-    """The store of `codec`, written chunk by chunk."""
+def generate(folder: Path, codec: str, rows: int, cols: int, chunk_rows: int, inner_rows: int,
+             reuse: bool = False) -> Path:
+    """The store of `codec`, written chunk by chunk; with `reuse`, one this function finished
+    before with the same shape, chunks and inner chunks is kept as it is (its marker file says
+    so: a store cut short by a kill has none)."""
     import zarr
 
     path = folder / f"{codec}.zarr"
+    done = folder / f".{codec}-{rows}x{cols}-{chunk_rows}-{inner_rows}.done"
+    if reuse and done.exists() and path.exists():
+        print(f"  {codec:8s} store reused ({path})", flush=True)
+        return path
+    done.unlink(missing_ok=True)
     start = time.perf_counter()
     arr = zarr.create_array(store=str(path), shape=(rows, cols), dtype="float32", zarr_format=3,
                             overwrite=True, **codec_args(codec, (chunk_rows, cols), inner_rows))
@@ -89,6 +98,7 @@ def generate(folder: Path, codec: str, rows: int, cols: int, chunk_rows: int, in
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     print(f"  {codec:8s} store written in {time.perf_counter() - start:5.1f} s: {size / 1e9:.2f} GB on disk",
           flush=True)
+    done.touch()
     return path
 
 
@@ -151,13 +161,16 @@ def read_rows(reader: str, store: str, idx: np.ndarray) -> np.ndarray:
     raise SystemExit(f"unknown reader {reader!r}; known: {', '.join(READERS + EXTRA_READERS)}")
 
 
-def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
+def child(named: str, store: str, idx_path: str) -> dict[str, Any]:
     """One measurement, in its own process: start-up first (imports; for lazyfuel its registry
-    and backends; timed apart as `startup_s`), then the read."""
+    and backends; timed apart as `startup_s`), then the read. A lazyfuel reader named
+    `lazyfuel@CHECKOUT` imports lazyfuel from that checkout (another branch side by side), else
+    from this script's."""
+    reader, _, checkout = named.partition("@")
     idx = np.load(idx_path)
     start = time.perf_counter()
     if reader.startswith("lazyfuel"):
-        sys.path.insert(0, str(HERE.parent))
+        sys.path.insert(0, checkout or str(HERE.parent))
         from lazyfuel.api import DefaultRuntime
 
         DefaultRuntime.current().planner()
@@ -184,8 +197,11 @@ def child(reader: str, store: str, idx_path: str) -> dict[str, Any]:
             "sha256": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()}
 
 
-def available(reader: str) -> str | None:
-    """None when `reader` can run here, else why not."""
+def available(named: str) -> str | None:
+    """None when `named` (a reader, maybe `lazyfuel@CHECKOUT`) can run here, else why not."""
+    reader, _, checkout = named.partition("@")
+    if checkout and not (reader.startswith("lazyfuel") and Path(checkout, "lazyfuel").is_dir()):
+        return f"{named}: only lazyfuel readers take @CHECKOUT, a folder holding lazyfuel/"
     module = MODULES.get(reader, reader)
     try:
         __import__(module)
@@ -236,6 +252,8 @@ def main() -> None:
                         help="run the readers this many times, alternating (ratios of medians and bests)")
     parser.add_argument("--warm", action="store_true", help="keep the page cache (do not drop it)")
     parser.add_argument("--keep", action="store_true", help="keep the stores in --dir afterwards")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read the stores an earlier --keep run left in --dir, not written again")
     parser.add_argument("--json", help="also write every result to this file")
     parser.add_argument("--timeout", type=float, default=120, help="seconds one reader may take")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -267,7 +285,7 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     try:
         codecs = args.codecs.split(",")
-        stores = {c: generate(folder, c, rows, cols, chunk_rows, inner_rows)
+        stores = {c: generate(folder, c, rows, cols, chunk_rows, inner_rows, args.reuse)
                   for c in dict.fromkeys(["raw", *codecs])}
         print(f"{'codec':8s} {'rows':>7s} {'order':6s} {'reader':11s} {'time s':>7s} {'useful MB/s':>11s} "
               f"{'disk MB/s':>9s} {'disk MB':>8s} {'read MB':>8s} {'peak RSS MB':>11s}  equal")
@@ -308,7 +326,7 @@ def line_of(info: dict[str, Any], want: str) -> str:
 def ratios(results: list[dict[str, Any]], case: dict[str, Any]) -> None:
     """lazyfuel's time over dask's and TensorStore's for one case (targets 0.7 and 1.0), and
     lazyfuel-to-zarr's over cat's (target 1.1): of the medians and of the bests when a reader ran
-    more than once (`--repeat`), with every time."""
+    more than once (`--repeat`), with every time; the same for each `lazyfuel@CHECKOUT` reader."""
     times: dict[str, list[float]] = {}
     for r in results:
         if all(r[k] == v for k, v in case.items()) and "wall_s" in r:
@@ -317,8 +335,10 @@ def ratios(results: list[dict[str, Any]], case: dict[str, Any]) -> None:
     def listed(ts: list[float]) -> str:
         return ", ".join(f"{t:.2f}" for t in ts)
 
-    for mine, others in (("lazyfuel", (("dask", 0.7), ("tensorstore", 1.0), ("cat", 1.1))),
-                         ("lazyfuel-to-zarr", (("cat", 1.1), ("cat-parallel", 1.1)))):
+    targets = {"lazyfuel": (("dask", 0.7), ("tensorstore", 1.0), ("cat", 1.1)),
+               "lazyfuel-to-zarr": (("cat", 1.1), ("cat-parallel", 1.1))}
+    for mine in sorted(t for t in times if t.partition("@")[0] in targets):
+        others = targets[mine.partition("@")[0]]
         parts = []
         for other, target in others:
             if mine in times and other in times:

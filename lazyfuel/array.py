@@ -28,7 +28,7 @@ from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
 from lazyfuel.graph.resident import assembled, device_workers, on_device
-from lazyfuel.graph.stored import direct_array, read_budget
+from lazyfuel.graph.stored import READ_THREADS, direct_array, read_budget, reads_directly
 from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
 from lazyfuel.settings import config
@@ -206,6 +206,8 @@ class Array:
             _check_out_apart(out, node)
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
+            if scheduler is dask.threaded.get and reads_directly(node):  # tasks waiting on the disk
+                dask_kwargs = _threads(dask_kwargs, max(READ_THREADS, dask.system.CPU_COUNT))
             result = np.empty(node.shape, node.dtype) if out is None else out
             found = lower_into(node, DefaultRuntime.current(), result, local_workers(scheduler, dask_kwargs))
             if found is not None:
@@ -314,12 +316,16 @@ def _device_choice(device: Any) -> int | bool | None:
 
 def _device_threads(dask_kwargs: dict[str, Any]) -> dict[str, Any]:
     """`dask_kwargs` for a graph whose results stay on the devices: dask's threads set to
-    `graph.resident.device_workers()` where neither the call nor `dask.config` names a scheduler
-    or a thread count (a distributed client sets the scheduler: left as it is)."""
+    `graph.resident.device_workers()` (see `_threads`)."""
+    return _threads(dask_kwargs, device_workers())
+
+
+def _threads(dask_kwargs: dict[str, Any], workers: int | None) -> dict[str, Any]:
+    """`dask_kwargs` with dask's threads set to `workers` where neither the call nor `dask.config`
+    names a scheduler or a thread count (a distributed client sets the scheduler: left as it is)."""
     if {"scheduler", "num_workers"} & dask_kwargs.keys() or dask.config.get("scheduler", None) is not None \
             or dask.config.get("num_workers", None) is not None:
         return dask_kwargs
-    workers = device_workers()
     return dask_kwargs if workers is None else {**dask_kwargs, "num_workers": workers}
 
 

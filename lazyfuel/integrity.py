@@ -117,13 +117,18 @@ class VerifiedChunks:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise DamagedStoreError(f"{named} cannot be decoded ({type(err).__name__}: {reason}): it is "
                                     "truncated or corrupted") from err
-        number = int(np.ravel_multi_index(where, self.grid)) if self.grid else 0
-        found, written = values_crc(values), self.crcs[number]
-        if found != written:
-            raise DamagedStoreError(f"{named} does not hold what lazyfuel wrote there (crc32c of its values "
-                                    f"{found:08x}, written {written:08x}): it was swapped with another "
-                                    "chunk, overwritten, or the store was replaced after it was opened")
+        self.verify(where, values_crc(values))
         return values
+
+    def verify(self, where: tuple[int, ...], found: int) -> None:
+        """DamagedStoreError unless `found` is the crc32c of its values lazyfuel recorded for the
+        chunk at grid position `where`."""
+        written = self.crcs[int(np.ravel_multi_index(where, self.grid)) if self.grid else 0]
+        if found != written:
+            raise DamagedStoreError(f"{self.named(where)} does not hold what lazyfuel wrote there (crc32c "
+                                    f"of its values {found:08x}, written {written:08x}): it was swapped with "
+                                    "another chunk, overwritten, or the store was replaced after it was "
+                                    "opened")
 
 
 def _bounding_box(key: Any, shape: tuple[int, ...]) -> tuple[tuple[slice, ...], tuple[Any, ...]]:

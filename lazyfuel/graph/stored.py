@@ -123,9 +123,22 @@ def read_elements(reader: StoredReader) -> np.ndarray:
     return np.ascontiguousarray(data).reshape(-1)[(outer * rows.size + rank) * inner + within]
 
 
-WHOLE_SHARE = 8
-"""A read of at least 1/WHOLE_SHARE of the rows of a chunk lazyfuel checksummed reads it whole,
-verified; fewer rows are read as byte ranges (see `read_rows`)."""
+WHOLE_COVER = 7 / 8
+"""A read of a chunk lazyfuel checksummed whose merged byte ranges (`coalesced`) hold at least this
+share of the chunk's bytes reads the chunk whole, verified; less is read as those ranges (see
+`read_rows`). Measured (`benchmarks/probes/span_reads.py`, a 1.95 GB store lazyfuel wrote, page
+cache dropped): the verified whole read (`_verified_rows`) took 1.06-1.23x the ranges' time where
+they held 0.86-0.995 of the bytes, 1.1-1.8x at 0.32-0.66; so the chunk is verified where that is
+nearly free and read in part where that saves much."""
+
+
+def _mostly_covered(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...]
+                    ) -> bool:
+    """Whether the rows at byte `offsets` of a raw chunk of `arr` (`_row_offsets`), merged as
+    they would be read (`coalesced`), hold at least `WHOLE_COVER` of the chunk's bytes."""
+    row_bytes = math.prod(full) * dtype.itemsize
+    spans = coalesced(np.sort(offsets[offsets != MISSING]), row_bytes)
+    return sum(hi - lo for lo, hi, _ in spans) >= WHOLE_COVER * arr.chunks[0] * row_bytes
 
 
 def _unwrapped(held: Any) -> tuple[Any, Any]:
@@ -135,25 +148,37 @@ def _unwrapped(held: Any) -> tuple[Any, Any]:
     return (held.z, held) if isinstance(held, VerifiedChunks) else (held, None)
 
 
-def read_rows(reader: StoredReader, rows: np.ndarray) -> np.ndarray:
-    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region.
+Target = tuple[np.ndarray, np.ndarray]
+"""Where rows read go instead of a new array: (an array, the row of it each row read goes to)."""
+
+
+def read_rows(reader: StoredReader, rows: np.ndarray, into: Target | None = None) -> np.ndarray | None:
+    """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region; or,
+    with `into` (rows along axis 0, each a whole row of its array), None once they are put there
+    straight from the store's bytes where they are read as byte ranges in the array's dtype (else
+    they are returned, as without `into`).
 
     An array lazyfuel wrote with checksums (`reader.zarr` is its `VerifiedChunks`) is read whole
-    chunk by chunk, each chunk verified (decision 55), except for a few rows (under
-    1/`WHOLE_SHARE` of a chunk's) of raw chunks: their byte ranges alone, checked only for the
-    chunk being there at its full length (a crc32c over the whole chunk cannot check a part)."""
+    chunk by chunk, each chunk verified (decision 55), except where the rows' merged byte ranges
+    of a raw chunk hold under `WHOLE_COVER` of its bytes: those ranges alone, checked only for
+    the chunk being there at its full length (a crc32c over the whole chunk cannot check a part)."""
     held, region, axis = reader.zarr, reader.region, reader.axis
     arr, checked = _unwrapped(held)
     shape = [s.stop - s.start for s in region]
     shape[axis] = rows.size
-    few = checked is None or rows.size * WHOLE_SHARE < region[0].stop - region[0].start
-    if axis == 0 and reader.chunk is not None and few:
+    if axis == 0 and reader.chunk is not None:
         found = _row_offsets(arr, reader.chunk, rows)
-        if found is not None:
-            if checked is None:
-                return _ranged_rows(arr, *found, tuple(shape), reader.budget)
+        if found is not None and (checked is None or not _mostly_covered(arr, *found)):
+            target = into if into is not None and into[0].dtype == found[2] and \
+                into[0].shape[1:] == tuple(shape[1:]) == found[3] else None
             length = math.prod(arr.chunks) * np.dtype(arr.dtype).itemsize + _trailer(arr)
-            return _ranged_rows(arr, *found, tuple(shape), reader.budget, (checked, reader.chunk, length))
+            got = _ranged_rows(arr, *found, tuple(shape), reader.budget,
+                               None if checked is None else (checked, reader.chunk, length), target)
+            return None if target is not None else got
+    if checked is not None and reader.chunk is not None:  # a local raw chunk: mapped and verified
+        verified = _verified_rows(arr, checked, reader.chunk, rows, axis, tuple(shape), reader.budget)
+        if verified is not None:
+            return verified
     if checked is not None:  # whole chunks, each verified
         nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
         taken = BUDGET.take(nbytes, reader.budget)
@@ -228,36 +253,39 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
 
 
 def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype, full: tuple[int, ...],
-                 shape: tuple[int, ...], budget: int, checked: tuple[Any, tuple[int, ...], int] | None = None
-                 ) -> np.ndarray:
+                 shape: tuple[int, ...], budget: int, checked: tuple[Any, tuple[int, ...], int] | None = None,
+                 into: Target | None = None) -> np.ndarray:
     """The rows at byte `offsets` of `store_path` (each `full` elements of `dtype`), read as
     merged byte ranges, each put in place as it arrives, cut to `shape` (a block narrower than its
     stored chunk); rows `MISSING` read as the fill value. A local store's file is read here with
     `os.preadv` into one kept buffer (`_read_file_spans`); any other store through zarr's async
     API, `SPANS_IN_FLIGHT` requested at a time. `checked` (the array's `VerifiedChunks`, the
     chunk's grid position, the length lazyfuel wrote it with): a chunk that is not there, or (a
-    local file) not of that length, is a `DamagedStoreError`."""
+    local file) not of that length, is a `DamagedStoreError`. `into` (its rows `full`, its dtype
+    `dtype`): the rows go to their rows there instead, and it is returned."""
     from zarr.core.sync import sync
 
     row_bytes = math.prod(full) * dtype.itemsize
-    out = np.empty(shape, dtype)
+    out, dest = (np.empty(shape, dtype), np.arange(shape[0])) if into is None else into
     trim = (slice(None), *(slice(0, n) for n in shape[1:]))
     missing = offsets == MISSING
     if missing.any():
-        out[missing] = arr.fill_value
+        out[dest[missing]] = arr.fill_value
     order = np.flatnonzero(~missing)
     order = order[np.argsort(offsets[order], kind="stable")]
     spans = coalesced(offsets[order], row_bytes)
-
-    whole = shape[1:] == full and bool(np.all(order == np.arange(order.size)))  # rows in place
+    # rows in order, to consecutive rows of `out`: each span is one copy into the rows it covers
+    whole = shape[1:] == full and bool(np.all(order == np.arange(order.size))) and \
+        bool(np.all(np.diff(dest) == 1))
 
     def place(lo: int, part: slice, buf: np.ndarray) -> None:
         stored = buf.view(dtype).reshape(-1, *full)
         at = order[part]
-        if whole:  # one copy, straight into the rows part covers
-            np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[part])
+        if whole:
+            first = int(dest[part.start])
+            np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[first:first + at.size])
         else:
-            out[at] = stored[(offsets[at] - lo) // row_bytes][trim]
+            out[dest[at]] = stored[(offsets[at] - lo) // row_bytes][trim]
 
     taken = BUDGET.take(min(sum(hi - lo for lo, hi, _ in spans), SPANS_IN_FLIGHT * RANGE_BYTES), budget)
     try:
@@ -268,17 +296,68 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
             absent = sync(_read_spans(store_path, spans, place))
     except _WrongLength as err:
         assert checked is not None
-        raise checked[0].damaged(checked[1], f"has {err.args[0]} bytes where lazyfuel wrote {checked[2]}: it "
-                                 "is truncated or was replaced") from None
+        raise _wrong_length(checked[0], checked[1], err.args[0], checked[2]) from None
     finally:
         BUDGET.give(taken)
     if checked is not None and absent:
         raise checked[0].missing(checked[1])
     if absent == len(spans) and absent and not missing.any():  # a chunk never written
-        out[...] = arr.fill_value
+        out[dest] = arr.fill_value
     elif absent:
         raise OSError(f"zarr chunk {store_path} vanished while it was read")
     return out
+
+
+def _wrong_length(checked: Any, chunk: tuple[int, ...], size: int, length: int) -> Exception:
+    """The error for chunk `chunk` of `checked` (a `VerifiedChunks`) whose file holds `size`
+    bytes where lazyfuel wrote `length`."""
+    return checked.damaged(chunk, f"has {size} bytes where lazyfuel wrote {length}: it is truncated or was "
+                           "replaced")
+
+
+def _verified_rows(arr: Any, checked: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
+                   shape: tuple[int, ...], budget: int) -> np.ndarray | None:
+    """Rows `rows` along `axis` of whole chunk `chunk` of an array lazyfuel wrote raw (`checked`,
+    its `VerifiedChunks`) to a local store, cut to `shape`, read straight from a mapping of its
+    file (`file_spans.mapped_file`) after both of its crc32c are checked over the mapped bytes
+    (the stored one after its values, and the one lazyfuel's marker recorded): the checks
+    `VerifiedChunks.chunk` makes, without zarr's decode and its copies of the chunk (2.5-3.5 s
+    for a 1.95 GB store there, mostly system time for fresh buffers; out_of_core session 8).
+    None where this does not apply (not local, not raw, an edge chunk, a non-native byte order):
+    `VerifiedChunks` reads it then."""
+    import google_crc32c
+
+    dtype, full = raw_dtype(arr), tuple(arr.chunks)
+    region = checked.region(chunk)
+    if dtype is None or not dtype.isnative or _trailer(arr) != 4 or \
+            tuple(s.stop - s.start for s in region) != full:
+        return None
+    file = _local_file(arr.async_array.store_path / arr.metadata.encode_chunk_key(chunk))
+    if file is None:
+        return None
+    nbytes = math.prod(full) * dtype.itemsize
+    taken = BUDGET.take(nbytes, budget)
+    try:
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            raise checked.missing(chunk) from None
+        try:
+            size = os.fstat(fd).st_size
+            if size != nbytes + 4:
+                raise _wrong_length(checked, chunk, size, nbytes + 4)
+            with file_spans.mapped_file(fd, size) as view:
+                found, kept = google_crc32c.value(view[:nbytes]), int.from_bytes(view[nbytes:], "little")
+                if found != kept:
+                    raise checked.damaged(chunk, f"cannot be decoded (crc32c of its bytes {found:08x}, "
+                                          f"stored {kept:08x}): it is truncated or corrupted")
+                checked.verify(chunk, found)
+                values = view[:nbytes].view(dtype).reshape(full)
+                return np.take(values, rows, axis=axis)[tuple(slice(0, n) for n in shape)]
+        finally:
+            os.close(fd)
+    finally:
+        BUDGET.give(taken)
 
 
 class _WrongLength(Exception):
@@ -313,6 +392,19 @@ def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tupl
     return block
 
 
+READ_THREADS = 4  # at least this many dask threads run a graph of direct reads: its tasks wait on the disk
+
+
+def reads_directly(select: Any) -> bool:
+    """Whether `direct_reads` applies to `select`: an index_select with concrete indices straight
+    over a `from_zarr` source."""
+    from lazyfuel.graph.ir import IndexSelect, Source
+
+    source = getattr(select, "data", None)
+    return (isinstance(select, IndexSelect) and isinstance(source, Source) and source.zarr is not None
+            and not select.indices.lazy)
+
+
 def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     """A task graph and its keys computing `select` into `into` (an array of its shape and dtype)
     straight from a zarr store: one task per touched source block reads the block's touched rows
@@ -322,12 +414,9 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     select fused with further ops goes through the pieces and their programs)."""
     from dask.base import tokenize
 
-    from lazyfuel.graph.ir import IndexSelect, Source
-
-    source = getattr(select, "data", None)
-    if not (isinstance(select, IndexSelect) and isinstance(source, Source) and source.zarr is not None
-            and not select.indices.lazy):
+    if not reads_directly(select):
         return None
+    source = select.data
     d, values = select.dim, np.asarray(select.indices.values).reshape(-1)
     begin = np.asarray(ch.starts(source.chunks[d]), dtype=np.int64)
     chunk_ids = ch.chunk_ids(values, source.chunks[d])
@@ -364,7 +453,10 @@ def scatter_rows(reader: StoredReader, into: np.ndarray, region: tuple[slice, ..
         return tuple(places if a == axis else region[a] for a in range(len(region)))
 
     first, repeats, sources = moves
-    into[at(first)] = as_native(read_rows(reader, reader.positions.astype(np.int64)))
+    whole_rows = axis == 0 and all(region[a] == slice(0, n) for a, n in enumerate(into.shape) if a)
+    got = read_rows(reader, reader.positions.astype(np.int64), (into, first) if whole_rows else None)
+    if got is not None:  # not put in place by the read itself
+        into[at(first)] = as_native(got)
     if repeats.size:
         into[at(repeats)] = into[at(sources)]
 

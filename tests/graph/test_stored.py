@@ -325,10 +325,19 @@ def test_stores_lazyfuel_wrote_raw_are_read_as_byte_ranges_for_a_few_rows(tmp_pa
     row = SHAPE[1] * 4
     assert sum(store.bytes.values()) == 3 * row
     bits_equal(lf.gather(x, 0, np.tile(few[:, None], SHAPE[1])).compute(), data[few])
-    many = np.random.default_rng(25).integers(0, SHAPE[0], 900)  # whole chunks, verified
+    many = np.random.default_rng(25).permutation(SHAPE[0])  # every row: whole chunks, verified
     store.bytes.clear()
     bits_equal(lf.index_select(x, 0, many).compute(), data[many])
     assert sum(store.bytes.values()) == 5 * (200 * row + 4)
+
+
+def flip_byte(file, at: int) -> None:  # type: ignore[no-untyped-def]
+    """Flip the bits of byte `at` of `file` in place."""
+    with open(file, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -338,11 +347,7 @@ def test_a_damaged_chunk_of_a_raw_store_lazyfuel_wrote_is_an_error_on_a_partial_
     lf.from_array(data, chunks=(200, 24)).to_zarr(path, compressors=None, zarr_format=fmt)
     key = {2: "1.0", 3: "c/1/0"}[fmt]
     few, many = np.array([210, 300]), np.arange(200, 400)
-    with open(path / key, "r+b") as f:  # a flipped byte inside a row read: whole reads catch it
-        f.seek(100 * SHAPE[1] * 4 + 5)
-        byte = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    flip_byte(path / key, 100 * SHAPE[1] * 4 + 5)  # a flipped byte inside a row read: whole reads catch it
     with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\)"):
         lf.index_select(lf.from_zarr(path), 0, many).compute()
     (path / key).write_bytes((path / key).read_bytes()[:-10])  # truncated
@@ -351,6 +356,52 @@ def test_a_damaged_chunk_of_a_raw_store_lazyfuel_wrote_is_an_error_on_a_partial_
     (path / key).unlink()
     with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*is missing"):
         lf.index_select(lf.from_zarr(path), 0, few).compute()
+
+
+def read_call_bytes() -> int:
+    """Bytes this process has moved through read calls (/proc/self/io `rchar`)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar"))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_many_rows_of_a_local_raw_store_lazyfuel_wrote_are_verified_over_a_mapping(tmp_path, bits_equal, fmt):
+    data = table(28)
+    path = tmp_path / "w.zarr"
+    lf.from_array(data, chunks=(200, 24)).to_zarr(path, compressors=None, zarr_format=fmt)
+    many = np.random.default_rng(29).integers(0, SHAPE[0], 900)  # whole chunks, verified
+    before = read_call_bytes()
+    bits_equal(lf.index_select(lf.from_zarr(path), 0, many).compute(), data[many])
+    assert read_call_bytes() - before < data.nbytes // 2  # not read through zarr's copies
+    key = {2: "{}.0", 3: "c/{}/0"}[fmt]
+    first, second = (path / key.format(1)).read_bytes(), (path / key.format(2)).read_bytes()
+    (path / key.format(1)).write_bytes(second)  # a whole chunk swapped: its own crc32c holds
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*does not hold what lazyfuel wrote there"):
+        lf.index_select(lf.from_zarr(path), 0, many).compute()
+    damaged = bytearray(first)
+    damaged[100 * SHAPE[1] * 4 + 5] ^= 0xFF  # a flipped byte inside the values
+    (path / key.format(1)).write_bytes(bytes(damaged))
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*cannot be decoded.*truncated or corrupted"):
+        lf.index_select(lf.from_zarr(path), 0, many).compute()
+    (path / key.format(1)).write_bytes(first[:-8])
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*truncated or was replaced"):
+        lf.index_select(lf.from_zarr(path), 0, many).compute()
+
+
+def test_a_store_lazyfuel_wrote_is_verified_where_the_ranges_would_hold_most_of_a_chunk(tmp_path, bits_equal):
+    data = table(30)  # rows of 96 B: 20 rows of a 200-row chunk merge into ranges over most of it
+    path = tmp_path / "w.zarr"
+    lf.from_array(data, chunks=(200, 24)).to_zarr(path, compressors=None)
+    spread = np.arange(200, 400, 10)  # 1/10 of the rows (the rule of 1/8 of them read ranges)
+    flip_byte(path / "c/1/0", 5 * SHAPE[1] * 4 + 1)  # inside row 205, which no index reads
+    with pytest.raises(DamagedStoreError, match=r"chunk \(1, 0\).*cannot be decoded"):
+        lf.index_select(lf.from_zarr(path), 0, spread).compute()
+
+    wide = np.random.default_rng(31).standard_normal((64, 16_384)).astype(np.float32)  # rows of 64 KiB
+    lf.from_array(wide, chunks=(32, 16_384)).to_zarr(tmp_path / "wide.zarr", compressors=None)
+    apart = np.arange(0, 32, 4)  # 1/4 of the rows, 192 KiB apart: ranges over 1/4 of the chunk
+    flip_byte(tmp_path / "wide.zarr/c/0/0", 2 * 16_384 * 4 + 7)  # inside row 2, which no index reads
+    bits_equal(lf.index_select(lf.from_zarr(tmp_path / "wide.zarr"), 0, apart).compute(), wide[apart])
 
 
 def test_a_slab_write_that_fails_part_way_publishes_nothing(tmp_path, bits_equal, monkeypatch):
@@ -374,3 +425,29 @@ def test_a_slab_write_that_fails_part_way_publishes_nothing(tmp_path, bits_equal
         y.to_zarr(tmp_path / "out.zarr", overwrite=True)
     bits_equal(lf.from_zarr(tmp_path / "out.zarr").compute(), old)  # the old store, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr", "t.zarr"]  # no temporary left
+
+
+def test_compute_of_direct_reads_runs_on_at_least_four_threads_unless_told(tmp_path, bits_equal, monkeypatch):
+    """Direct store reads wait on the disk, not the CPU: compute() runs them on at least
+    READ_THREADS dask threads (this machine may have 2 CPUs); a thread count the caller gives wins."""
+    import dask
+
+    data = np.random.default_rng(31).standard_normal((4096, 16)).astype(np.float32)
+    make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(64, 16))  # 64 source blocks
+    idx = np.random.default_rng(32).integers(0, data.shape[0], 3000)
+    seen: set[str] = set()
+    real = stored.scatter_rows
+
+    def scatter_rows(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.add(threading.current_thread().name)
+        time.sleep(0.002)  # as a disk read would: other threads take tasks meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stored, "scatter_rows", scatter_rows)
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 2)
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    bits_equal(y.compute(), data[idx])
+    assert len(seen) >= stored.READ_THREADS
+    seen.clear()
+    bits_equal(y.compute(num_workers=1), data[idx])
+    assert len(seen) == 1

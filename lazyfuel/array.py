@@ -23,6 +23,7 @@ from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
 from lazyfuel.graph.grouping import local_workers
 from lazyfuel.graph.held import overlapping
+from lazyfuel.graph.held_run import HeldRun, usable
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
@@ -41,11 +42,12 @@ class Array:
     are views. It is a dask collection: `dask.compute(x)` and `dask.persist(x)` work.
     """
 
-    __slots__ = ("_given", "_lowered")
+    __slots__ = ("_given", "_held_runs", "_lowered")
 
     def __init__(self, node: Node) -> None:
         self._given = node
         self._lowered: dict[DefaultRuntime, da.Array] = {}
+        self._held_runs: dict[DefaultRuntime, HeldRun] = {}  # device persists on local threads
 
     @property
     def _node(self) -> Node:
@@ -187,9 +189,15 @@ class Array:
         dask_kwargs = _device_threads(dask_kwargs)
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         # the threads are known here: the lowering runs as many blocks per task as keep each busy
-        with config(_resident=True, _device_threads=local_workers(scheduler, dask_kwargs)):
+        workers = local_workers(scheduler, dask_kwargs)
+        with config(_resident=True, _device_threads=workers):
             runtime = DefaultRuntime.current()
-            return on_device(self.to_dask(), runtime).persist(**{"optimize_graph": False, **dask_kwargs})
+            if not (config.reuse_device_graphs and usable(scheduler, dask_kwargs)):
+                return on_device(self.to_dask(), runtime).persist(**{"optimize_graph": False, **dask_kwargs})
+            run = self._held_runs.get(runtime)  # the same graph under the same settings: made once
+            if run is None:
+                run = self._held_runs[runtime] = HeldRun.of(on_device(self.to_dask(), runtime))
+            return run.run(workers)
 
     def _compute(self, out: np.ndarray | None, dask_kwargs: dict[str, Any]) -> np.ndarray:
         node = self._node

@@ -141,6 +141,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "runs adjacent blocks of one device as one task and one command buffer, up to this many "
          "bytes of result (at least one task per worker thread), the Array's chunks unchanged; "
          "0: one task per block"),
+    Knob("reuse_device_graphs", "LAZYFUEL_REUSE_DEVICE_GRAPHS", _on_off, True, "1, 0",
+         "a repeated `persist(device=True)` / `compute(device=True)` of one Array under the same "
+         "settings on dask's local schedulers reuses its materialised, ordered graph and runs its "
+         "tasks on lazyfuel's threads, without dask's per-call graph work (`graph/held_run.py`; "
+         "not with dask callbacks or other scheduler arguments than `num_workers`); 0: dask's persist"),
     Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
          "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -32,30 +33,26 @@ class Layout:
 
     @classmethod
     def contiguous(cls, shape: tuple[int, ...] | list[int]) -> Layout:
-        """The row-major layout of `shape` at offset 0."""
-        shape = tuple(int(n) for n in shape)
-        return cls(shape, row_major_strides(shape), 0)
+        """The row-major layout of `shape` at offset 0 (one shared instance per shape: a Layout
+        is immutable, and each block of a task asks again)."""
+        return _contiguous(shape if isinstance(shape, tuple) else tuple(shape))
 
     @classmethod
     def of(cls, a: np.ndarray) -> Layout:
-        """`a`'s layout relative to the lowest address it touches (see `memory_span`)."""
-        itemsize = a.dtype.itemsize
-        if any(s % itemsize for s in a.strides):
-            raise ValueError(f"strides {a.strides} are not multiples of the item size {itemsize}")
-        strides = tuple(s // itemsize for s in a.strides)
-        offset = 0 if a.size == 0 else -sum(min(0, (n - 1) * s) for n, s in zip(a.shape, strides))
-        return cls(tuple(a.shape), strides, offset)
+        """`a`'s layout relative to the lowest address it touches (see `memory_span`); remembered
+        per (shape, byte strides, item size)."""
+        return _layout_of(a.shape, a.strides, a.dtype.itemsize)
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @cached_property  # a frozen dataclass: computed once per (shared) instance
     def size(self) -> int:
         """Number of elements in the view."""
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def span(self) -> int:
         """Number of elements from the lowest to the highest one touched (0 for an empty view)."""
         if self.size == 0:
@@ -217,3 +214,20 @@ def broadcast_to(layout: Layout, shape: tuple[int, ...]) -> Layout:
         else:
             raise ValueError(f"cannot broadcast shape {layout.shape} to {shape}")
     return Layout(shape, tuple(strides), layout.offset)
+
+
+@lru_cache(maxsize=4096)
+def _contiguous(shape: tuple[int, ...]) -> Layout:
+    shape = tuple(int(n) for n in shape)  # numpy integers hash as the ints they equal
+    return Layout(shape, row_major_strides(shape), 0)
+
+
+@lru_cache(maxsize=4096)
+def _layout_of(shape: tuple[int, ...], byte_strides: tuple[int, ...], itemsize: int) -> Layout:
+    """`Layout.of` of an array of `shape`, `byte_strides` and `itemsize`."""
+    if any(s % itemsize for s in byte_strides):
+        raise ValueError(f"strides {byte_strides} are not multiples of the item size {itemsize}")
+    strides = tuple(s // itemsize for s in byte_strides)
+    size = math.prod(shape)
+    offset = 0 if size == 0 else -sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+    return Layout(tuple(shape), strides, offset)

@@ -73,6 +73,12 @@ def instrument() -> None:
     _wrap(array, "on_device", "lower")  # array.py imports the name
     _wrap(dask.threaded, "get", "scheduler")
     _wrap(batched, "run_blocks", "task")
+    try:  # a tree that runs a repeated device persist without dask's machinery (graph/held_run.py)
+        from lazyfuel.graph import held_run
+    except ImportError:
+        held_run = None
+    if held_run is not None:
+        _wrap(held_run.HeldRun, "run", "held run")
     _wrap(executor.VulkanExecutor, "_record", "record")
     _wrap(batch.Batch, "start", "submit")
     _wrap(batch.Batch, "finish", "wait", lambda b, _: f"device {b.device_seconds * 1e3:.2f} ms")

@@ -7,8 +7,9 @@ resident blocks costs more than the kernels. `batched_layer` lowers such a group
 per task instead (`run_blocks`, returning a tuple; a `getitem` task per block keeps the Array's
 keys and chunks as they were). `run_blocks` builds each block's inputs, plans once per distinct
 signature (blocks of equal shape, dtype and layout share the plan), and records the programs of
-the blocks whose inputs lie on one device into ONE command buffer of that device's pool
-(`BatchRunner.run_resident_many`: one submit, one fence wait); each result stays one resident
+the blocks whose inputs lie on one device on that device's pool (`BatchRunner.run_resident_many`:
+each block's program submitted as soon as it is recorded, so the device starts on the first block
+while the host records the next, the fences waited on at the end); each result stays one resident
 block, reserved under the store's budget as `run_resident` reserves it. A compute to the host
 over resident blocks (`lower_into`) is batched the same way (`store_blocks`: each block written
 into its region of the result by the kernels where that region is contiguous,

@@ -2,7 +2,9 @@
 real pool (lavapipe in CI) with the validation layer on.
 
 Every result is compared bitwise with numpy on fresh random data, outputs poisoned (the `pool`
-fixture); `lf.profile` counts programs and submits: k blocks of one device share one submit."""
+fixture); `lf.profile` counts programs and submits. The `pool` fixture puts a task's k blocks into
+one submit, so submits count tasks; `each_submit` keeps the default, a submit per block as soon as
+it is recorded (`executor.PROGRAMS_PER_SUBMIT`)."""
 
 from __future__ import annotations
 
@@ -15,19 +17,6 @@ import lazyfuel as lf
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.graph.batched import blocks_per_task, task_numbers
 from tests.backends.vulkan.test_vulkan_residency_persist_device import _blocks, _read, _same, _within_chunks
-
-POISON = 0xA5  # every allocation's bytes before a kernel writes (as tests/backends/vulkan's pool)
-
-
-@pytest.fixture
-def pool(vulkan):
-    """The process's real device pool, poisoning every allocation (an unwritten byte shows)."""
-    from lazyfuel.backends.vulkan import get_pool, register
-
-    register()
-    found = get_pool()
-    found.allocator.poison = POISON
-    return found
 
 
 def _case(rows: int, chunk: int, cols: int = 24):
@@ -169,8 +158,14 @@ def test_a_compute_to_the_host_over_resident_blocks_hit_across_chunks(vulkan, po
     assert _same(_read(y.compute(device=True, num_workers=2)), np.where(mask, np.float32(-1), a[idx]))
 
 
+@pytest.mark.parametrize("per_submit", [1, 2, 1 << 20])
 @pytest.mark.parametrize("device", [True, False])
-def test_a_bad_resident_index_in_a_batch_names_value_and_position(vulkan, pool, device):
+def test_a_bad_resident_index_in_a_batch_names_value_and_position(vulkan, each_submit, monkeypatch, device,
+                                                                  per_submit):
+    from lazyfuel.backends.vulkan import executor
+
+    # with a submit per block or pair, the submits after the bad one are waited on before closing
+    monkeypatch.setattr(executor, "PROGRAMS_PER_SUBMIT", per_submit, raising=False)
     a = np.random.default_rng().standard_normal((64, 8)).astype(np.float32)
     x = lf.from_array(a, chunks=(16, 8)).persist(device=True)
     idx = np.arange(64)
@@ -192,3 +187,55 @@ def test_explain_says_resident_blocks_are_batched_not_grouped(vulkan, pool):
         with lf.config(device_task_bytes=0):  # one task per block: resident blocks never merge
             text = lf.explain(x.persist(device=True).masked_fill(mask, 1.0))
             assert "adjacent blocks" not in text and "per task and command buffer" not in text
+
+
+def _events(monkeypatch) -> list[str]:
+    """'record' per program recorded and 'submit' per submit, in order (the real methods run)."""
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.backends.vulkan.pool import DevicePool
+
+    events: list[str] = []
+    record, submit = VulkanExecutor._record, DevicePool.submit
+
+    def recording(self, *args, **kwargs):
+        events.append("record")
+        return record(self, *args, **kwargs)
+
+    def submitting(self, context):
+        events.append("submit")
+        return submit(self, context)
+
+    monkeypatch.setattr(VulkanExecutor, "_record", recording)
+    monkeypatch.setattr(DevicePool, "submit", submitting)
+    return events
+
+
+@pytest.mark.parametrize("to_device", [True, False])
+def test_each_block_is_submitted_as_soon_as_it_is_recorded(vulkan, each_submit, monkeypatch, to_device):
+    a, idx, mask, want = _case(8 * 16 - 5, 16)
+    x = lf.from_array(a, chunks=(16, 24)).persist(device=True)
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    y.persist(device=True, num_workers=1)  # the indices kept on the device at their first use
+    events = _events(monkeypatch)
+    with lf.profile() as p:
+        held = y.persist(device=True, num_workers=1) if to_device else y.compute(num_workers=1)
+    assert p.programs == 8 and p.submits == 8 and p.bytes_downloaded == (0 if to_device else want.nbytes)
+    assert events == ["record", "submit"] * 8, events  # one task: the device has block j while j + 1 records
+    again = y.persist(device=True, num_workers=2)
+    assert _same(held.compute() if to_device else held, want)  # held across persists
+    assert _same(again.compute(), want) and _same(_read(again.compute(device=True)), want)
+
+
+def test_blocks_in_pairs_share_a_submit(vulkan, each_submit, monkeypatch):
+    from lazyfuel.backends.vulkan import executor
+
+    monkeypatch.setattr(executor, "PROGRAMS_PER_SUBMIT", 2, raising=False)
+    a, idx, mask, want = _case(8 * 16, 16)
+    y = lf.from_array(a, chunks=(16, 24)).persist(device=True).index_select(0, idx).masked_fill(mask, -1.0)
+    y.persist(device=True, num_workers=1)  # the indices kept on the device at their first use
+    events = _events(monkeypatch)
+    with lf.profile() as p:
+        r = y.persist(device=True, num_workers=1)
+    assert p.programs == 8 and p.submits == 4
+    assert events == ["record", "record", "submit"] * 4
+    assert _same(r.compute(), want)

@@ -64,26 +64,34 @@ def test_device_workers_are_one_per_queue_at_least_four_at_most_the_cpus(vulkan,
     assert resident.device_workers() == 2
 
 
-def test_results_on_the_device_run_on_device_workers_unless_told(vulkan, monkeypatch):
+@pytest.mark.parametrize("reuse", [False, True])
+def test_results_on_the_device_run_on_device_workers_unless_told(vulkan, monkeypatch, reuse):
     import dask
     import dask.base
 
     from lazyfuel import array
+    from lazyfuel.graph.held_run import HeldRun
 
-    seen, persist = [], dask.base.persist
+    seen, persist, run = [], dask.base.persist, HeldRun.run
 
     def spy(*args, **kwargs):
         seen.append(kwargs.get("num_workers"))
         return persist(*args, **kwargs)
 
+    def run_spy(self, workers):  # the prepared graph's run: the threads it was given
+        seen.append(None if workers == 1 else workers)
+        return run(self, workers)
+
     monkeypatch.setattr(dask.base, "persist", spy)
+    monkeypatch.setattr(HeldRun, "run", run_spy)
     monkeypatch.setattr(array, "device_workers", lambda: 3)
     a = RNG.standard_normal((40, 4)).astype(np.float32)
     x = lf.from_array(a, chunks=(10, 4))
-    assert np.asarray(x.compute(device=True)).tobytes() == a.tobytes()
-    x.persist(device=True)
-    x.persist(device=True, num_workers=2)  # the caller's count, and any scheduler, as given
-    x.persist(device=True, scheduler="sync")
-    with dask.config.set(scheduler="sync"):
+    with lf.config(reuse_device_graphs=reuse):  # dask's persist, or the prepared graph's run
+        assert np.asarray(x.compute(device=True)).tobytes() == a.tobytes()
         x.persist(device=True)
+        x.persist(device=True, num_workers=2)  # the caller's count, and any scheduler, as given
+        x.persist(device=True, scheduler="sync")
+        with dask.config.set(scheduler="sync"):
+            x.persist(device=True)
     assert seen == [3, 3, 2, None, None]

@@ -29,7 +29,9 @@ blocks of the pool given as inputs are bound where they lie.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +62,9 @@ from lazyfuel.settings import config
 
 NO_BAD = 0xFFFFFFFF
 SATURATED = NO_BAD - 1
+# Programs of a batch (`run_resident_many`, `run_many`) per submit: each submit goes as soon as its
+# programs are recorded, so the device starts on the first block while the host records the next.
+PROGRAMS_PER_SUBMIT = 1
 
 
 class VulkanExecutor:
@@ -333,8 +338,10 @@ class VulkanExecutor:
     def run_resident_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]]
                           ) -> list[ResidentBlock]:
         """Several programs of one output each (`(program, inputs)`, say the blocks of one task over
-        resident blocks) recorded into ONE command buffer of this pool: one submit, one fence
-        wait; each result kept on the device as `run_resident` keeps it. Programs whose output is
+        resident blocks) recorded one after another on this pool, each submitted as soon as it is
+        recorded (`PROGRAMS_PER_SUBMIT` programs a command buffer and submit: the device runs
+        block j while the host records j + 1), the fences waited on at the end; each result kept
+        on the device as `run_resident` keeps it. Programs whose output is
         one of their inputs are refused (ValueError: the caller runs those one by one). Raises as
         `run`, but a lost device is not retried (the task fails: the resident inputs went with it)."""
         return self._run_many(runs, None, keep=True)
@@ -347,32 +354,53 @@ class VulkanExecutor:
 
     def _run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],
                   outs: Sequence[Outs] | None, keep: bool) -> list[Any]:
+        """`run_resident_many` / `run_many`: the programs cut into submits of
+        `PROGRAMS_PER_SUBMIT`, each submitted as soon as its programs are recorded (the device
+        works on the first while the host records the next), the fences waited on at the end.
+        `lf.profile`'s device seconds add up to the first submit to the last fence, as one batch's."""
         checked = [(program, *self._inputs(program, inputs)) for program, inputs in runs]
         if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _, _ in checked):
             raise ValueError("a batch of programs runs programs whose one output is a step's")
         pool = self.pool
         timed = profiling.active() and timestamps.supported(pool)
+        per = max(PROGRAMS_PER_SUBMIT, 1)
         blocks: list[ResidentBlock] = []
+        started: list[tuple[Any, list[_Recorded], _Status]] = []
         try:
-            with pool.batch() as batch:
-                recorded = []
-                status = _Status.of(batch, sum(len(p.steps) for p, _, _ in checked))
-                for j, (program, arrays, kernels) in enumerate(checked):
-                    clock = (timed and j == 0, timed and j == len(checked) - 1)
-                    if keep:
-                        shape, dtype = program.value_meta(program.outputs[0])
-                        blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
-                                                            shared=self._shared_result()))
-                        recorded.append(self._record(batch, program, arrays, kernels, [None],
-                                                     blocks[-1].allocation, *clock, status))
-                    else:
-                        dests = destinations(program, None if outs is None else outs[j])
-                        recorded.append(self._record(batch, program, arrays, kernels, dests, None, *clock,
-                                                     status))
-                status.read_back(batch)
-                batch.run()
-                self._profiled(batch, recorded, status)
-                results = [r.delivered() for r in recorded]
+            with ExitStack() as closing:  # each batch closes after every fence is waited on
+                try:
+                    for first in range(0, len(checked), per):
+                        batch = closing.enter_context(pool.batch())
+                        group = checked[first:first + per]
+                        status = _Status.of(batch, sum(len(p.steps) for p, _, _ in group))
+                        recorded = []
+                        for j, (program, arrays, kernels) in enumerate(group, first):
+                            clock = (timed and j == first, timed and j == first + len(group) - 1)
+                            if keep:
+                                shape, dtype = program.value_meta(program.outputs[0])
+                                blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
+                                                                    shared=self._shared_result()))
+                                out, dests = blocks[-1].allocation, [None]
+                            else:
+                                out, dests = None, destinations(program, None if outs is None else outs[j])
+                            recorded.append(self._record(batch, program, arrays, kernels, dests, out, *clock,
+                                                         status))
+                        status.read_back(batch)
+                        batch.start()
+                        started.append((batch, recorded, status))
+                    results, waited = [], None
+                    while started:
+                        batch, recorded, status = started.pop(0)
+                        batch.finish()
+                        if waited is not None:  # the batches overlap: count the time this one added
+                            batch.device_seconds = min(batch.device_seconds, time.perf_counter() - waited)
+                        waited = time.perf_counter()
+                        self._profiled(batch, recorded, status)
+                        results += [r.delivered() for r in recorded]
+                except BaseException:
+                    for batch, _, _ in started:  # submitted, not waited on: it reads its memory
+                        pool.wait(batch.context)
+                    raise
         except BaseException:
             for block in blocks:
                 block.free()
@@ -440,6 +468,8 @@ class VulkanExecutor:
     def _profiled(self, batch: Any, recorded: Sequence[_Recorded], status: _Status) -> None:
         """Record the batch's run of the `recorded` programs for `lazyfuel.profile()` (the status
         words read back are not counted as downloaded)."""
+        if not profiling.active():  # nothing would count it: skip gathering the names
+            return
         status_bytes = status.flags.nbytes
         names = tuple(n for r in recorded for n in r.program.binding_names)
         profiling.record(programs=len(recorded), submits=1, dispatches=batch.dispatches,

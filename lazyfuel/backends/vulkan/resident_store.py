@@ -190,6 +190,8 @@ class ResidentStore:
     def _spill_until(self, limit: int) -> int:
         """Spill unpinned blocks, least recently used first, until at most `limit` bytes are on
         the device (or none is left to spill); how many spilled."""
+        if self.device_bytes <= limit:  # under it already: no walk over every held block
+            return 0
         spilled = 0
         for slot in list(self._slots.values()):
             if self.device_bytes <= limit:

@@ -1,8 +1,9 @@
-"""Programs of one batch (`VulkanExecutor.run_resident_many` / `run_many`) share ONE status
-buffer (`executor._Status`): each program's steps write their own words of it, so a bad index in
-one step of one program is named with that program's value, position and axis, and a clean batch
-gives numpy's bits (issue 18, W3). Run with device memory mapped (lavapipe) and again staged,
-as a discrete GPU's is (the status fill and read back then are transfer commands)."""
+"""Programs of one submit of a batch (`VulkanExecutor.run_resident_many` / `run_many`, cut into
+submits of `executor.PROGRAMS_PER_SUBMIT`) share ONE status buffer (`executor._Status`): each
+program's steps write their own words of it, so a bad index in one step of one program is named
+with that program's value, position and axis, and a clean batch gives numpy's bits (issue 18,
+W3). Run with device memory mapped (lavapipe) and again staged, as a discrete GPU's is (the status
+fill and read back then are transfer commands), and with 1, 2 and all programs per submit."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ import lazyfuel as lf
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.dtypes import DType
+
+
+@pytest.fixture(params=[1, 2, 1 << 20], autouse=True)
+def per_submit(request, monkeypatch) -> int:
+    """Programs per submit: one (the default), pairs, or the whole batch in one."""
+    from lazyfuel.backends.vulkan import executor
+
+    monkeypatch.setattr(executor, "PROGRAMS_PER_SUBMIT", request.param)
+    return request.param
 
 
 @pytest.fixture(params=["mapped", "staged"])
@@ -52,13 +62,13 @@ def test_a_bad_index_in_one_program_of_a_batch_is_that_programs(executor, transf
 
 
 @pytest.mark.parametrize("keep", [True, False])
-def test_a_clean_batch_gives_numpy_bits_and_downloads_no_status(executor, transfers, keep):
+def test_a_clean_batch_gives_numpy_bits_and_downloads_no_status(executor, transfers, keep, per_submit):
     rng = np.random.default_rng()
     runs = [_two_selects(rng) for _ in range(5)]
     run = executor.run_resident_many if keep else executor.run_many
     with lf.profile() as p:
         got = run([(program, inputs) for program, inputs, _ in runs])
-    assert p.programs == 5 and p.submits == 1
+    assert p.programs == 5 and p.submits == -(-5 // per_submit)
     assert p.bytes_downloaded == (0 if keep else sum(w.nbytes for _, _, w in runs))
     for result, (_, _, want) in zip(got, runs):
         assert np.asarray(result).tobytes() == want.tobytes()

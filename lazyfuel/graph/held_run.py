@@ -1,0 +1,132 @@
+"""A device graph run again without dask's per-call machinery (issue 18, W3: host time).
+
+`persist(device=True)` / `compute(device=True)` of one Array under the same settings lowers to the
+same dask graph each time (`Array.to_dask` keeps it per runtime). Persisting it through dask
+then materialises the high-level graph, converts it, orders it and starts `get_async`: ~2-5 ms
+before the first task runs, with the GPU idle. `HeldRun.of(arr)` does that work once (the
+materialised, converted graph, its keys and its tasks by depth) and `run(workers)` evaluates
+the same tasks with the same inputs in that order, each once its inputs are there: on a thread
+pool of `workers` threads (a `run_blocks` batch of resident blocks, a block program, a copy to
+the device), except a `getitem` (one block of a batch's tuple) and a `hold_block` whose block is
+on a device already (it passes the block on), which run on the calling thread; the first task
+error is raised as dask raises it (the task's own exception), after every submitted task has
+finished. The result is a
+dask array of the same name, keys, chunks, dtype and meta as dask's persist gives.
+
+Only for dask's local schedulers (threads, sync) with no dask callbacks active and no other
+scheduler arguments than `num_workers` (`usable`); anything else (dask.distributed, a progress
+bar) keeps the dask path.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from collections.abc import Hashable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import dask.local
+import dask.threaded
+from dask._task_spec import DataNode, GraphNode, convert_legacy_graph
+from dask.callbacks import Callback
+from dask.core import flatten
+
+from lazyfuel.backends import base
+from lazyfuel.graph.resident import hold_block
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process, threads): a fork makes its own
+_POOLS_LOCK = threading.Lock()
+
+
+def usable(scheduler: Any, dask_kwargs: Mapping[str, Any]) -> bool:
+    """Whether a persist on `scheduler` with `dask_kwargs` may run as a `HeldRun`."""
+    local = scheduler in (dask.threaded.get, dask.local.get_sync)
+    return local and not Callback.active and set(dask_kwargs) <= {"scheduler", "num_workers"}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's pool of `workers` threads (made once per size, as dask keeps its pools)."""
+    key = (os.getpid(), workers)
+    with _POOLS_LOCK:
+        found = _POOLS.get(key)
+        if found is None:
+            found = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="lazyfuel-held")
+        return found
+
+
+def _levels(graph: Mapping[Hashable, GraphNode]) -> list[Hashable]:
+    """The keys of `graph` by depth (data 0, a task one more than its deepest dependency), so
+    every task of one depth is started before any task waits on one of them."""
+    depth: dict[Hashable, int] = {}
+    for root in graph:
+        stack = [root]
+        while stack:
+            key = stack[-1]
+            if key in depth:
+                stack.pop()
+                continue
+            todo = [d for d in graph[key].dependencies if d not in depth]
+            if todo:
+                stack.extend(todo)
+                continue
+            depth[key] = 1 + max((depth[d] for d in graph[key].dependencies), default=-1)
+            stack.pop()
+    return sorted(graph, key=depth.__getitem__)
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    """One device graph, materialised and ordered once; see the module docstring."""
+
+    graph: dict[Hashable, GraphNode]
+    order: list[Hashable]  # by depth (`_levels`)
+    inline: frozenset  # `getitem` tasks (a block of a batch's tuple): on the calling thread
+    holds: frozenset  # `hold_block` tasks: on the calling thread where the block is on a device already
+    keys: list[Hashable]
+    template: da.Array  # name, chunks, dtype and meta of the result
+
+    @classmethod
+    def of(cls, arr: da.Array) -> HeldRun:
+        """`arr`'s graph prepared for `run` (nothing runs)."""
+        graph = convert_legacy_graph(dict(arr.__dask_graph__()))
+
+        def calling(func: Any) -> frozenset:
+            return frozenset(k for k, node in graph.items() if getattr(node, "func", None) is func)
+
+        return cls(graph, _levels(graph), calling(operator.getitem), calling(hold_block),
+                   list(flatten(arr.__dask_keys__())), arr)
+
+    def run(self, workers: int | None) -> da.Array:
+        """Every task evaluated (see the module docstring): the persisted dask array. `workers`
+        None or 1 runs every task on this thread (dask's sync scheduler)."""
+        values: dict[Hashable, Any] = {}
+        pending: dict[Hashable, Future] = {}
+        pool = _pool(workers) if workers and workers > 1 else None
+        try:
+            for key in self.order:
+                node = self.graph[key]
+                if isinstance(node, DataNode):
+                    values[key] = node()
+                    continue
+                for d in node.dependencies:
+                    if d in pending:
+                        values[d] = pending.pop(d).result()
+                given = {d: values[d] for d in node.dependencies}
+                if pool is None or key in self.inline or (
+                        key in self.holds and all(map(base.is_device_block, given.values()))):
+                    values[key] = node(given)
+                else:
+                    pending[key] = pool.submit(node, given)
+            for key, future in list(pending.items()):
+                values[key] = future.result()
+                del pending[key]
+        finally:
+            for future in pending.values():  # an error: nothing of this run goes on after it
+                future.cancel() or future.exception()
+        t = self.template
+        return da.Array({k: values[k] for k in self.keys}, t.name, t.chunks, dtype=t.dtype, meta=t._meta)

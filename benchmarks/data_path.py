@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w2-gib", default="4,6", help="W2's table sizes, GiB")
     parser.add_argument("--w2-ids", type=int, default=1 << 20, help="W2's number of ids")
     parser.add_argument("--w2-backend", default="auto", help="LAZYFUEL_BACKEND of W2's lazyfuel processes")
-    parser.add_argument("--w2-only", default="", help="run only W2's configurations whose name starts so")
+    parser.add_argument("--w2-only", default="",
+                        help="W2 configurations to run: name prefixes, comma-separated (=NAME: exactly)")
     parser.add_argument("--w2-child", default="", help=argparse.SUPPRESS)  # one W2 configuration (JSON)
     parser.add_argument("--resident-gib", type=float, default=16.0, help="W3/W4: size of resident x")
     parser.add_argument("--resident-chunk-mib", type=int, default=1024, help="W3/W4: chunk size, MiB")
@@ -393,7 +394,9 @@ def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
         configs[2:2] = [f"torch CPU index_select ({torch.get_num_threads()} threads)"]
         if CUDA:
             configs.append("torch CPU index_select into pinned, then .cuda()")
-    configs = [name for name in configs if name.startswith(args.w2_only)]
+    wanted = args.w2_only.split(",")  # prefixes; "=NAME" for exactly NAME
+    configs = [name for name in configs
+               if any(name == w[1:] if w.startswith("=") else name.startswith(w) for w in wanted)]
     rows_out = []
     sizes = [float(g) for g in args.w2_gib.split(",") if g]
     if configs and sizes:  # a fresh machine's first processes are slow whatever they run: one untimed

@@ -89,6 +89,7 @@ class HeldRun:
     holds: frozenset  # `hold_block` tasks: on the calling thread where the block is on a device already
     keys: list[Hashable]
     template: da.Array  # name, chunks, dtype and meta of the result
+    readers: dict[Hashable, int]  # how many tasks read each key
 
     @classmethod
     def of(cls, arr: da.Array) -> HeldRun:
@@ -98,14 +99,20 @@ class HeldRun:
         def calling(func: Any) -> frozenset:
             return frozenset(k for k, node in graph.items() if getattr(node, "func", None) is func)
 
+        readers: dict[Hashable, int] = dict.fromkeys(graph, 0)
+        for node in graph.values():
+            for d in node.dependencies:
+                readers[d] += 1
         return cls(graph, _levels(graph), calling(operator.getitem), calling(hold_block),
-                   list(flatten(arr.__dask_keys__())), arr)
+                   list(flatten(arr.__dask_keys__())), arr, readers)
 
     def run(self, workers: int | None) -> da.Array:
         """Every task evaluated (see the module docstring): the persisted dask array. `workers`
         None or 1 runs every task on this thread (dask's sync scheduler)."""
         values: dict[Hashable, Any] = {}
         pending: dict[Hashable, Future] = {}
+        readers = dict(self.readers)  # tasks still to read each value: an intermediate goes after its last
+        wanted = set(self.keys)
         pool = _pool(workers) if workers and workers > 1 else None
         try:
             for key in self.order:
@@ -117,6 +124,10 @@ class HeldRun:
                     if d in pending:
                         values[d] = pending.pop(d).result()
                 given = {d: values[d] for d in node.dependencies}
+                for d in node.dependencies:  # as dask releases a block once its last reader has it
+                    readers[d] -= 1
+                    if not readers[d] and d not in wanted:
+                        del values[d]
                 if pool is None or key in self.inline or (
                         key in self.holds and all(map(base.is_device_block, given.values()))):
                     values[key] = node(given)

@@ -126,3 +126,38 @@ def test_a_bad_index_is_named_on_every_run(vulkan, pool, kw):
             y.persist(device=True, **kw)
     assert _same(x.index_select(0, np.arange(64)[::-1].copy()).compute(device=True, **kw).__array__(),
                  a[::-1])
+
+
+class _Held:
+    """A value a task makes (weakly referable, as a resident block is)."""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_intermediate_goes_once_its_last_reader_has_it(workers):
+    """As dask releases a block once every task reading it has run, so does a HeldRun: a chain's
+    intermediate is not held until the whole run ends (device memory would pile up)."""
+    import weakref
+
+    import dask.array as da
+
+    made: list[weakref.ref] = []
+    alive_at_last: list[bool] = []
+
+    def make() -> _Held:
+        held = _Held()
+        made.append(weakref.ref(held))
+        return held
+
+    def middle(held: _Held) -> np.ndarray:
+        return np.zeros(2)
+
+    def last(x: np.ndarray) -> np.ndarray:
+        gc.collect()
+        alive_at_last.append(made[0]() is not None)
+        return x + 1
+
+    graph = {("src", 0): (make,), ("mid", 0): (middle, ("src", 0)), ("out", 0): (last, ("mid", 0))}
+    arr = da.Array(graph, "out", chunks=((2,),), dtype=float, meta=np.empty(0))
+    got = held_run.HeldRun.of(arr).run(workers)
+    assert alive_at_last == [False]
+    assert np.asarray(got).tolist() == [1.0, 1.0]

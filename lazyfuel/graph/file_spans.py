@@ -41,6 +41,13 @@ from lazyfuel.graph.read_memory import _Scratch
 MAPPED = True
 """Whether spans are placed from mappings of their file (else copied out of it by `os.preadv`)."""
 
+
+def _will_need(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to read `length` bytes of `fd` at `offset` ahead (a no-op where the system
+    has no `posix_fadvise`, as macOS)."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
 READ_THREADS = max(4, os.cpu_count() or 1)
 """Threads of the process-wide pool that reads local chunk files' spans."""
 
@@ -153,7 +160,7 @@ def _mapped_spans(fd: int, spans: Sequence[Span], place: Callable[[int, slice, n
         """Queue the next window's reads (the kernel reads them while this thread works)."""
         nonlocal asked
         for lo, hi, _ in windows[asked]:
-            os.posix_fadvise(fd, lo, hi - lo, os.POSIX_FADV_WILLNEED)
+            _will_need(fd, lo, hi - lo)
         IN_FLIGHT.enter()
         asked += 1
 
@@ -163,7 +170,7 @@ def _mapped_spans(fd: int, spans: Sequence[Span], place: Callable[[int, slice, n
         for window in windows:
             try:
                 mapped = _mapping(fd, window)
-            except (OSError, ValueError):
+            except (OSError, ValueError, TypeError):  # TypeError: no `prot` (Windows' mmap)
                 return done
             try:
                 done += _place_mapped(mapped, window, place)
@@ -210,7 +217,7 @@ def mapped_file(fd: int, size: int) -> Iterator[np.ndarray]:
     `RANGE_BYTES` of it faulted in by a numpy pass that does not hold the GIL, so the caller's
     own passes over it (a crc32c) wait for no disk. The mapping closes on leaving; no view of it
     may be kept."""
-    os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+    _will_need(fd, 0, size)
     mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ)
     try:
         view = np.frombuffer(mapped, np.uint8)

@@ -21,6 +21,7 @@ from dask.base import get_scheduler
 from lazyfuel import zarr_io
 from lazyfuel.graph import fft as fft_ops
 from lazyfuel.graph import ops
+from lazyfuel.graph.file_spans import READ_THREADS
 from lazyfuel.graph.grouping import local_workers
 from lazyfuel.graph.held import overlapping
 from lazyfuel.graph.held_run import HeldRun, usable
@@ -28,7 +29,7 @@ from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
 from lazyfuel.graph.resident import assembled, device_workers, on_device
-from lazyfuel.graph.stored import READ_THREADS, direct_array, read_budget, reads_directly
+from lazyfuel.graph.stored import direct_array, read_budget, reads_directly
 from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
 from lazyfuel.settings import config
@@ -206,8 +207,8 @@ class Array:
             _check_out_apart(out, node)
         scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
-            if scheduler is dask.threaded.get and reads_directly(node):  # tasks waiting on the disk
-                dask_kwargs = _threads(dask_kwargs, max(READ_THREADS, dask.system.CPU_COUNT))
+            if scheduler is dask.threaded.get and reads_directly(node):  # tasks waiting on the disk:
+                dask_kwargs = _threads(dask_kwargs, READ_THREADS)  # as many as the file reads' own pool
             result = np.empty(node.shape, node.dtype) if out is None else out
             found = lower_into(node, DefaultRuntime.current(), result, local_workers(scheduler, dask_kwargs))
             if found is not None:

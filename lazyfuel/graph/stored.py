@@ -392,9 +392,6 @@ def chunk_of(arr: Any, source_chunks: ch.Chunks, block: tuple[int, ...]) -> tupl
     return block
 
 
-READ_THREADS = 4  # at least this many dask threads run a graph of direct reads: its tasks wait on the disk
-
-
 def reads_directly(select: Any) -> bool:
     """Whether `direct_reads` applies to `select`: an index_select with concrete indices straight
     over a `from_zarr` source."""

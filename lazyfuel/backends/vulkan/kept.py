@@ -126,6 +126,7 @@ class KeptImports:
         self._seen: dict[tuple[int, int], tuple[weakref.ref, int, set[tuple[int, int]]]] = {}
         self._lock = threading.RLock()  # an owner's finalizer may run inside a locked section
         self._importing: set[tuple[int, int]] = set()  # ranges one thread is importing now
+        self._imported = threading.Condition(self._lock)  # notified as a range leaves `_importing`
         self.kept_bytes = 0
         self.made = self.made_bytes = 0  # imports made so far and their bytes (benchmarks report them)
         self.closed = False
@@ -210,8 +211,8 @@ class KeptImports:
             return None
         owner_data = _address(owner)
         key = (owner_data + start, nbytes)
-        while True:
-            with self._lock:
+        with self._lock:
+            while True:
                 entry = self._entries.get(key)
                 if entry is not None and (entry.owner() is not owner or entry.owner_data != owner_data):
                     self._drop_locked(key, entry)
@@ -228,7 +229,7 @@ class KeptImports:
                         self._seen[key] = (weakref.ref(owner), owner_data, set())
                         weakref.finalize(owner, self._forget, key)
                     break
-            time.sleep(0.0005)  # another thread pins this range: its import is shared when made
+                self._imported.wait()  # another thread pins this range: its import is shared when made
         if entry is None:
             entry = self._import(allocator, key, memory_span(owner)[start:start + nbytes], owner,
                                  owner_data, keep=keep)
@@ -244,12 +245,10 @@ class KeptImports:
         try:
             allocation = allocator.import_host(span)
         except BaseException:
-            with self._lock:
-                self._importing.discard(key)
+            self._imported_now(key)
             raise
         if allocation is None:
-            with self._lock:
-                self._importing.discard(key)
+            self._imported_now(key)
             return None
         allocation.block.keep = None  # the owner's finalizer, not the import, decides its life
         entry = _Entry(allocation, allocator, weakref.ref(owner), owner_data, span.nbytes, users=1)
@@ -262,8 +261,14 @@ class KeptImports:
                 self.kept_bytes += span.nbytes
             self.made += 1
             self.made_bytes += span.nbytes
-            self._importing.discard(key)  # with the entry in: a waiting `hold` finds it
+            self._imported_now(key)  # with the entry in: a waiting `hold` finds it
         return entry
+
+    def _imported_now(self, key: tuple[int, int]) -> None:
+        """`key`'s range is no longer being imported: wake the `hold`s waiting on it."""
+        with self._lock:
+            self._importing.discard(key)
+            self._imported.notify_all()
 
     def _make_room_locked(self, nbytes: int, budget: int) -> bool:
         """Release least recently used imports no batch uses until `nbytes` more fit `budget`."""

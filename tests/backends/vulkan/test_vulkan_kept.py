@@ -208,3 +208,40 @@ def test_timed_round_trips_time_what_an_array_seen_once_pays(pool, discrete):
     assert pool.kept.live == 0 and pool.kept.made == made, "nothing imported for them"
     with pool.batch() as batch:
         assert pool.kept.find(batch, a) is None, "not even seen: the next real use is its first"
+
+
+def test_a_hold_of_a_range_being_imported_waits_for_that_import_and_shares_it(pool, discrete, monkeypatch):
+    """`hold` (the in-place row reads' way in) of a range another thread is importing waits for
+    that import and uses it: one import, one address, for both."""
+    import threading
+
+    x = np.random.default_rng(13).standard_normal((CHUNK_ROWS, COLS), dtype=np.float32)
+    importing, go, calls = threading.Event(), threading.Event(), []
+    real_import = discrete.import_host
+
+    def slow_import(data):  # the real import, once the other thread is waiting on it
+        calls.append(data.nbytes)
+        importing.set()
+        go.wait(10)
+        return real_import(data)
+
+    monkeypatch.setattr(discrete, "import_host", slow_import)
+    found = {}
+
+    def hold(name):
+        with pool.batch() as batch:
+            held = pool.kept.hold(batch, x, 0, x.nbytes)
+            found[name] = None if held is None else held.address
+
+    worker = threading.Thread(target=hold, args=("first",))
+    worker.start()
+    assert importing.wait(10)
+    waiter = threading.Thread(target=hold, args=("second",))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive(), "the second hold waits for the import under way"
+    go.set()
+    worker.join(10)
+    waiter.join(10)
+    assert calls == [x.nbytes], "imported once"
+    assert found["first"] is not None and found["second"] == found["first"], "and shared"

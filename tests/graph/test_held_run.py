@@ -21,6 +21,16 @@ from tests.backends.vulkan.test_vulkan_residency_persist_device import _blocks, 
 from tests.graph.test_batched import _case
 
 
+@pytest.fixture(autouse=True)
+def _held_runs_evaluated(monkeypatch):
+    """The held run's own behaviour: every task evaluated each run (no replay: test_replay)."""
+    monkeypatch.setenv("LAZYFUEL_REPLAY_DEVICE_GRAPHS", "0")
+    lf.config.reload()
+    yield
+    monkeypatch.undo()
+    lf.config.reload()
+
+
 def _counting_prepares(monkeypatch) -> list[int]:
     """One entry per `HeldRun.of` (a graph prepared anew); the real method runs."""
     made: list[int] = []

@@ -70,7 +70,9 @@ def test_repeated_persists_replay_bit_exact_with_results_held_and_dropped(vulkan
     assert len(ran) == evaluated  # every later persist replayed: no task evaluated
     for r in [first, *held]:
         assert _same(r.compute(), want)
-    assert _same(_read(y.compute(device=True, **kw)), want)
+    for _ in range(3):  # compute(device=True): a held graph of its own (CUDA-shared results), replayed
+        assert _same(_read(y.compute(device=True, **kw)), want)
+    assert len(ran) == 2 * evaluated
     assert _same(x.compute(), a)
 
 
@@ -203,3 +205,31 @@ def test_persisted_indices_are_checked_on_every_persist(vulkan, each_submit, mon
     for _ in range(3):
         with pytest.raises(IndexError, match=rf"index {4 * ROWS + 7} at position 5 is out of range"):
             bad.persist(device=True, **kw)
+
+
+def test_blocks_of_two_pools_replay_each_on_its_pool(vulkan, each_submit, monkeypatch):
+    """`LAZYFUEL_DEVICES=i,i`: two pools on the one Vulkan device; each pool's blocks are replayed
+    on it (a thread per pool), each result where its input lies, nothing crossing pools."""
+    from lazyfuel.backends.vulkan import get_pool
+
+    pool = each_submit
+    monkeypatch.setenv("LAZYFUEL_DEVICES", f"{pool.info.index},{pool.info.index}")
+    lf.config.reload()
+    try:
+        second = get_pool(pool.info.index, replica=1)
+        second.allocator.poison = pool.allocator.poison
+        _, x, y, want, _ = _w3()
+        assert [b.pool for b in _blocks(x)] == [pool, second] * (BLOCKS // 2)
+        y.persist(device=True)
+        ran = _counting_tasks(monkeypatch)
+        for _ in range(3):
+            _poisoned_memory_freed(pool)
+            with lf.profile() as p:
+                r = y.persist(device=True)
+            assert [b.pool for b in _blocks(r)] == [pool, second] * (BLOCKS // 2)
+            assert p.devices[pool.label] == p.devices[second.label] == BLOCKS // 2 and p.bytes_peer == 0
+            assert _same(r.compute(), want)
+        assert ran == []
+    finally:
+        monkeypatch.delenv("LAZYFUEL_DEVICES")
+        lf.config.reload()

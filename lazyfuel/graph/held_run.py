@@ -13,6 +13,10 @@ error is raised as dask raises it (the task's own exception), after every submit
 finished. The result is a
 dask array of the same name, keys, chunks, dtype and meta as dask's persist gives.
 
+Where the graph is one layer of batched block programs whose every block joined one batch (W3's
+shape), the run notes what each batch ran and later runs replay that instead of evaluating the
+tasks (`graph/replay.py`, `config.replay_device_graphs`), while it can be the same run.
+
 Only for dask's local schedulers (threads, sync) with no dask callbacks active and no other
 scheduler arguments than `num_workers` (`usable`); anything else (dask.distributed, a progress
 bar) keeps the dask path.

@@ -146,6 +146,12 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "settings on dask's local schedulers reuses its materialised, ordered graph and runs its "
          "tasks on lazyfuel's threads, without dask's per-call graph work (`graph/held_run.py`; "
          "not with dask callbacks or other scheduler arguments than `num_workers`); 0: dask's persist"),
+    Knob("replay_device_graphs", "LAZYFUEL_REPLAY_DEVICE_GRAPHS", _on_off, True, "1, 0",
+         "a reused device graph (`reuse_device_graphs`) that is one layer of batched block programs "
+         "over resident blocks replays what its last run decided (each block's executor, program "
+         "and inputs: no task, planning or placement), recording and submitting every block on "
+         "one thread, while the same knobs, pools and input blocks hold (`graph/replay.py`); 0: "
+         "every task evaluated each time"),
     Knob("pin_kernels", "LAZYFUEL_PIN_KERNELS", _kernel_names, (), "comma-separated kernel names",
          "contract kernels the planner takes wherever they can run, over cheaper ones (e.g. "
          "`select_fill`, `index_select_strided`); `lazyfuel audit` and `lf.explain` name them"),

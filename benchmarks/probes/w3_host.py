@@ -1,14 +1,16 @@
 """W3's host time on tiny resident blocks, two trees side by side (issue 18, W3 host time).
 
 Decides: whether a change to the per-persist host work (submits per batch, per-block Python,
-the work before the first task) makes `persist(device=True)` of W3's graph faster where the
-kernels cost next to nothing (tiny blocks on lavapipe: host time is all there is). x (16 blocks of
-`--rows` x `--cols` f32) is persisted, then `y = x.index_select(0, idx).masked_fill(mask (N,1), -1)`
-(idx permuting rows inside each block) is persisted again and again; printed per tree and
-scheduler: the best and median ms of one persist, the ms from its start to its first submit
-(`DevicePool.submit` wrapped to stamp the time), and the ms of the batched tasks
-(`graph.batched.run_blocks`, timed) per block: the host's per-block work. Each tree runs in its
-own process (its `lazyfuel` first on `sys.path`); the result's bits are compared with numpy.
+the work before the first task, a replay of the last run: `graph/replay.py`) makes
+`persist(device=True)` of W3's graph faster where the kernels cost next to nothing (tiny blocks
+on lavapipe: host time is all there is). x (16 blocks of `--rows` x `--cols` f32) is persisted,
+then `y = x.index_select(0, idx).masked_fill(mask (N,1), -1)` (idx permuting rows inside each
+block) is persisted again and again; printed per tree and scheduler: the best and median ms of
+one persist, the ms from its start to its first submit (`DevicePool.submit` wrapped to stamp the
+time), and the host's ms per block: the persist's wall time less its time inside
+`vkQueueSubmit` and the fence waits (`DevicePool.submit` / `wait`, timed), over the blocks: the
+Python a block costs, whichever path ran it. Each tree runs in its own process (its `lazyfuel`
+first on `sys.path`); the result's bits are compared with numpy.
 
     python benchmarks/probes/w3_host.py [--trees /work/main,.] [--rows 64] [--cols 256] [--reps 40]
         [--per-submit 0,1,2,4]
@@ -26,36 +28,35 @@ import time
 
 def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
     """In this process: {scheduler: (best ms, median ms, median ms to the first submit, median
-    ms of batched tasks per block)};
-    `per_submit` > 0 sets `executor.PROGRAMS_PER_SUBMIT` where the tree has it."""
+    host ms per block)}; `per_submit` > 0 sets `executor.PROGRAMS_PER_SUBMIT` where the tree has it."""
     import numpy as np
 
     import lazyfuel as lf
     from lazyfuel.backends.vulkan import executor
     from lazyfuel.backends.vulkan.pool import DevicePool
-    from lazyfuel.graph import batched
 
     first: list[float] = []
-    real_submit = DevicePool.submit
+    in_driver: list[float] = []
+    real_submit, real_wait = DevicePool.submit, DevicePool.wait
 
     def stamped(self: DevicePool, context: object) -> None:
-        first.append(time.perf_counter())
-        real_submit(self, context)
+        start = time.perf_counter()
+        first.append(start)
+        try:
+            real_submit(self, context)
+        finally:
+            in_driver.append(time.perf_counter() - start)
+
+    def timed_wait(self: DevicePool, context: object) -> None:
+        start = time.perf_counter()
+        try:
+            real_wait(self, context)
+        finally:
+            in_driver.append(time.perf_counter() - start)
 
     if per_submit > 0 and hasattr(executor, "PROGRAMS_PER_SUBMIT"):
         executor.PROGRAMS_PER_SUBMIT = per_submit
-    DevicePool.submit = stamped  # a timer around the real submit: the device runs as ever
-    in_tasks: list[float] = []
-    real_run_blocks = batched.run_blocks
-
-    def timed_run_blocks(*args: object) -> object:  # a batched task: its blocks' whole host work
-        start = time.perf_counter()
-        try:
-            return real_run_blocks(*args)
-        finally:
-            in_tasks.append(time.perf_counter() - start)
-
-    batched.run_blocks = timed_run_blocks  # looked up when the graph is lowered, below
+    DevicePool.submit, DevicePool.wait = stamped, timed_wait  # timers around the real calls
     blocks = 16
     rng = np.random.default_rng(3)
     xh = rng.standard_normal((rows * blocks, cols)).astype(np.float32)
@@ -72,7 +73,7 @@ def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
         walls, to_first, per_block = [], [], []
         for rep in range(reps + 5):
             first.clear()
-            in_tasks.clear()
+            in_driver.clear()
             start = time.perf_counter()
             held = y.persist(device=True, **kw)
             wall = time.perf_counter() - start
@@ -80,7 +81,7 @@ def measure(rows: int, cols: int, reps: int, per_submit: int) -> dict:
             if rep >= 5:
                 walls.append(wall * 1e3)
                 to_first.append((first[0] - start) * 1e3)
-                per_block.append(sum(in_tasks) / blocks * 1e3)
+                per_block.append((wall - sum(in_driver)) / blocks * 1e3)
         out[label] = (min(walls), float(np.median(walls)), float(np.median(to_first)),
                       float(np.median(per_block)))
     return out
@@ -102,7 +103,7 @@ def main() -> None:
     env = {**os.environ, "LAZYFUEL_BACKEND": os.environ.get("LAZYFUEL_BACKEND", "vulkan")}
     print(f"lavapipe-sized W3: 16 blocks of {args.rows} x {args.cols} f32, {args.reps} persists each")
     print(f"{'tree':<28} {'scheduler':<9} {'best ms':>8} {'median ms':>10} {'to 1st submit':>14} "
-          f"{'task ms/block':>14}")
+          f"{'host ms/block':>14}")
     for tree, per_submit in [(t, n) for t in args.trees.split(",") for n in args.per_submit.split(",")]:
         root = os.path.abspath(tree)
         child = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {root!r}); "

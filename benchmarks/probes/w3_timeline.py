@@ -7,7 +7,8 @@ scheduler, the task bodies before their submit (planning, binding, recording), t
 fences (the device), or after the last task. One persist is timed with wrappers around
 `graph.resident.on_device` (lowering), `dask.threaded.get` (the scheduler), `graph.batched.run_blocks`
 (a task of several blocks), `VulkanExecutor._record` (recording one program), `Batch.start`
-(submit) and `Batch.finish` (the fence wait), each event stamped with `time.perf_counter()` and
+(submit) and `Batch.finish` (the fence wait), and `Replay.run` where the tree replays a held run
+(`graph/replay.py`), each event stamped with `time.perf_counter()` and
 its thread; printed as ms from the persist's start, per thread, with the device seconds (submit to
 fence) of each batch. Where CUDA shares the GPU, x is made by torch and taken device to device, as
 data_path.py's W3 does; elsewhere (lavapipe) a host array is persisted.
@@ -79,6 +80,12 @@ def instrument() -> None:
         held_run = None
     if held_run is not None:
         _wrap(held_run.HeldRun, "run", "held run")
+    try:  # a tree that replays a held run's last decisions (graph/replay.py)
+        from lazyfuel.graph import replay
+    except ImportError:
+        replay = None
+    if replay is not None:
+        _wrap(replay.Replay, "run", "replay")
     _wrap(executor.VulkanExecutor, "_record", "record")
     _wrap(batch.Batch, "start", "submit")
     _wrap(batch.Batch, "finish", "wait", lambda b, _: f"device {b.device_seconds * 1e3:.2f} ms")

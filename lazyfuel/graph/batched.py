@@ -40,6 +40,7 @@ import numpy as np
 
 from lazyfuel.backends import base
 from lazyfuel.backends.base import executor
+from lazyfuel.graph import replay
 from lazyfuel.graph.task import (
     BlockRecipe,
     Runtime,
@@ -182,6 +183,9 @@ def _results(recipes: Sequence[BlockRecipe], runtime: Runtime, given: Sequence[S
             if made is not None:
                 for (position, _, _, _), result in zip(batch, made):
                     results[position] = finished(recipes[position], result)
+                if group[1] and len(batch) == len(recipes):  # the whole task kept as one batch
+                    replay.note(tuple(recipes), runtime, runners[group],
+                                [(program, inputs) for _, program, inputs, _ in batch], results)
                 continue
         for position, _, _, _ in batch:
             results[position] = computed_block(recipes[position], runtime, given[position], into[position])

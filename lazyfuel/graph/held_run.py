@@ -13,6 +13,10 @@ error is raised as dask raises it (the task's own exception), after every submit
 finished. The result is a
 dask array of the same name, keys, chunks, dtype and meta as dask's persist gives.
 
+Where the graph is one layer of batched block programs whose every block joined one batch (W3's
+shape), the run notes what each batch ran and later runs replay that instead of evaluating the
+tasks (`graph/replay.py`, `config.replay_device_graphs`), while it can be the same run.
+
 Only for dask's local schedulers (threads, sync) with no dask callbacks active and no other
 scheduler arguments than `num_workers` (`usable`); anything else (dask.distributed, a progress
 bar) keeps the dask path.
@@ -20,12 +24,13 @@ bar) keeps the dask path.
 
 from __future__ import annotations
 
+import contextvars
 import operator
 import os
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dask
@@ -33,11 +38,14 @@ import dask.array as da
 import dask.local
 import dask.threaded
 from dask._task_spec import DataNode, GraphNode, convert_legacy_graph
+from dask.array.core import _pass_extra_kwargs
 from dask.callbacks import Callback
 from dask.core import flatten
 
 from lazyfuel.backends import base
+from lazyfuel.graph import replay
 from lazyfuel.graph.resident import hold_block
+from lazyfuel.settings import config
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process, threads): a fork makes its own
 _POOLS_LOCK = threading.Lock()
@@ -57,6 +65,17 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         if found is None:
             found = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="lazyfuel-held")
         return found
+
+
+def calls(node: GraphNode, func: Any) -> bool:
+    """Whether task `node` calls `func`: directly, or through dask's keyword wrapper (a
+    `map_blocks` with keyword arguments, as `hold_block`'s layer is, calls `_pass_extra_kwargs`
+    with `func` as its first argument)."""
+    found = getattr(node, "func", None)
+    if found is func:
+        return True
+    args = getattr(node, "args", ())
+    return found is _pass_extra_kwargs and bool(args) and isinstance(args[0], DataNode) and args[0]() is func
 
 
 def _levels(graph: Mapping[Hashable, GraphNode]) -> list[Hashable]:
@@ -90,6 +109,7 @@ class HeldRun:
     keys: list[Hashable]
     template: da.Array  # name, chunks, dtype and meta of the result
     readers: dict[Hashable, int]  # how many tasks read each key
+    _replay: list = field(default_factory=lambda: [None], compare=False)  # [the last run's Replay]
 
     @classmethod
     def of(cls, arr: da.Array) -> HeldRun:
@@ -97,7 +117,7 @@ class HeldRun:
         graph = convert_legacy_graph(dict(arr.__dask_graph__()))
 
         def calling(func: Any) -> frozenset:
-            return frozenset(k for k, node in graph.items() if getattr(node, "func", None) is func)
+            return frozenset(k for k, node in graph.items() if calls(node, func))
 
         readers: dict[Hashable, int] = dict.fromkeys(graph, 0)
         for node in graph.values():
@@ -107,8 +127,25 @@ class HeldRun:
                    list(flatten(arr.__dask_keys__())), arr, readers)
 
     def run(self, workers: int | None) -> da.Array:
-        """Every task evaluated (see the module docstring): the persisted dask array. `workers`
-        None or 1 runs every task on this thread (dask's sync scheduler)."""
+        """The persisted dask array: replayed where the last run noted a replay that can be the
+        same run (`graph/replay.py`, `config.replay_device_graphs`), else every task evaluated
+        (see the module docstring; that run notes the next replay). `workers` None or 1 runs every
+        task on this thread (dask's sync scheduler)."""
+        if not config.replay_device_graphs:
+            return self._evaluated(workers, None)
+        known = self._replay[0]
+        found = None if known is None else known.run(_pool)
+        if found is not None:
+            return found
+        with replay.noting() as notes:
+            result = self._evaluated(workers, contextvars.copy_context)
+        self._replay[0] = replay.Replay.of(self.graph, self.keys, self.template, notes, result)
+        return result
+
+    def _evaluated(self, workers: int | None, context: Callable[[], contextvars.Context] | None
+                   ) -> da.Array:
+        """Every task evaluated; a task on a pool thread runs in `context()` where given (this
+        thread's context copied: the replay's notes)."""
         values: dict[Hashable, Any] = {}
         pending: dict[Hashable, Future] = {}
         readers = dict(self.readers)  # tasks still to read each value: an intermediate goes after its last
@@ -131,8 +168,10 @@ class HeldRun:
                 if pool is None or key in self.inline or (
                         key in self.holds and all(map(base.is_device_block, given.values()))):
                     values[key] = node(given)
-                else:
+                elif context is None:
                     pending[key] = pool.submit(node, given)
+                else:
+                    pending[key] = pool.submit(context().run, node, given)
             for key, future in list(pending.items()):
                 values[key] = future.result()
                 del pending[key]

@@ -21,6 +21,16 @@ from tests.backends.vulkan.test_vulkan_residency_persist_device import _blocks, 
 from tests.graph.test_batched import _case
 
 
+@pytest.fixture(autouse=True)
+def _held_runs_evaluated(monkeypatch):
+    """The held run's own behaviour: every task evaluated each run (no replay: test_replay)."""
+    monkeypatch.setenv("LAZYFUEL_REPLAY_DEVICE_GRAPHS", "0")
+    lf.config.reload()
+    yield
+    monkeypatch.undo()
+    lf.config.reload()
+
+
 def _counting_prepares(monkeypatch) -> list[int]:
     """One entry per `HeldRun.of` (a graph prepared anew); the real method runs."""
     made: list[int] = []
@@ -161,3 +171,16 @@ def test_an_intermediate_goes_once_its_last_reader_has_it(workers):
     got = held_run.HeldRun.of(arr).run(workers)
     assert alive_at_last == [False]
     assert np.asarray(got).tolist() == [1.0, 1.0]
+
+
+def test_the_holds_are_found_through_dasks_keyword_wrapper(vulkan, pool):
+    """`hold_block`'s layer is a map_blocks with keyword arguments (dask wraps each call in
+    `_pass_extra_kwargs`): its tasks are still the held run's holds, run on the calling thread
+    where the block lies on a device already."""
+    from lazyfuel.graph.resident import hold_block
+
+    a, idx, mask, want = _case(4 * 16, 16)
+    y = lf.from_array(a, chunks=(16, 24)).persist(device=True).index_select(0, idx).masked_fill(mask, -1.0)
+    assert _same(y.persist(device=True, num_workers=2).compute(), want)
+    (run,) = y._held_runs.values()
+    assert len(run.holds) == 4 and all(held_run.calls(run.graph[k], hold_block) for k in run.holds)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -355,52 +354,60 @@ class VulkanExecutor:
     def _run_many(self, runs: Sequence[tuple[Program, Sequence[np.ndarray]]],
                   outs: Sequence[Outs] | None, keep: bool) -> list[Any]:
         """`run_resident_many` / `run_many`: the programs cut into submits of
-        `PROGRAMS_PER_SUBMIT`, each submitted as soon as its programs are recorded (the device
-        works on the first while the host records the next), the fences waited on at the end.
-        `lf.profile`'s device seconds add up to the first submit to the last fence, as one batch's."""
-        checked = [(program, *self._inputs(program, inputs)) for program, inputs in runs]
-        if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _, _ in checked):
+        `PROGRAMS_PER_SUBMIT`, each submitted as soon as its programs are checked and recorded
+        (the device works on the first while the host records the next), the fences waited on at
+        the end, each batch closed as soon as its fence is waited on (its memory and pins go
+        while the device runs the later ones). `lf.profile`'s device seconds add up to the first
+        submit to the last fence, as one batch's."""
+        if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _ in runs):
             raise ValueError("a batch of programs runs programs whose one output is a step's")
         pool = self.pool
         timed = profiling.active() and timestamps.supported(pool)
         per = max(PROGRAMS_PER_SUBMIT, 1)
         blocks: list[ResidentBlock] = []
+        opened: list[Any] = []  # batches not closed yet
         started: list[tuple[Any, list[_Recorded], _Status]] = []
         try:
-            with ExitStack() as closing:  # each batch closes after every fence is waited on
-                try:
-                    for first in range(0, len(checked), per):
-                        batch = closing.enter_context(pool.batch())
-                        group = checked[first:first + per]
-                        status = _Status.of(batch, sum(len(p.steps) for p, _, _ in group))
-                        recorded = []
-                        for j, (program, arrays, kernels) in enumerate(group, first):
-                            clock = (timed and j == first, timed and j == first + len(group) - 1)
-                            if keep:
-                                shape, dtype = program.value_meta(program.outputs[0])
-                                blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
-                                                                    shared=self._shared_result()))
-                                out, dests = blocks[-1].allocation, [None]
-                            else:
-                                out, dests = None, destinations(program, None if outs is None else outs[j])
-                            recorded.append(self._record(batch, program, arrays, kernels, dests, out, *clock,
-                                                         status))
-                        status.read_back(batch)
-                        batch.start()
-                        started.append((batch, recorded, status))
-                    results, waited = [], None
-                    while started:
-                        batch, recorded, status = started.pop(0)
-                        batch.finish()
-                        if waited is not None:  # the batches overlap: count the time this one added
-                            batch.device_seconds = min(batch.device_seconds, time.perf_counter() - waited)
-                        waited = time.perf_counter()
-                        self._profiled(batch, recorded, status)
-                        results += [r.delivered() for r in recorded]
-                except BaseException:
-                    for batch, _, _ in started:  # submitted, not waited on: it reads its memory
-                        pool.wait(batch.context)
-                    raise
+            try:
+                for first in range(0, len(runs), per):
+                    group = [(program, *self._inputs(program, inputs))
+                             for program, inputs in runs[first:first + per]]
+                    batch = pool.batch()
+                    opened.append(batch)
+                    status = _Status.of(batch, sum(len(p.steps) for p, _, _ in group))
+                    recorded = []
+                    for j, (program, arrays, kernels) in enumerate(group, first):
+                        clock = (timed and j == first, timed and j == first + len(group) - 1)
+                        if keep:
+                            shape, dtype = program.value_meta(program.outputs[0])
+                            blocks.append(ResidentBlock.reserve(pool, tuple(shape), dtype.numpy,
+                                                                shared=self._shared_result()))
+                            out, dests = blocks[-1].allocation, [None]
+                        else:
+                            out, dests = None, destinations(program, None if outs is None else outs[j])
+                        recorded.append(self._record(batch, program, arrays, kernels, dests, out, *clock,
+                                                     status))
+                    status.read_back(batch)
+                    batch.start()
+                    started.append((batch, recorded, status))
+                results, waited = [], None
+                while started:
+                    batch, recorded, status = started.pop(0)
+                    batch.finish()
+                    if waited is not None:  # the batches overlap: count the time this one added
+                        batch.device_seconds = min(batch.device_seconds, time.perf_counter() - waited)
+                    waited = time.perf_counter()
+                    self._profiled(batch, recorded, status)
+                    results += [r.delivered() for r in recorded]
+                    opened.remove(batch)
+                    batch.close()
+            except BaseException:
+                for batch, _, _ in started:  # submitted, not waited on: it reads its memory
+                    pool.wait(batch.context)
+                raise
+            finally:
+                for batch in opened:
+                    batch.close()
         except BaseException:
             for block in blocks:
                 block.free()

@@ -119,6 +119,11 @@ class ResidentBlock(CArrayMeta):
         return self._slot.allocation is None and not self._slot.freed
 
     @property
+    def freed(self) -> bool:
+        """Whether the memory went back (`free()`): the block holds no bytes any more."""
+        return self._slot.freed
+
+    @property
     def spills(self) -> int:
         """How many times this block was spilled to host memory."""
         return self._slot.spills

@@ -1,36 +1,49 @@
-"""W2 on the GPU by piece size: the rows gathered into page-locked staging while earlier pieces upload.
+"""W2 on the GPU, the streamed way: where its time goes, by threads, staging memory, pieces in flight.
 
-Decided: the piece size and the pieces in flight of `lazyfuel/backends/vulkan/streamed.py`, and
-where the time of `compute(device=True)` of W2 goes. In one warm process (the first compute
-excluded): for each `--pieces` MiB x `--flights` pair, best and median ms of `--rounds` computes of
-`index_select(x, 0, ids).compute(device=True)` (x a pageable (rows, 256) f32 table of `--gib` GiB
-in 16 chunks, 1M random int64 ids), each result checked bit for bit on its first and last rows;
-then the gather alone into page-locked memory (`hostcopy.take_rows` on all threads) and, where
-torch sees CUDA, torch's `index_select` into a pinned tensor and `.cuda(non_blocking=True)`.
+Decided: `lazyfuel/backends/vulkan/streamed.py`'s `RUN_MIN` (every copy thread on every piece, or
+runs of 4 MiB: 4 threads a 16 MiB piece), `CACHED_STAGING` (host-cached page-locked staging, or
+the write-combined upload type), `PIECE_BYTES` and `IN_FLIGHT`; and where the first compute's time
+goes. In one process (x a pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random
+int64 ids, every result checked bit for bit on its first and last rows):
 
-    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 8,16,32] [--flights 2,3] [--rounds 5]
+1. the pool made by `lf.explain(y, device=True)` (timed), then the first `compute(device=True)`
+   with the rows streamed, under cProfile on dask's synchronous scheduler (cProfile sees one
+   thread): its wall and the functions that took the most time;
+2. `take_rows` alone of 1 GiB on every copy thread into host-cached page-locked memory and into
+   the write-combined upload type (the staging memory's part);
+3. `streamed.gather_up` alone (one 1 GiB block) and the whole `compute(device=True)` streamed
+   (4 tasks), best / median of `--rounds`, for each variant;
+4. cProfile of a warm compute each way (streamed, in place; synchronous): the per-compute overhead;
+5. where torch sees CUDA, torch's CPU `index_select` into a pinned tensor and `.cuda()`.
+
+    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 import lazyfuel as lf
-from lazyfuel.backends.vulkan import streamed
-from lazyfuel.hostcopy import take_rows
+from lazyfuel.backends.vulkan import get_pool, streamed
+from lazyfuel.hostcopy import take_rows, workers
 
 COLS, CHUNKS = 256, 16
+OLD_RUN = 4 << 20  # main's runs: 4 of them a 16 MiB piece
 
 
-def _timed(run, rounds: int) -> tuple[float, float]:
+def _timed(run: Callable[[], object], rounds: int) -> tuple[float, float]:
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -39,13 +52,30 @@ def _timed(run, rounds: int) -> tuple[float, float]:
     return min(times) * 1e3, statistics.median(times) * 1e3
 
 
+def _profiled(label: str, run: Callable[[], object], lines: int) -> None:
+    profile = cProfile.Profile()
+    start = time.perf_counter()
+    profile.enable()
+    run()
+    profile.disable()
+    wall = (time.perf_counter() - start) * 1e3
+    text = io.StringIO()
+    stats = pstats.Stats(profile, stream=text)
+    stats.sort_stats("cumulative").print_stats(lines)
+    stats.sort_stats("tottime").print_stats(lines)
+    print(f"--- {label}: {wall:.1f} ms under cProfile\n" + "\n".join(
+        line for line in text.getvalue().splitlines() if line.strip() and "{built-in method builtins.exec}"
+        not in line)[:9000], flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=4.0)
     parser.add_argument("--ids", type=int, default=1 << 20)
-    parser.add_argument("--pieces", default="8,16,32", help="piece sizes, MiB")
+    parser.add_argument("--pieces", default="16,32", help="piece sizes, MiB")
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile-lines", type=int, default=22)
     args = parser.parse_args()
     rows = int(args.gib * 2**30) // (COLS * 4)
     table = np.empty((rows, COLS), np.float32)
@@ -55,33 +85,73 @@ def main() -> int:
     table[:, 0] = np.arange(rows, dtype=np.float32)
     ids = np.random.default_rng(4).integers(0, rows, args.ids, dtype=np.int64)
     y = lf.index_select(lf.from_array(table, chunks=(-(-rows // CHUNKS), COLS)), 0, ids)
-    want_first, want_last = table[ids[:1024]], table[ids[-1024:]]
+    want_first, want_last = table[ids[:1024]].tobytes(), table[ids[-1024:]].tobytes()
 
-    def run() -> None:
-        got = y.compute(device=True)
+    def check(got: object) -> None:
         host = np.asarray(got)
-        if host[:1024].tobytes() != want_first.tobytes() or host[-1024:].tobytes() != want_last.tobytes():
+        if host[:1024].tobytes() != want_first or host[-1024:].tobytes() != want_last:
             raise SystemExit("differs from numpy")
 
     start = time.perf_counter()
-    with lf.profile() as p:
-        y.compute(device=True)
-    print(f"first compute(device=True) {1e3 * (time.perf_counter() - start):.1f} ms; up "
-          f"{p.bytes_uploaded / 2**20:.0f} MiB, down {p.bytes_downloaded / 2**20:.0f} MiB, "
-          f"{p.submits} submits")
-    print(lf.explain(y, device=True).split("costs compared")[0])
-    run()  # checked once outside the timing
-    print(f"| piece MiB | in flight | best ms | median ms | ({args.gib:g} GiB table, {args.ids} ids) |")
-    print("|---|---|---|---|---|")
-    for mib in (int(m) for m in args.pieces.split(",")):
-        for flight in (int(f) for f in args.flights.split(",")):
+    explained = lf.explain(y, device=True)
+    print(f"lf.explain (makes the pool, probes the link): {1e3 * (time.perf_counter() - start):.1f} ms; "
+          f"{workers()} copy threads")
+    print(explained.split("costs compared")[0])
+    with lf.config(host_rows="streamed"):
+        _profiled("first compute(device=True), streamed, on dask's synchronous scheduler (cProfile sees "
+                  "one thread)", lambda: check(y.compute(device=True, scheduler="sync")), args.profile_lines)
+        start = time.perf_counter()
+        check(y.compute(device=True))
+        print(f"second compute(device=True), streamed: {1e3 * (time.perf_counter() - start):.1f} ms")
+
+    pool = get_pool()
+    nbytes = args.ids * COLS * 4
+    cached = lf.empty_pinned((args.ids, COLS), np.float32)
+    wc_alloc = pool.allocator.alloc(nbytes, staging=True)
+    wc = wc_alloc.host[:nbytes].view(np.float32).reshape(args.ids, COLS)
+    print(f"\n| take_rows alone, {nbytes / 2**30:g} GiB, {workers()} threads, into | best ms | median ms "
+          "| GB/s |\n|---|---|---|---|")
+    memories = (("host-cached page-locked (lf.empty_pinned)", cached), ("write-combined upload staging", wc))
+    for name, out in memories:
+        best, median = _timed(lambda o=out: take_rows(table, ids, o, "clip", 0, streamed.RUN_MIN),
+                              args.rounds)
+        print(f"| {name} | {best:.1f} | {median:.1f} | {nbytes / best / 1e6:.1f} |", flush=True)
+        if out[:4].tobytes() != table[ids[:4]].tobytes():
+            raise SystemExit("take_rows differs")
+    pool.allocator.free(wc_alloc)
+    del cached
+
+    defaults = streamed.RUN_MIN, streamed.CACHED_STAGING, streamed.PIECE_BYTES, streamed.IN_FLIGHT
+    print("\n| runs | staging | piece MiB | in flight | gather_up alone best / median ms | GB/s "
+          "| compute(device=True) streamed best / median ms |\n|---|---|---|---|---|---|---|")
+    variants = [(OLD_RUN, False, 16, 2)]  # main's behaviour
+    sizes, flights = [int(m) for m in args.pieces.split(",")], [int(f) for f in args.flights.split(",")]
+    variants += [(streamed.RUN_MIN, cached_, mib, flight) for cached_ in (False, True)
+                 for mib in sizes for flight in flights]
+    with lf.config(host_rows="streamed"):
+        for run_min, cached_, mib, flight in variants:
+            streamed.RUN_MIN, streamed.CACHED_STAGING = run_min, cached_
             streamed.PIECE_BYTES, streamed.IN_FLIGHT = mib << 20, flight
+
+            def alone() -> None:
+                streamed.gather_up(pool, table, ids).free()
+            alone()
+            a_best, a_med = _timed(alone, args.rounds)
+            check(y.compute(device=True))
+            c_best, c_med = _timed(lambda: y.compute(device=True), args.rounds)
+            runs = "4 MiB (main)" if run_min == OLD_RUN else f"all threads, >= {run_min >> 10} KiB"
+            memory = "cached" if cached_ else "write-combined"
+            print(f"| {runs} | {memory} | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
+                  f"| {nbytes / a_best / 1e6:.1f} | {c_best:.1f} / {c_med:.1f} |", flush=True)
+    streamed.RUN_MIN, streamed.CACHED_STAGING, streamed.PIECE_BYTES, streamed.IN_FLIGHT = defaults
+
+    for way in ("streamed", "in-place"):
+        with lf.config(host_rows=way):
+            check(y.compute(device=True))
             best, median = _timed(lambda: y.compute(device=True), args.rounds)
-            print(f"| {mib} | {flight} | {best:.1f} | {median:.1f} | |", flush=True)
-    pinned = lf.empty_pinned((args.ids, COLS), np.float32)
-    best, median = _timed(lambda: take_rows(table, ids, pinned, "clip", split_min=0, piece=4 << 20),
-                          args.rounds)
-    print(f"gather alone into page-locked memory (all threads): best {best:.1f} ms, median {median:.1f}")
+            print(f"\nwarm compute(device=True), {way}: best {best:.1f} ms, median {median:.1f}")
+            _profiled(f"warm compute(device=True), {way}, synchronous scheduler",
+                      lambda: y.compute(device=True, scheduler="sync"), args.profile_lines)
     try:
         import torch
     except ImportError:
@@ -97,6 +167,8 @@ def main() -> int:
         up()
         best, median = _timed(up, args.rounds)
         print(f"torch CPU index_select into pinned, then .cuda(): best {best:.1f} ms, median {median:.1f}")
+        best, median = _timed(lambda: torch.index_select(t, 0, i, out=out), args.rounds)
+        print(f"torch CPU index_select into pinned alone: best {best:.1f} ms, median {median:.1f}")
     return 0
 
 

@@ -213,6 +213,23 @@ def test_the_planner_streams_the_rows_only_where_that_is_cheaper(vulkan, bits_eq
     assert streamed_where_cheaper(planner, both, [big, few], Backend.Vulkan, executor) is None  # two nodes
 
 
+@pytest.mark.parametrize("threads", [1, 4, 16])
+def test_the_streamed_gather_is_priced_on_all_the_copy_threads(vulkan, threads) -> None:
+    """Every copy thread takes a share of each piece (`streamed.piece_runs`), so the host gather
+    costs a one-thread copy of the result (`Planner.host_copy_cost`) over the threads."""
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.dtypes import DType
+    from lazyfuel.graph.touched import streaming
+
+    priors = {Backend.Cpu: host_prior(), Backend.Vulkan: kind_prior("discrete")}
+    planner = Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=MeasuredCosts(priors=priors))
+    f32, shape = DType.from_numpy(np.dtype(np.float32)), (262144, 256)
+    with lf.config(copy_threads=threads):
+        priced = streaming(planner, Backend.Vulkan, VulkanExecutor(), f32, shape)
+    assert priced.gather_s == pytest.approx(planner.host_copy_cost(f32, shape) / threads)
+    assert priced.gather_s > 0 and priced.up_s > 0
+
+
 def test_explain_on_the_device_says_the_rows_are_streamed_and_the_bytes_up(vulkan) -> None:
     rows = 65536
     ids = np.random.default_rng(27).integers(0, rows, 4096)

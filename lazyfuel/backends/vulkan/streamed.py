@@ -34,7 +34,7 @@ import numpy as np
 from lazyfuel import profiling
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.checks import checked_indices
-from lazyfuel.hostcopy import take_rows
+from lazyfuel.hostcopy import row_runs, take_rows
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
@@ -56,6 +56,12 @@ def pieces(nbytes: int, row_bytes: int) -> int:
 def rows_per_piece(row_bytes: int) -> int:
     """The rows of `row_bytes` one piece holds (at least one)."""
     return max(1, PIECE_BYTES // max(row_bytes, 1))
+
+
+def piece_runs(rows: int, row_bytes: int) -> list[tuple[int, int]]:
+    """The runs [start, stop) of a piece of `rows` rows of `row_bytes` that the copy pool's threads
+    take at once: one a thread (`hostcopy.workers()`), each of at least `RUN_MIN` bytes."""
+    return row_runs(rows, row_bytes, 2 * RUN_MIN, RUN_MIN)
 
 
 def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
@@ -115,7 +121,7 @@ def _streamed(pool: DevicePool, source: np.ndarray, positions: np.ndarray, targe
             stage = batch.staging(n, download=CACHED_STAGING)
             assert stage.host is not None, "staging is host-visible"
             take_rows(source, positions[start:stop], _rows(stage.host, n, source, stop - start),
-                      mode="clip", split_min=2 * RUN_MIN, piece=RUN_MIN)
+                      mode="clip", split_min=2 * RUN_MIN, piece=RUN_MIN)  # as `piece_runs` cuts it
             batch.copy(stage, 0, target, start * row_bytes, n)
             batch.start()
         while flight:

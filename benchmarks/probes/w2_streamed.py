@@ -14,7 +14,10 @@ int64 ids, every result checked bit for bit on its first and last rows):
 3. `streamed.gather_up` alone (one 1 GiB block) and the whole `compute(device=True)` streamed
    (4 tasks), best / median of `--rounds`, for each variant;
 4. cProfile of a warm compute each way (streamed, in place; synchronous): the per-compute overhead;
-5. where torch sees CUDA, torch's CPU `index_select` into a pinned tensor and `.cuda()`.
+5. where torch sees CUDA, torch's CPU `index_select` into a pinned tensor and `.cuda()`;
+6. (`--fresh N`) N pairs of fresh processes, each: the pool made by `lf.explain`, then (one of each
+   pair) the staging pieces of 4 tasks page-locked untimed (what moving that to pool creation
+   would save), then the first and second `compute(device=True)` streamed, on dask's threads.
 
     python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--rounds 5]
 """
@@ -27,6 +30,7 @@ import io
 import os
 import pstats
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -68,6 +72,17 @@ def _profiled(label: str, run: Callable[[], object], lines: int) -> None:
         not in line)[:9000], flush=True)
 
 
+def _table(gib: float) -> np.ndarray:
+    """A pageable (rows, 256) f32 table of `gib` GiB, its rows distinct (the first column numbers them)."""
+    rows = int(gib * 2**30) // (COLS * 4)
+    table = np.empty((rows, COLS), np.float32)
+    tile = np.random.default_rng(3).standard_normal((8192, COLS), dtype=np.float32)
+    for start in range(0, rows, len(tile)):
+        table[start:start + len(tile)] = tile[:rows - start]
+    table[:, 0] = np.arange(rows, dtype=np.float32)
+    return table
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gib", type=float, default=4.0)
@@ -76,13 +91,13 @@ def main() -> int:
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile-lines", type=int, default=22)
+    parser.add_argument("--fresh", type=int, default=1, help="pairs of fresh processes for the first compute")
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # "plain" or "prewarm"
     args = parser.parse_args()
-    rows = int(args.gib * 2**30) // (COLS * 4)
-    table = np.empty((rows, COLS), np.float32)
-    tile = np.random.default_rng(3).standard_normal((8192, COLS), dtype=np.float32)
-    for start in range(0, rows, len(tile)):
-        table[start:start + len(tile)] = tile[:rows - start]
-    table[:, 0] = np.arange(rows, dtype=np.float32)
+    if args.child:
+        return _fresh_child(args)
+    table = _table(args.gib)
+    rows = len(table)
     ids = np.random.default_rng(4).integers(0, rows, args.ids, dtype=np.int64)
     y = lf.index_select(lf.from_array(table, chunks=(-(-rows // CHUNKS), COLS)), 0, ids)
     want_first, want_last = table[ids[:1024]].tobytes(), table[ids[-1024:]].tobytes()
@@ -152,6 +167,11 @@ def main() -> int:
             print(f"\nwarm compute(device=True), {way}: best {best:.1f} ms, median {median:.1f}")
             _profiled(f"warm compute(device=True), {way}, synchronous scheduler",
                       lambda: y.compute(device=True, scheduler="sync"), args.profile_lines)
+    for _ in range(args.fresh):
+        for how in ("plain", "prewarm"):
+            done = subprocess.run([sys.executable, __file__, "--gib", str(args.gib), "--ids", str(args.ids),
+                                   "--child", how], capture_output=True, text=True, timeout=120)
+            print(f"fresh process, {how}: {(done.stdout.strip() or done.stderr[-800:])}", flush=True)
     try:
         import torch
     except ImportError:
@@ -169,6 +189,35 @@ def main() -> int:
         print(f"torch CPU index_select into pinned, then .cuda(): best {best:.1f} ms, median {median:.1f}")
         best, median = _timed(lambda: torch.index_select(t, 0, i, out=out), args.rounds)
         print(f"torch CPU index_select into pinned alone: best {best:.1f} ms, median {median:.1f}")
+    return 0
+
+
+def _fresh_child(args: argparse.Namespace) -> int:
+    """One fresh process: the pool, the staging of 4 tasks' pieces in flight page-locked untimed
+    (`--child prewarm`) or not, then the first and second `compute(device=True)` streamed."""
+    table = _table(args.gib)
+    rows = len(table)
+    ids = np.random.default_rng(4).integers(0, rows, args.ids, dtype=np.int64)
+    y = lf.index_select(lf.from_array(table, chunks=(-(-rows // CHUNKS), COLS)), 0, ids)
+    lf.explain(y, device=True)
+    pool = get_pool()
+    start = time.perf_counter()
+    if args.child == "prewarm":
+        held = [pool.allocator.alloc(streamed.PIECE_BYTES, staging=True, download=streamed.CACHED_STAGING)
+                for _ in range(4 * streamed.IN_FLIGHT)]
+        for allocation in held:
+            pool.allocator.free(allocation)
+    warm_ms = (time.perf_counter() - start) * 1e3
+    times = []
+    with lf.config(host_rows="streamed"):
+        for _ in range(2):
+            start = time.perf_counter()
+            got = y.compute(device=True)
+            times.append((time.perf_counter() - start) * 1e3)
+    if np.asarray(got)[-16:].tobytes() != table[ids[-16:]].tobytes():
+        raise SystemExit("differs from numpy")
+    print(f"staging page-locked beforehand {warm_ms:.1f} ms; first compute {times[0]:.1f} ms, "
+          f"second {times[1]:.1f}")
     return 0
 
 

@@ -230,6 +230,32 @@ def test_the_streamed_gather_is_priced_on_all_the_copy_threads(vulkan, threads) 
     assert priced.gather_s > 0 and priced.up_s > 0
 
 
+def test_a_read_in_place_streams_the_cheapest_share_beside_it(vulkan) -> None:
+    """Priced as a discrete GPU (reads in place bound by a cost per row): on 16 copy threads a
+    share of the rows is streamed beside the kernel, the slower side setting the time, cheaper
+    than the kernel alone; none where no share is allowed, no more on one thread."""
+    from lazyfuel.backends.vulkan.executor import VulkanExecutor
+    from lazyfuel.dtypes import DType
+    from lazyfuel.graph.touched import SHARES, in_place, streaming
+
+    priors = {Backend.Cpu: host_prior(), Backend.Vulkan: kind_prior("discrete")}
+    planner = Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=MeasuredCosts(priors=priors))
+    f32, executor, shape = DType.from_numpy(np.dtype(np.float32)), VulkanExecutor(), (262144, 256)
+    whole = in_place(planner, Backend.Vulkan, f32, shape, 4 << 30)
+    assert in_place(planner, Backend.Vulkan, f32, shape, 4 << 30, executor, 0.0) == whole
+    with lf.config(copy_threads=16):
+        both = in_place(planner, Backend.Vulkan, f32, shape, 4 << 30, executor, 0.75)
+        beside = both.streamed_rows
+        assert beside / shape[0] in SHARES and 0 < beside <= 0.75 * shape[0], both
+        read = in_place(planner, Backend.Vulkan, f32, (shape[0] - beside, 256), 0).warm
+        up = streaming(planner, Backend.Vulkan, executor, f32, (beside, 256)).cost
+    assert both.warm == pytest.approx(max(read, up)) and both.warm < whole.warm
+    assert both.import_s == pytest.approx(whole.import_s) and both.nbytes == whole.nbytes
+    assert f"{beside} row(s) streamed up beside it" in both.describe(Backend.Vulkan)
+    with lf.config(copy_threads=1):  # the host gather slower: no more rows streamed than on 16 threads
+        assert in_place(planner, Backend.Vulkan, f32, shape, 0, executor, 0.75).streamed_rows <= beside
+
+
 def test_explain_on_the_device_says_the_rows_are_streamed_and_the_bytes_up(vulkan) -> None:
     rows = 65536
     ids = np.random.default_rng(27).integers(0, rows, 4096)

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lazyfuel import profiling
+from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.checks import checked_indices
 from lazyfuel.hostcopy import row_runs, take_rows
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
-    from lazyfuel.backends.vulkan.memory import Allocation
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 PIECE_BYTES = 16 << 20  # the result bytes one batch uploads
@@ -81,21 +81,36 @@ def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     row_bytes = math.prod(source.shape[1:]) * source.dtype.itemsize
     nbytes = len(positions) * row_bytes
     block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
-    submits = 0
     try:
-        if nbytes:
-            target = block.allocation
-            if target.host is not None:  # device memory is host memory: the rows go straight there
-                take_rows(source, positions, _rows(target.host, nbytes, source, len(positions)),
-                          mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
-            else:
-                submits = _streamed(pool, source, positions, target, row_bytes)
+        submits = fill(pool, source, positions, block.allocation, row_bytes)
     except BaseException:
         block.free()
         raise
     block.done()
     profiling.record(bytes_uploaded=nbytes, submits=submits, device=pool.label)
     return block
+
+
+def fill(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
+         row_bytes: int) -> int:
+    """`source[positions]` (checked positions) into the first bytes of device memory `target`:
+    taken straight into it where it is mapped, else streamed through staging piece by piece (see
+    the module docstring). Returns the submits (none where mapped)."""
+    nbytes = len(positions) * row_bytes
+    if not nbytes:
+        return 0
+    if target.host is not None:  # device memory is host memory: the rows go straight there
+        take_rows(source, positions, _rows(target.host, nbytes, source, len(positions)),
+                  mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
+        return 0
+    return _streamed(pool, source, positions, target, row_bytes)
+
+
+def part(allocation: Allocation, offset: int, nbytes: int) -> Allocation:
+    """The `nbytes` of `allocation` from byte `offset` on, as an allocation of their own (a view:
+    freeing stays with `allocation`)."""
+    host = None if allocation.host is None else allocation.host[offset:offset + nbytes]
+    return Allocation(allocation.block, allocation.offset + offset, nbytes, allocation.address + offset, host)
 
 
 def _rows(host: np.ndarray, nbytes: int, source: np.ndarray, count: int) -> np.ndarray:

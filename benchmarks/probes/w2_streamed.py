@@ -13,7 +13,10 @@ int64 ids, every result checked bit for bit on its first and last rows):
    the write-combined upload type (the staging memory's part);
 3. `streamed.gather_up` alone (one 1 GiB block) and the whole `compute(device=True)` streamed
    (4 tasks), best / median of `--rounds`, for each variant;
-4. cProfile of a warm compute each way (streamed, in place; synchronous): the per-compute overhead;
+4. the table imported, `host_gather.gather_in_place` with a share of the rows streamed beside the
+   kernel (`--shares`): one 1 GiB block, and 4 blocks of a quarter each on 4 threads (as the
+   compute's 4 tasks); then the whole compute read in place with the planner's share;
+   cProfile of a warm compute each way (streamed, in place; synchronous): the per-compute overhead;
 5. where torch sees CUDA, torch's CPU `index_select` into a pinned tensor and `.cuda()`;
 6. (`--fresh N`) N pairs of fresh processes, each: the pool made by `lf.explain`, then (one of each
    pair) the staging pieces of 4 tasks page-locked untimed (what moving that to pool creation
@@ -34,13 +37,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 import lazyfuel as lf
-from lazyfuel.backends.vulkan import get_pool, streamed
+from lazyfuel.backends.vulkan import get_pool, host_gather, streamed
 from lazyfuel.hostcopy import take_rows, workers
 
 COLS, CHUNKS = 256, 16
@@ -90,6 +94,8 @@ def main() -> int:
     parser.add_argument("--pieces", default="16,32", help="piece sizes, MiB")
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shares", default="0,0.25,0.375,0.5,0.625",
+                        help="shares of the rows streamed beside the kernel")
     parser.add_argument("--profile-lines", type=int, default=22)
     parser.add_argument("--fresh", type=int, default=1, help="pairs of fresh processes for the first compute")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # "plain" or "prewarm"
@@ -159,6 +165,30 @@ def main() -> int:
             print(f"| {runs} | {memory} | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
                   f"| {nbytes / a_best / 1e6:.1f} | {c_best:.1f} / {c_med:.1f} |", flush=True)
     streamed.RUN_MIN, streamed.CACHED_STAGING, streamed.PIECE_BYTES, streamed.IN_FLIGHT = defaults
+
+    first = host_gather.gather_in_place(pool, table, ids)  # imports the table (kept while it lives)
+    assert first is not None, "this device cannot read the table in place"
+    first.free()
+    quarter = -(-len(ids) // 4)
+    parts = [ids[k:k + quarter] for k in range(0, len(ids), quarter)]
+    print(f"\n| share streamed beside | one {nbytes / 2**30:g} GiB block best / median ms | GB/s "
+          "| 4 blocks on 4 threads best / median ms | GB/s |\n|---|---|---|---|---|")
+    with ThreadPoolExecutor(4) as threads:
+        for share in (float(f) for f in args.shares.split(",")):
+            def one(part: np.ndarray = ids, share: float = share) -> None:
+                block = host_gather.gather_in_place(pool, table, part, streamed_rows=int(len(part) * share))
+                assert block is not None
+                block.free()
+            check_block = host_gather.gather_in_place(pool, table, ids, streamed_rows=int(len(ids) * share))
+            check(check_block)
+            check_block.free()
+            b1, m1 = _timed(one, args.rounds)
+            b4, m4 = _timed(lambda one=one: list(threads.map(one, parts)), args.rounds)
+            print(f"| {share:g} | {b1:.1f} / {m1:.1f} | {nbytes / b1 / 1e6:.1f} | {b4:.1f} / {m4:.1f} "
+                  f"| {nbytes / b4 / 1e6:.1f} |", flush=True)
+    with lf.config(host_rows="in-place"):
+        kept = [line.strip() for line in lf.explain(y, device=True).splitlines() if "result kept" in line]
+        print("\nplanned, read in place forced: " + "\n".join(kept))
 
     for way in ("streamed", "in-place"):
         with lf.config(host_rows=way):

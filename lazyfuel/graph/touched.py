@@ -28,8 +28,7 @@ Where the block's result is to stay in device memory (`persist(device=True)`,
 array, a third way is priced (`streamed_where_cheaper`): the host gathers the result's rows
 straight into page-locked staging in pieces, each uploaded into the result's device memory while
 the next is gathered (`base.RowStreamer`, Vulkan's `streamed.gather_up`). It costs about the
-larger of the host gather (`Planner.host_copy_cost` of the result, a one-thread copy, shared by
-the copy pool's `hostcopy.workers()` threads, which take every piece together) and the upload from
+larger of the host gather (`Planner.host_copy_cost` of the result) and the upload from
 page-locked memory (`Planner.pinned_upload_cost`), plus the smaller spread over the pieces and a
 submit a piece (`Streaming.cost`), against the best program with the result kept there (as it
 is, or staged; a host program's result then pays a pageable upload). No host array of the
@@ -49,7 +48,7 @@ from lazyfuel.backends.base import RowReader, RowStreamer
 from lazyfuel.contracts.model import Backend
 from lazyfuel.dtypes import DType
 from lazyfuel.graph.indices import kernel_dtype, narrowed
-from lazyfuel.hostcopy import gather_rows, workers
+from lazyfuel.hostcopy import gather_rows
 from lazyfuel.layout import Layout
 from lazyfuel.planner import Chain, OpNode, Planner, Program
 from lazyfuel.planner.explain import seconds
@@ -174,7 +173,7 @@ class Streaming:
     """The price of gathering a block's result rows on the host into page-locked staging, piece by
     piece, each piece uploaded while the next is gathered (see the module docstring)."""
 
-    gather_s: float  # the host gather of every result row, on all the copy pool's threads
+    gather_s: float  # the host gather of every result row
     up_s: float  # their upload from page-locked memory, a submit a piece included
     pieces: int
     nbytes: int  # the result's bytes, all of which go up
@@ -209,7 +208,7 @@ def streaming(planner: Planner, backend: Backend, streamer: RowStreamer, dtype: 
     row_bytes = math.prod(shape[1:]) * dtype.itemsize
     nbytes = shape[0] * row_bytes
     pieces = streamer.pieces(nbytes, row_bytes)
-    return Streaming(planner.host_copy_cost(dtype, shape) / workers(),
+    return Streaming(planner.host_copy_cost(dtype, shape),
                      planner.pinned_upload_cost(backend, nbytes, max(pieces, 1)), pieces, nbytes)
 
 

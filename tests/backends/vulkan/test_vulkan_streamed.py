@@ -84,23 +84,25 @@ def test_the_executor_counts_one_piece_where_device_memory_is_mapped(pool) -> No
 
 
 @pytest.mark.parametrize("threads", [1, 4, 16])
-def test_every_copy_thread_takes_a_share_of_each_piece(threads) -> None:
-    """A 16 MiB piece of 1 KiB rows is cut into one run a copy thread (runs of 4 MiB took 4 of the
-    H200's 16 CPUs: the gather at 10.5 GB/s), the runs covering the piece once, in order."""
+def test_a_piece_is_cut_in_runs_of_4_mib_or_pipelined_one_a_copy_thread(monkeypatch, threads) -> None:
+    """A 16 MiB piece of 1 KiB rows: runs of `RUN_BYTES` (4 of them, whatever the threads: the
+    tasks beside take the other threads), or (`PIPELINED`) one a copy thread; the runs cover the
+    piece once, in order."""
     rows = streamed.PIECE_BYTES // 1024
-    with lf.config(copy_threads=threads):
-        runs = streamed.piece_runs(rows, 1024)
-    assert len(runs) == threads, runs
-    assert runs[0][0] == 0 and runs[-1][1] == rows and all(a[1] == b[0] for a, b in pairwise(runs))
-    assert streamed.piece_runs(3, 1024) == [(0, 3)]  # under two runs' worth: the caller's thread alone
+    for pipelined, want in ((False, 1 if threads == 1 else 4), (True, threads)):
+        monkeypatch.setattr(streamed, "PIPELINED", pipelined)
+        with lf.config(copy_threads=threads):
+            runs = streamed.piece_runs(rows, 1024)
+        assert len(runs) == want, (pipelined, runs)
+        assert runs[0][0] == 0 and runs[-1][1] == rows and all(a[1] == b[0] for a, b in pairwise(runs))
 
 
-@pytest.mark.parametrize("cached", [True, False])
+@pytest.mark.parametrize("cached", [False, True])
 def test_pieces_are_staged_in_the_memory_asked_for(pool, bits_equal, small_pieces, monkeypatch,
                                                    cached) -> None:
-    """Host-cached page-locked staging (the download type) by default: the copy threads write
-    whole rows there at the cached rate, not through write-combining buffers; bit-equal either way,
-    on 4 copy threads a piece."""
+    """The write-combined upload type by default (`CACHED_STAGING` off: measured alike on the
+    H200), host-cached page-locked memory (the download type) with it; bit-equal either way, on
+    4 copy threads."""
     monkeypatch.setattr(streamed, "CACHED_STAGING", cached)
     source = random_rows(5000, (40,), np.float32, 31)
     positions = row_positions("random", len(source), 4000, seed=32)
@@ -110,6 +112,42 @@ def test_pieces_are_staged_in_the_memory_asked_for(pool, bits_equal, small_piece
         got = np.asarray(block)
         del block
     bits_equal(got, source[positions])
-    assert Use.DOWNLOAD in uses if cached else Use.UPLOAD in uses, uses
-    if cached:  # nothing staged in the write-combined upload type
-        assert Use.UPLOAD not in uses, uses
+    assert uses == {Use.DOWNLOAD if cached else Use.UPLOAD}, uses
+
+
+@pytest.mark.parametrize("mode", ["staged", "import"])
+@pytest.mark.parametrize("ahead, flight", [(1, 1), (2, 2), (3, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.complex64, np.bool_])
+@pytest.mark.parametrize("width", [(), (3,), (1024,), (7, 5)])  # rows of 1 B .. 4 KiB
+@pytest.mark.parametrize("kind", ["random", "sorted", "repeated"])
+def test_pipelined_pieces_land_in_the_block_bit_for_bit(pool, bits_equal, small_pieces, monkeypatch, mode,
+                                                        ahead, flight, dtype, width, kind) -> None:
+    """`PIPELINED`: `AHEAD` pieces queued on 4 copy threads while the oldest is submitted, the
+    last piece short; poisoned staging and block, so a row no run wrote shows up."""
+    monkeypatch.setattr(streamed, "PIPELINED", True)
+    monkeypatch.setattr(streamed, "AHEAD", ahead)
+    monkeypatch.setattr(streamed, "IN_FLIGHT", flight)
+    source = random_rows(3001, width, dtype, seed=len(width) * 3 + ahead)
+    positions = row_positions(kind, len(source), 2500, seed=17)
+    with in_mode(pool, mode) as allocator, lf.config(copy_threads=4), lf.profile() as p:
+        block = gather_up(pool, source, positions)
+        got = np.asarray(block)
+        del block
+        in_use = allocator.in_use
+    bits_equal(got, source[positions])
+    nbytes = source[positions].nbytes
+    assert p.bytes_uploaded == nbytes and p.submits == streamed.pieces(nbytes, nbytes // len(positions)), p
+    assert in_use == 0  # every piece's staging given back
+    assert pool.resources()["idle_contexts"] == pool.resources()["contexts"]
+
+
+def test_a_bad_position_is_refused_before_any_piece_is_queued(pool, small_pieces, monkeypatch) -> None:
+    monkeypatch.setattr(streamed, "PIPELINED", True)
+    source = random_rows(4000, (64,), np.float32, 2)
+    positions = np.arange(4000, dtype=np.int64)
+    positions[10] = -4001
+    with in_mode(pool, "staged") as allocator:
+        with pytest.raises(IndexError, match=r"position -4001 at position 10 is negative; "
+                                             r"expected 0 <= position < 4000"):
+            gather_up(pool, source, positions)
+        assert allocator.in_use == 0

@@ -1,9 +1,10 @@
 """W2 on the GPU, the streamed way: where its time goes, by threads, staging memory, pieces in flight.
 
-Decided: `lazyfuel/backends/vulkan/streamed.py`'s `RUN_MIN` (every copy thread on every piece, or
-runs of 4 MiB: 4 threads a 16 MiB piece), `CACHED_STAGING` (host-cached page-locked staging, or
-the write-combined upload type), `PIECE_BYTES` and `IN_FLIGHT`; and where the first compute's time
-goes. In one process (x a pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random
+Decides: `lazyfuel/backends/vulkan/streamed.py`'s `PIPELINED` and `AHEAD` (pieces queued on the
+copy threads ahead, every thread a run of each, or main's runs of 4 MiB: 4 threads a 16 MiB
+piece), `CACHED_STAGING` (host-cached page-locked staging, or the write-combined upload type),
+`PIECE_BYTES` and `IN_FLIGHT`; `host_gather.MAX_STREAMED_SHARE`; and where the first compute's
+time goes. In one process (x a pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random
 int64 ids, every result checked bit for bit on its first and last rows):
 
 1. the pool made by `lf.explain(y, device=True)` (timed), then the first `compute(device=True)`
@@ -22,7 +23,8 @@ int64 ids, every result checked bit for bit on its first and last rows):
    pair) the staging pieces of 4 tasks page-locked untimed (what moving that to pool creation
    would save), then the first and second `compute(device=True)` streamed, on dask's threads.
 
-    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--rounds 5]
+    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--aheads 2,3]
+        [--rounds 5] [--shares 0,0.25,0.5] [--fresh 1]
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from lazyfuel.backends.vulkan import get_pool, host_gather, streamed
 from lazyfuel.hostcopy import take_rows, workers
 
 COLS, CHUNKS = 256, 16
-OLD_RUN = 4 << 20  # main's runs: 4 of them a 16 MiB piece
 
 
 def _timed(run: Callable[[], object], rounds: int) -> tuple[float, float]:
@@ -93,6 +94,7 @@ def main() -> int:
     parser.add_argument("--ids", type=int, default=1 << 20)
     parser.add_argument("--pieces", default="16,32", help="piece sizes, MiB")
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
+    parser.add_argument("--aheads", default="2,3", help="pieces queued on the copy threads (PIPELINED)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shares", default="0,0.25,0.375,0.5,0.625",
                         help="shares of the rows streamed beside the kernel")
@@ -142,17 +144,18 @@ def main() -> int:
     pool.allocator.free(wc_alloc)
     del cached
 
-    defaults = streamed.RUN_MIN, streamed.CACHED_STAGING, streamed.PIECE_BYTES, streamed.IN_FLIGHT
-    print("\n| runs | staging | piece MiB | in flight | gather_up alone best / median ms | GB/s "
+    knobs = ("PIPELINED", "AHEAD", "CACHED_STAGING", "PIECE_BYTES", "IN_FLIGHT")
+    defaults = {k: getattr(streamed, k) for k in knobs}
+    print("\n| pieces | staging | piece MiB | in flight | gather_up alone best / median ms | GB/s "
           "| compute(device=True) streamed best / median ms |\n|---|---|---|---|---|---|---|")
-    variants = [(OLD_RUN, False, 16, 2)]  # main's behaviour
     sizes, flights = [int(m) for m in args.pieces.split(",")], [int(f) for f in args.flights.split(",")]
-    variants += [(streamed.RUN_MIN, cached_, mib, flight) for cached_ in (False, True)
+    variants = [(False, 0, cached_, 16, 2) for cached_ in (False, True)] + [(False, 0, False, 32, 2)]
+    variants += [(True, ahead, False, mib, flight) for ahead in (int(a) for a in args.aheads.split(","))
                  for mib in sizes for flight in flights]
     with lf.config(host_rows="streamed"):
-        for run_min, cached_, mib, flight in variants:
-            streamed.RUN_MIN, streamed.CACHED_STAGING = run_min, cached_
-            streamed.PIECE_BYTES, streamed.IN_FLIGHT = mib << 20, flight
+        for pipelined, ahead, cached_, mib, flight in variants:
+            for k, v in zip(knobs, (pipelined, ahead or defaults["AHEAD"], cached_, mib << 20, flight)):
+                setattr(streamed, k, v)
 
             def alone() -> None:
                 streamed.gather_up(pool, table, ids).free()
@@ -160,11 +163,13 @@ def main() -> int:
             a_best, a_med = _timed(alone, args.rounds)
             check(y.compute(device=True))
             c_best, c_med = _timed(lambda: y.compute(device=True), args.rounds)
-            runs = "4 MiB (main)" if run_min == OLD_RUN else f"all threads, >= {run_min >> 10} KiB"
+            runs = (f"pipelined, {ahead} ahead, a run a thread" if pipelined
+                    else f"runs of {streamed.RUN_BYTES >> 20} MiB (main)")
             memory = "cached" if cached_ else "write-combined"
             print(f"| {runs} | {memory} | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
                   f"| {nbytes / a_best / 1e6:.1f} | {c_best:.1f} / {c_med:.1f} |", flush=True)
-    streamed.RUN_MIN, streamed.CACHED_STAGING, streamed.PIECE_BYTES, streamed.IN_FLIGHT = defaults
+    for k, v in defaults.items():
+        setattr(streamed, k, v)
 
     first = host_gather.gather_in_place(pool, table, ids)  # imports the table (kept while it lives)
     assert first is not None, "this device cannot read the table in place"
@@ -186,9 +191,11 @@ def main() -> int:
             b4, m4 = _timed(lambda one=one: list(threads.map(one, parts)), args.rounds)
             print(f"| {share:g} | {b1:.1f} / {m1:.1f} | {nbytes / b1 / 1e6:.1f} | {b4:.1f} / {m4:.1f} "
                   f"| {nbytes / b4 / 1e6:.1f} |", flush=True)
+    saved, host_gather.MAX_STREAMED_SHARE = host_gather.MAX_STREAMED_SHARE, 0.75
     with lf.config(host_rows="in-place"):
         kept = [line.strip() for line in lf.explain(y, device=True).splitlines() if "result kept" in line]
-        print("\nplanned, read in place forced: " + "\n".join(kept))
+        print("\nplanned, read in place forced, a share up to 0.75 allowed: " + "\n".join(kept))
+    host_gather.MAX_STREAMED_SHARE = saved
 
     for way in ("streamed", "in-place"):
         with lf.config(host_rows=way):

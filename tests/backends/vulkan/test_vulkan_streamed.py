@@ -151,3 +151,29 @@ def test_a_bad_position_is_refused_before_any_piece_is_queued(pool, small_pieces
                                              r"expected 0 <= position < 4000"):
             gather_up(pool, source, positions)
         assert allocator.in_use == 0
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_staging_that_cannot_be_had_midway_leaves_nothing_held(pool, bits_equal, monkeypatch,
+                                                               pipelined) -> None:
+    """The second piece's staging fails (a real VK_ERROR_OUT_OF_DEVICE_MEMORY injected where the
+    allocator makes a block) while the first piece is being gathered or uploaded: MemoryError, the
+    copy threads done with the staging before it is freed, every context idle, nothing in use;
+    the pool streams again afterwards, bit for bit."""
+    from lazyfuel.backends.vulkan import faults
+
+    monkeypatch.setattr(streamed, "PIPELINED", pipelined)
+    monkeypatch.setattr(streamed, "PIECE_BYTES", 17 << 20)  # over a quarter block: a block of its own
+    source = random_rows(60000, (256,), np.float32, 33)
+    positions = row_positions("random", len(source), 52000, seed=34)
+    with in_mode(pool, "staged") as allocator, lf.config(copy_threads=4):
+        with faults.out_of_device_memory(count=1, after=2) as oom:  # the result, piece 1's staging
+            with pytest.raises(MemoryError):
+                gather_up(pool, source, positions)
+        assert oom.fired == 1
+        assert allocator.in_use == 0
+        assert pool.resources()["idle_contexts"] == pool.resources()["contexts"]
+        block = gather_up(pool, source, positions)
+        got = np.asarray(block)
+        del block
+    bits_equal(got, source[positions])

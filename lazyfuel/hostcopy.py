@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -77,19 +77,28 @@ def gather_rows(src: np.ndarray, rows: np.ndarray, axis: int = 0) -> np.ndarray:
     return take_rows(src, rows, out)
 
 
+def row_runs(n_rows: int, row_bytes: int, split_min: int = SPLIT_MIN,
+             piece: int = PIECE) -> list[tuple[int, int]]:
+    """The runs [start, stop) of `n_rows` rows of `row_bytes` that `take_rows` takes on separate
+    threads: one where the rows are under `split_min` bytes (or the pool has one thread), else
+    at most `workers()` runs, each of at least `piece` bytes (one row at the least)."""
+    n_workers = workers() if n_rows * row_bytes >= split_min else 1
+    if n_workers <= 1 or not row_bytes or n_rows <= 1:
+        return [(0, n_rows)]
+    run = max(piece // row_bytes, -(-n_rows // n_workers), 1)
+    return [(start, min(start + run, n_rows)) for start in range(0, n_rows, run)]
+
+
 def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "raise",
               split_min: int = SPLIT_MIN, piece: int = PIECE) -> np.ndarray:
     """`np.take(src, rows, axis=0, out=out, mode=mode)` for a C-contiguous `src` and `out`; a
     result of at least `split_min` bytes is cut into runs of rows (of at least `piece` bytes)
     taken on the copy pool's threads (numpy's take releases the GIL), the caller's thread taking
     the first run. Returns `out`."""
-    row_bytes = out.nbytes // max(len(rows), 1)
-    n_workers = workers() if out.nbytes >= split_min else 1
-    if n_workers <= 1 or not row_bytes:
+    bounds = row_runs(len(rows), out.nbytes // max(len(rows), 1), split_min, piece)
+    if len(bounds) <= 1:
         np.take(src, rows, axis=0, out=out, mode=mode)
         return out
-    run = max(piece // row_bytes, -(-len(rows) // n_workers), 1)
-    bounds = [(start, min(start + run, len(rows))) for start in range(0, len(rows), run)]
     pool = _executor()
     futures = [pool.submit(np.take, src, rows[a:b], 0, out[a:b], mode) for a, b in bounds[1:]]
     a, b = bounds[0]
@@ -97,3 +106,13 @@ def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "r
     for future in futures:
         future.result()
     return out
+
+
+def take_rows_later(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "raise",
+                    piece: int = PIECE) -> list[Future]:
+    """`take_rows` queued on the copy pool's threads alone, returning at once: one future a run
+    (`row_runs`: one a thread, each of at least `piece` bytes); `out` holds the rows once every
+    future is done, and must outlive them."""
+    bounds = row_runs(len(rows), out.nbytes // max(len(rows), 1), 0, piece)
+    pool = _executor()
+    return [pool.submit(np.take, src, rows[a:b], 0, out[a:b], mode) for a, b in bounds if b > a]

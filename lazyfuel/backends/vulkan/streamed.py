@@ -7,11 +7,18 @@ no pageable upload:
 - where the pool's device memory is mapped (lavapipe, integrated GPUs), the rows are taken by the
   copy pool's threads (`hostcopy.take_rows`) straight into the block's memory;
 - elsewhere (a discrete GPU) the result is cut into pieces of `PIECE_BYTES`: the threads take a
-  piece's rows into page-locked upload staging, one batch copies it into its place in the block
-  (vkCmdCopyBuffer), and is submitted without waiting, so the next piece is gathered while this
-  one crosses the link; at most `IN_FLIGHT` pieces are on their way at a time (their staging is
-  the allocator's, reused per size class: a second compute page-locks nothing new).
-
+  piece's rows (runs of `RUN_BYTES`) into page-locked upload staging, one batch copies it into its
+  place in the block (vkCmdCopyBuffer), and is submitted without waiting, so the next piece is
+  gathered while this one crosses the link; at most `IN_FLIGHT` pieces are on their way at a
+  time (their staging is the allocator's, reused per size class: a second compute page-locks
+  nothing new). The staging is the allocator's write-combined upload type, or host-cached with
+  `CACHED_STAGING` (measured alike on the H200: 33.4 / 33.8 ms for 1 GiB of 1 KiB rows).
+- `PIPELINED` (off: not measured on the H200 yet) keeps the copy pool's threads busy across
+  pieces: `AHEAD` pieces are queued on the copy threads (every thread a run of each, at least
+  `RUN_MIN` bytes) while the caller's thread submits the finished one, so no thread waits for a
+  piece's submit. Measured on the H200 (benchmarks/probes/w2_streamed.py): cutting each piece
+  among all 16 threads without queueing ahead made the whole W2 compute slower (94 ms against
+  53 with runs of 4 MiB): the threads then idle at every piece's end and submit, 64 times.
 So the time is about max(gather, upload) plus one piece, where gathering into host memory and
 then uploading the whole result pays both, in turn. The planner decides when to take it
 (`graph.touched.streamed_where_cheaper`, priced by `Planner.host_copy_cost` and the link's
@@ -22,23 +29,28 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lazyfuel import profiling
+from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.checks import checked_indices
-from lazyfuel.hostcopy import take_rows
+from lazyfuel.hostcopy import row_runs, take_rows, take_rows_later
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
-    from lazyfuel.backends.vulkan.memory import Allocation
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 PIECE_BYTES = 16 << 20  # the result bytes one batch uploads
 IN_FLIGHT = 2  # pieces submitted and not yet waited for (double buffering)
 RUN_BYTES = 4 << 20  # a piece's rows are taken on the copy pool's threads in runs of this
+CACHED_STAGING = False  # pieces staged in host-cached page-locked memory (else write-combined)
+PIPELINED = False  # pieces queued on the copy threads `AHEAD` at a time, each cut among them all
+AHEAD = 2  # pieces being gathered while earlier ones are submitted (`PIPELINED`)
+RUN_MIN = 256 << 10  # `PIPELINED`: a piece is cut among all the copy pool's threads, runs of at least this
 
 
 def pieces(nbytes: int, row_bytes: int) -> int:
@@ -49,6 +61,14 @@ def pieces(nbytes: int, row_bytes: int) -> int:
 def rows_per_piece(row_bytes: int) -> int:
     """The rows of `row_bytes` one piece holds (at least one)."""
     return max(1, PIECE_BYTES // max(row_bytes, 1))
+
+
+def piece_runs(rows: int, row_bytes: int) -> list[tuple[int, int]]:
+    """The runs [start, stop) a piece of `rows` rows of `row_bytes` is taken in, each on a copy
+    thread: runs of `RUN_BYTES`, or (`PIPELINED`) one a copy thread, each of at least `RUN_MIN`."""
+    if PIPELINED:
+        return row_runs(rows, row_bytes, 0, RUN_MIN)
+    return row_runs(rows, row_bytes, 2 * RUN_BYTES, RUN_BYTES)
 
 
 def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
@@ -68,21 +88,36 @@ def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     row_bytes = math.prod(source.shape[1:]) * source.dtype.itemsize
     nbytes = len(positions) * row_bytes
     block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
-    submits = 0
     try:
-        if nbytes:
-            target = block.allocation
-            if target.host is not None:  # device memory is host memory: the rows go straight there
-                take_rows(source, positions, _rows(target.host, nbytes, source, len(positions)),
-                          mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
-            else:
-                submits = _streamed(pool, source, positions, target, row_bytes)
+        submits = fill(pool, source, positions, block.allocation, row_bytes)
     except BaseException:
         block.free()
         raise
     block.done()
     profiling.record(bytes_uploaded=nbytes, submits=submits, device=pool.label)
     return block
+
+
+def fill(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
+         row_bytes: int) -> int:
+    """`source[positions]` (checked positions) into the first bytes of device memory `target`:
+    taken straight into it where it is mapped, else streamed through staging piece by piece (see
+    the module docstring). Returns the submits (none where mapped)."""
+    nbytes = len(positions) * row_bytes
+    if not nbytes:
+        return 0
+    if target.host is not None:  # device memory is host memory: the rows go straight there
+        take_rows(source, positions, _rows(target.host, nbytes, source, len(positions)),
+                  mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
+        return 0
+    return (_pipelined if PIPELINED else _streamed)(pool, source, positions, target, row_bytes)
+
+
+def part(allocation: Allocation, offset: int, nbytes: int) -> Allocation:
+    """The `nbytes` of `allocation` from byte `offset` on, as an allocation of their own (a view:
+    freeing stays with `allocation`)."""
+    host = None if allocation.host is None else allocation.host[offset:offset + nbytes]
+    return Allocation(allocation.block, allocation.offset + offset, nbytes, allocation.address + offset, host)
 
 
 def _rows(host: np.ndarray, nbytes: int, source: np.ndarray, count: int) -> np.ndarray:
@@ -105,10 +140,10 @@ def _streamed(pool: DevicePool, source: np.ndarray, positions: np.ndarray, targe
             batch = pool.batch()
             flight.append(batch)
             n = (stop - start) * row_bytes
-            stage = batch.staging(n)
-            assert stage.host is not None, "upload staging is host-visible"
+            stage = batch.staging(n, download=CACHED_STAGING)
+            assert stage.host is not None, "staging is host-visible"
             take_rows(source, positions[start:stop], _rows(stage.host, n, source, stop - start),
-                      mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
+                      mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)  # as `piece_runs` cuts it
             batch.copy(stage, 0, target, start * row_bytes, n)
             batch.start()
         while flight:
@@ -121,6 +156,69 @@ def _streamed(pool: DevicePool, source: np.ndarray, positions: np.ndarray, targe
                     batch.finish()
             finally:
                 batch.close()
+
+
+def _pipelined(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
+               row_bytes: int) -> int:
+    """`_streamed` with `AHEAD` pieces queued on the copy threads (`PIPELINED`, see the module
+    docstring): the caller's thread waits for the oldest piece's runs, submits its copy, and
+    queues the next piece, at most `AHEAD` gathering and `IN_FLIGHT` uploading; returns the
+    submits (one a piece)."""
+    step = rows_per_piece(row_bytes)
+    starts = iter(range(0, len(positions), step))
+    gathering: deque[tuple[Batch, int, int, Allocation, list[Future]]] = deque()
+    flight: deque[Batch] = deque()
+    submits = 0
+    try:
+        while True:
+            while len(gathering) < max(AHEAD, 1):
+                start = next(starts, None)
+                if start is None:
+                    break
+                stop = min(start + step, len(positions))
+                gathering.append(_queue(pool, source, positions, start, stop, row_bytes))
+            if not gathering:
+                break
+            batch, start, stop, stage, runs = gathering.popleft()
+            flight.append(batch)
+            wait(runs)  # every run finished (none writes the staging after an error)
+            for run in runs:
+                run.result()
+            batch.copy(stage, 0, target, start * row_bytes, (stop - start) * row_bytes)
+            batch.start()
+            submits += 1
+            while len(flight) > IN_FLIGHT:
+                _done(flight.popleft())
+        while flight:
+            _done(flight.popleft())
+        return submits
+    finally:
+        for batch, *_, runs in gathering:  # an error: no copy thread may write freed staging
+            wait(runs)
+            batch.close()
+        for batch in flight:
+            try:
+                if batch.submitted:
+                    batch.finish()
+            finally:
+                batch.close()
+
+
+def _queue(pool: DevicePool, source: np.ndarray, positions: np.ndarray, start: int, stop: int,
+           row_bytes: int) -> tuple[Batch, int, int, Allocation, list[Future]]:
+    """A new batch with staging for the piece of rows `start:stop`, its runs queued on the copy
+    threads (`hostcopy.take_rows_later`)."""
+    batch = pool.batch()
+    try:
+        n = (stop - start) * row_bytes
+        stage = batch.staging(n, download=CACHED_STAGING)
+        assert stage.host is not None, "staging is host-visible"
+        runs = take_rows_later(source, positions[start:stop], _rows(stage.host, n, source, stop - start),
+                               mode="clip", piece=RUN_MIN)
+    except BaseException:
+        batch.close()
+        raise
+    return batch, start, stop, stage, runs
 
 
 def _done(batch: Batch) -> None:

@@ -261,3 +261,73 @@ def test_a_read_in_place_is_priced_by_its_rows_its_bytes_and_the_import() -> Non
     assert imported == pytest.approx(gib / 50e9 + 4 * gib / 20e9)  # pinning the table first
     slow = MeasuredCosts(priors={Backend.Vulkan: DevicePrior("cpu", Throughput(0.0, 1e9, 5e9), link)})
     assert slow.host_read_cost(Backend.Vulkan, gib, 4096, 0) == pytest.approx(2 * gib / 1e9)  # the kernel
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5, 0.9])
+@pytest.mark.parametrize("mode", [None, "staged"])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.complex128])
+@pytest.mark.parametrize("width", [(), (64,), (1024,)])  # rows of 1-16 B .. 4 KiB
+@pytest.mark.parametrize("kind", ["random", "sorted", "repeated"])
+def test_a_share_of_the_rows_streamed_beside_the_kernels_reads(importing, bits_equal, monkeypatch, share,
+                                                               mode, dtype, width, kind) -> None:
+    """`streamed_rows`: the kernel reads the first rows in place while the copy threads stream
+    the rest into their place in the same block (through page-locked staging in pieces where
+    device memory is not mapped); poisoned, so a row neither way wrote shows up."""
+    from lazyfuel.backends.vulkan import streamed
+    from lazyfuel.backends.vulkan.transfer import in_mode
+
+    monkeypatch.setattr(streamed, "PIECE_BYTES", 16 << 10)  # the streamed rows cross in several pieces
+    monkeypatch.setattr(streamed, "RUN_MIN", 1 << 10)
+    source = random_rows(1501, width, dtype, seed=len(width) * 5 + int(share * 8))
+    positions = row_positions(kind, len(source), 1200, seed=13)
+    beside = int(len(positions) * share)
+    kept = host_gather.in_place_rows(len(positions), beside)
+    assert kept == len(positions) - beside
+    with in_mode(importing, mode, import_min=1) as allocator, lf.profile() as p:
+        block = gather_in_place(importing, source, positions, streamed_rows=beside)
+        assert block is not None
+        direct = allocator.direct
+        got = np.asarray(block)
+        del block
+    bits_equal(got, source[positions])
+    row_bytes = source[positions].nbytes // len(positions)
+    rest = (len(positions) - kept) * row_bytes
+    assert p.dispatches == 1, p
+    assert p.bytes_uploaded == source[positions].nbytes + 4 * kept, p  # rows and the kernel's ids
+    if not direct:  # one submit for the kernel, one a streamed piece
+        assert p.submits == 1 + streamed.pieces(rest, row_bytes), p
+        assert streamed.pieces(rest, row_bytes) > 1 or rest <= 16 << 10
+
+
+def test_the_kernel_reads_one_row_at_least() -> None:
+    assert host_gather.in_place_rows(1000, 0) == 1000 and host_gather.in_place_rows(1000, 400) == 600
+    assert host_gather.in_place_rows(1000, 1000) == 1 and host_gather.in_place_rows(1, 5) == 1
+    assert host_gather.in_place_rows(1000, -3) == 1000
+    assert VulkanExecutor().streamed_share() == host_gather.MAX_STREAMED_SHARE == 0.0  # off: measured slower
+
+
+def test_the_planner_streams_the_share_it_priced_beside_the_kernel(importing, bits_equal,
+                                                                  monkeypatch) -> None:
+    """With a share allowed (`MAX_STREAMED_SHARE`) and a host that gathers fast, a read in place
+    streams the rows the planner priced beside the kernel; bit for bit."""
+    from lazyfuel.dtypes import DType
+    from lazyfuel.graph import touched
+    from lazyfuel.layout import Layout
+
+    monkeypatch.setattr(host_gather, "MAX_STREAMED_SHARE", 0.75)
+    link = LinkPrior(100e-6, 10e9, 10e9, 50e9, 50e9, import_bytes_per_s=23e9, read_row_s=28e-9)
+    planner = Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=MeasuredCosts(priors={
+        Backend.Cpu: DevicePrior("host", Throughput(5e-6, 64e9, 2e9)),
+        Backend.Vulkan: DevicePrior("discrete", Throughput(100e-6, 1e12, 1e14), link)}))
+    table = random_rows(8192, (256,), np.float32, seed=41)
+    ids = np.random.default_rng(42).integers(0, len(table), 3000)
+    executor = VulkanExecutor()
+    dtypes = [DType.from_numpy(table.dtype), DType.from_numpy(ids.dtype)]
+    ways = touched.kept_ways(planner, SELECT, dtypes, [Layout.of(table), Layout.of(ids)], Backend.Vulkan,
+                             executor, 0)
+    assert ways.read is not None and 0 < ways.read.streamed_rows < len(ids), ways.read
+    with lf.config(host_rows="in-place"), lf.profile() as p:
+        block = touched.streamed_where_cheaper(planner, SELECT, [table, ids], Backend.Vulkan, executor)
+    kernel_ids = len(ids) - ways.read.streamed_rows
+    assert p.dispatches == 1 and p.bytes_uploaded == table[ids].nbytes + 4 * kernel_ids, p
+    bits_equal(np.asarray(block), table[ids])

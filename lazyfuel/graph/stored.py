@@ -402,6 +402,20 @@ def reads_directly(select: Any) -> bool:
             and not select.indices.lazy)
 
 
+def narrow_keys(keys: np.ndarray, extent: int) -> np.ndarray:
+    """`keys` (0 <= key < `extent`) as uint16 where `extent` allows it, else as they are: numpy's
+    stable sort (`np.unique(return_index=True)` takes one too) is a radix sort in one pass for
+    16-bit keys and a merge sort otherwise. Grouping 262,144 random ids by their chunk (29 of
+    them) took 20-60 ms as int64 against 0.6 ms as uint16: what made a random select's graph 2-5x
+    slower to build than a sorted one's (out_of_core, session 9)."""
+    return keys.astype(np.uint16) if extent <= 1 << 16 else keys
+
+
+def stable_order(keys: np.ndarray, extent: int) -> np.ndarray:
+    """The stable sorting permutation of `keys` (0 <= key < `extent`), sorted as `narrow_keys`."""
+    return np.argsort(narrow_keys(keys, extent), kind="stable")
+
+
 def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     """A task graph and its keys computing `select` into `into` (an array of its shape and dtype)
     straight from a zarr store: one task per touched source block reads the block's touched rows
@@ -417,7 +431,7 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     d, values = select.dim, np.asarray(select.indices.values).reshape(-1)
     begin = np.asarray(ch.starts(source.chunks[d]), dtype=np.int64)
     chunk_ids = ch.chunk_ids(values, source.chunks[d])
-    order = np.argsort(chunk_ids, kind="stable")  # output positions grouped by source chunk
+    order = stable_order(chunk_ids, len(source.chunks[d]))  # output positions grouped by source chunk
     hit, first = np.unique(chunk_ids[order], return_index=True)
     name = f"lazyfuel-zarr-rows-{tokenize(select.name, id(into))}"
     others = [range(len(c)) for a, c in enumerate(source.chunks) if a != d]
@@ -425,7 +439,8 @@ def direct_reads(select: Any, into: np.ndarray) -> tuple[dict, list] | None:
     budget = read_budget()
     for c, lo, hi in zip(hit.tolist(), first.tolist(), [*first[1:].tolist(), values.size]):
         places = order[lo:hi]
-        rows, once, inverse = np.unique(values[places].astype(np.int64) - begin[c], return_index=True,
+        local = values[places].astype(np.int64) - begin[c]
+        rows, once, inverse = np.unique(narrow_keys(local, source.chunks[d][c]), return_index=True,
                                         return_inverse=True)
         inverse = inverse.reshape(-1)
         repeats = np.flatnonzero(once[inverse] != np.arange(places.size))  # places of a row seen before

@@ -155,8 +155,8 @@ Target = tuple[np.ndarray, np.ndarray]
 def read_rows(reader: StoredReader, rows: np.ndarray, into: Target | None = None) -> np.ndarray | None:
     """Rows `rows` (ascending, unique, local to the block) along `reader.axis` of its region; or,
     with `into` (rows along axis 0, each a whole row of its array), None once they are put there
-    straight from the store's bytes where they are read as byte ranges in the array's dtype (else
-    they are returned, as without `into`).
+    straight from the store's bytes where they are read as byte ranges, or decoded a window at a
+    time, in the array's dtype (else they are returned, as without `into`).
 
     An array lazyfuel wrote with checksums (`reader.zarr` is its `VerifiedChunks`) is read whole
     chunk by chunk, each chunk verified (decision 55), except where the rows' merged byte ranges
@@ -188,7 +188,7 @@ def read_rows(reader: StoredReader, rows: np.ndarray, into: Target | None = None
             BUDGET.give(taken)
     decoder = _one_compressor(arr) if reader.chunk is not None else None
     if decoder is not None:
-        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder, reader.budget)
+        return _decoded_rows(arr, reader.chunk, rows, axis, tuple(shape), *decoder, reader.budget, into)
     nbytes = math.prod(s.stop - s.start for s in region) * np.dtype(arr.dtype).itemsize
     taken = BUDGET.take(nbytes, reader.budget)  # zarr decodes whole (inner) chunks
     try:
@@ -203,13 +203,15 @@ SCRATCH = _Scratch(keep=4)
 
 
 def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int, shape: tuple[int, ...],
-                  codec: Any, dtype: np.dtype, budget: int) -> np.ndarray:
+                  codec: Any, dtype: np.dtype, budget: int, into: Target | None = None) -> np.ndarray | None:
     """Rows `rows` along `axis` of compressed chunk `chunk`, cut to `shape`; a chunk never written
     reads as the fill value. Its bytes are read whole (a local file into the thread's kept
     buffer); a zstd chunk read along its first axis is decoded a window at a time, the rows copied
     out of each (`windowed.zstd_rows`), a blosc chunk of zstd blocks only in the blocks the rows lie
     in (`windowed.blosc_rows`); anything else is decoded once into a kept buffer of the chunk's
-    size and the rows copied out."""
+    size and the rows copied out. With `into` (`read_rows`) the windows' rows go straight to
+    their rows there, and None is returned, where its array is C-contiguous in `dtype` with rows
+    of the chunk's width (no array of the rows between: one copy less)."""
     from numcodecs import Blosc, Zstd
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
@@ -231,11 +233,14 @@ def _decoded_rows(arr: Any, chunk: tuple[int, ...], rows: np.ndarray, axis: int,
         if compressed is None:
             return np.full(shape, arr.fill_value, dtype)
         if stream:
-            out = np.empty((rows.size, *full[1:]), dtype)
+            placed = into is not None and into[0].dtype == dtype and into[0].flags.c_contiguous and \
+                into[0].shape[1:] == tuple(shape[1:]) == full[1:]
+            out, dest = (into if placed and into is not None
+                         else (np.empty((rows.size, *full[1:]), dtype), None))
             decode = windowed.zstd_rows if isinstance(codec, Zstd) else windowed.blosc_rows
             try:
-                decode(compressed, nbytes // full[0], full[0], rows, out)
-                return out[(slice(None), *(slice(0, n) for n in shape[1:]))]
+                decode(compressed, nbytes // full[0], full[0], rows, out, dest)
+                return None if placed else out[(slice(None), *(slice(0, n) for n in shape[1:]))]
             except windowed.BloscUnsupported:
                 pass  # decoded whole below
             except ValueError as err:

@@ -95,6 +95,11 @@ class _Contexts(threading.local):
 
 _CONTEXTS = _Contexts()
 
+TAKE_MODE = "clip"
+"""How rows picked by positions known to be in range are taken into an `out=`: numpy's
+`np.take(..., out=)` in its default mode ("raise") fills a buffer and copies it to `out`,
+"clip" writes `out` itself: 3.5x faster for 8,000 rows of 1 KiB (8 vs 28 ms, session 9)."""
+
 def _rows_view(out: np.ndarray, count: int, dest: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     """`out` as rows of bytes, and where wanted row i goes in it: row i (`dest` None; `out` has
     `count` rows) or row `dest[i]` (`out` C-contiguous, its rows whole rows of the chunk), `dest`
@@ -118,7 +123,7 @@ def _put(flat: np.ndarray, dest: np.ndarray | None, lo: int, hi: int, src: np.nd
          picks: np.ndarray) -> None:
     """Rows `picks` of `src` (rows of bytes) as wanted rows lo:hi (`_rows_view`): one copy."""
     if dest is None:
-        np.take(src, picks, axis=0, out=flat[lo:hi])
+        np.take(src, picks, axis=0, out=flat[lo:hi], mode=TAKE_MODE)
     else:
         flat[dest[lo:hi]] = src[picks]
 

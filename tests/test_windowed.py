@@ -119,3 +119,28 @@ def test_a_select_over_a_blosc_zstd_store_reads_only_touched_blocks(tmp_path, bi
     bits_equal(lf.index_select(lf.from_zarr(tmp_path / "b.zarr"), 0, idx).compute(), data[idx])
     assert len(decoded) == 3  # one 4 KiB block per distinct row, of 16 blocks a chunk
     assert stored.SCRATCH.free == []
+
+
+@pytest.mark.parametrize("codec", ["zstd", "blosc-shuffle", "blosc", "blosc-memcpy"])
+@pytest.mark.parametrize("places", ["scattered", "consecutive"])
+@pytest.mark.parametrize("cols", [16, 7])  # rows that divide blocks, and rows that straddle them
+def test_rows_decode_straight_into_their_places_in_a_larger_array(monkeypatch, bits_equal, codec, places,
+                                                                  cols):
+    monkeypatch.setattr(windowed, "WINDOW_BYTES", 1000)
+    data = np.random.default_rng(11).integers(0, 60, (ROWS, cols)).astype(np.float32)
+    if codec == "zstd":
+        compressed, decode = np.frombuffer(numcodecs.Zstd(level=1).encode(data), np.uint8), windowed.zstd_rows
+    else:
+        noise = np.random.default_rng(12).standard_normal((ROWS, cols)).astype(np.float32)  # stored raw
+        data = noise if codec == "blosc-memcpy" else data
+        compressed = blosc_chunk(data, cname="zstd", clevel=1, shuffle=int(codec == "blosc-shuffle"),
+                                 blocksize=4096)
+        decode = windowed.blosc_rows
+    rows = np.unique(np.r_[np.random.default_rng(13).integers(0, ROWS, 300), ROWS - 1])
+    rng = np.random.default_rng(14)
+    dest = rng.permutation(3 * ROWS)[:rows.size] if places == "scattered" else np.arange(rows.size) + 17
+    out = np.full((3 * ROWS, cols), -1, np.float32)
+    decode(compressed, cols * 4, ROWS, rows, out, dest)
+    want = np.full_like(out, -1)
+    want[dest] = data[rows]
+    bits_equal(out, want)

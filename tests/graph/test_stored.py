@@ -452,3 +452,39 @@ def test_compute_of_direct_reads_runs_on_at_least_four_threads_unless_told(tmp_p
     seen.clear()
     bits_equal(y.compute(num_workers=1), data[idx])
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize("chunk_rows", [65536, 70000])  # rows as 16-bit sort keys, and too many for them
+def test_direct_reads_group_random_repeated_ids_by_chunk_bit_equal(tmp_path, bits_equal, chunk_rows):
+    data = np.random.default_rng(21).standard_normal((2 * chunk_rows + 123, 2)).astype(np.float32)
+    make_store(tmp_path / "t.zarr", data, 3, "raw", chunks=(chunk_rows, 2))
+    idx = np.random.default_rng(22).integers(0, data.shape[0], 5000)
+    idx[:3] = [data.shape[0] - 1, 65535, chunk_rows]  # the last row, a 16-bit edge, a chunk's first
+    bits_equal(lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx).compute(), data[idx])
+    keys = np.random.default_rng(23).integers(0, 40, 1000)
+    order = stored.stable_order(keys, 40)
+    assert np.array_equal(order, np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.parametrize("codec", ["zstd", "blosc"])
+@pytest.mark.parametrize("order", ["random", "sorted"])
+def test_compressed_rows_decode_straight_into_the_result(tmp_path, bits_equal, monkeypatch, codec, order):
+    from lazyfuel import windowed
+
+    data = table(31)
+    make_store(tmp_path / "t.zarr", data, 3, codec)
+    idx = np.random.default_rng(32).integers(0, SHAPE[0], 900)  # repeats too
+    idx = np.sort(idx) if order == "sorted" else idx
+    targets = []
+    name = "zstd_rows" if codec == "zstd" else "blosc_rows"
+    real = getattr(windowed, name)
+    monkeypatch.setattr(windowed, name, lambda *a: targets.append(a[4]) or real(*a))
+    result = np.empty((idx.size, SHAPE[1]), np.float32)
+    y = lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx)
+    y.compute(out=result)
+    bits_equal(result, data[idx])
+    assert len(targets) == len(np.unique(idx // CHUNKS[0])) and all(t is result for t in targets)
+    wide = np.zeros((idx.size, 2 * SHAPE[1]), np.float32)
+    y.compute(out=wide[:, ::2])  # not C-contiguous: decoded apart, then copied
+    bits_equal(wide[:, ::2], data[idx])
+    bits_equal(wide[:, 1::2], np.zeros_like(data[idx]))

@@ -53,7 +53,7 @@ from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusS
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.backends.vulkan.residency import ResidentBlock
-from lazyfuel.backends.vulkan.shared import CUDA, hand_off
+from lazyfuel.backends.vulkan.shared import CUDA, cuda_may_import, hand_off
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
@@ -223,8 +223,8 @@ class VulkanExecutor:
 
     def _shared_result(self) -> bool:
         """Whether a kept result goes into memory CUDA can import: under `compute(device=True)`
-        where CUDA shares this pool's GPU (`shared.hand_off`)."""
-        return config._resident_shared and hand_off(self.pool).kind == CUDA
+        where CUDA may import it (`shared.cuda_may_import`: CUDA itself is not asked)."""
+        return config._resident_shared and cuda_may_import(self.pool)
 
     def hold(self, array: np.ndarray) -> ResidentBlock:
         """`array` copied into a new `ResidentBlock` of this pool (a resident block of this pool

@@ -3,9 +3,9 @@
 Decides: `lazyfuel/backends/vulkan/streamed.py`'s `PIPELINED` and `AHEAD` (pieces queued on the
 copy threads ahead, every thread a run of each, or main's runs of 4 MiB: 4 threads a 16 MiB
 piece), `CACHED_STAGING` (host-cached page-locked staging, or the write-combined upload type),
-`PIECE_BYTES` and `IN_FLIGHT`; `host_gather.MAX_STREAMED_SHARE`; and where the first compute's
-time goes. In one process (x a pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random
-int64 ids, every result checked bit for bit on its first and last rows):
+`PIECE_BYTES` and `IN_FLIGHT`; and where the first compute's time goes. In one process (x a
+pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random int64 ids, every result
+checked bit for bit on its first and last rows):
 
 1. the pool made by `lf.explain(y, device=True)` (timed), then the first `compute(device=True)`
    with the rows streamed, under cProfile on dask's synchronous scheduler (cProfile sees one
@@ -14,17 +14,16 @@ int64 ids, every result checked bit for bit on its first and last rows):
    the write-combined upload type (the staging memory's part);
 3. `streamed.gather_up` alone (one 1 GiB block) and the whole `compute(device=True)` streamed
    (4 tasks), best / median of `--rounds`, for each variant;
-4. the table imported, `host_gather.gather_in_place` with a share of the rows streamed beside the
-   kernel (`--shares`): one 1 GiB block, and 4 blocks of a quarter each on 4 threads (as the
-   compute's 4 tasks); then the whole compute read in place with the planner's share;
-   cProfile of a warm compute each way (streamed, in place; synchronous): the per-compute overhead;
+4. the table imported, `host_gather.gather_in_place` alone: one 1 GiB block, and 4 blocks of a
+   quarter each on 4 threads (as the compute's 4 tasks); cProfile of a warm compute each way
+   (streamed, in place; synchronous): the per-compute overhead;
 5. where torch sees CUDA, torch's CPU `index_select` into a pinned tensor and `.cuda()`;
 6. (`--fresh N`) N pairs of fresh processes, each: the pool made by `lf.explain`, then (one of each
    pair) the staging pieces of 4 tasks page-locked untimed (what moving that to pool creation
    would save), then the first and second `compute(device=True)` streamed, on dask's threads.
 
     python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--aheads 2,3]
-        [--rounds 5] [--shares 0,0.25,0.5] [--fresh 1]
+        [--rounds 5] [--fresh 1]
 """
 
 from __future__ import annotations
@@ -96,8 +95,6 @@ def main() -> int:
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
     parser.add_argument("--aheads", default="2,3", help="pieces queued on the copy threads (PIPELINED)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--shares", default="0,0.25,0.375,0.5,0.625",
-                        help="shares of the rows streamed beside the kernel")
     parser.add_argument("--profile-lines", type=int, default=22)
     parser.add_argument("--fresh", type=int, default=1, help="pairs of fresh processes for the first compute")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # "plain" or "prewarm"
@@ -176,26 +173,18 @@ def main() -> int:
     first.free()
     quarter = -(-len(ids) // 4)
     parts = [ids[k:k + quarter] for k in range(0, len(ids), quarter)]
-    print(f"\n| share streamed beside | one {nbytes / 2**30:g} GiB block best / median ms | GB/s "
+    print(f"\n| read in place, the table imported | one {nbytes / 2**30:g} GiB block best / median ms | GB/s "
           "| 4 blocks on 4 threads best / median ms | GB/s |\n|---|---|---|---|---|")
+
+    def one(part: np.ndarray = ids) -> None:
+        block = host_gather.gather_in_place(pool, table, part)
+        assert block is not None
+        block.free()
     with ThreadPoolExecutor(4) as threads:
-        for share in (float(f) for f in args.shares.split(",")):
-            def one(part: np.ndarray = ids, share: float = share) -> None:
-                block = host_gather.gather_in_place(pool, table, part, streamed_rows=int(len(part) * share))
-                assert block is not None
-                block.free()
-            check_block = host_gather.gather_in_place(pool, table, ids, streamed_rows=int(len(ids) * share))
-            check(check_block)
-            check_block.free()
-            b1, m1 = _timed(one, args.rounds)
-            b4, m4 = _timed(lambda one=one: list(threads.map(one, parts)), args.rounds)
-            print(f"| {share:g} | {b1:.1f} / {m1:.1f} | {nbytes / b1 / 1e6:.1f} | {b4:.1f} / {m4:.1f} "
-                  f"| {nbytes / b4 / 1e6:.1f} |", flush=True)
-    saved, host_gather.MAX_STREAMED_SHARE = host_gather.MAX_STREAMED_SHARE, 0.75
-    with lf.config(host_rows="in-place"):
-        kept = [line.strip() for line in lf.explain(y, device=True).splitlines() if "result kept" in line]
-        print("\nplanned, read in place forced, a share up to 0.75 allowed: " + "\n".join(kept))
-    host_gather.MAX_STREAMED_SHARE = saved
+        b1, m1 = _timed(one, args.rounds)
+        b4, m4 = _timed(lambda: list(threads.map(one, parts)), args.rounds)
+    print(f"| the kernel alone | {b1:.1f} / {m1:.1f} | {nbytes / b1 / 1e6:.1f} | {b4:.1f} / {m4:.1f} "
+          f"| {nbytes / b4 / 1e6:.1f} |", flush=True)
 
     for way in ("streamed", "in-place"):
         with lf.config(host_rows=way):

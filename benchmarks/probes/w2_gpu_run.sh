@@ -2,7 +2,7 @@
 # Issue 18 W2 on the H200 in one device call (branch w2again): gpu_run.sh's check and data_path
 # stages (DATA_PATH_ARGS: W2 at 4 and 6 GiB), then the CUDA hand-off tests, the in-place and streamed
 # tests, w2_timeline.py (one warm compute(device=True) per thread, in place and streamed) and
-# w2_streamed.py (main's runs of 4 MiB against PIPELINED by AHEAD, the first compute in fresh
+# w2_streamed.py (the streamed way's pieces, the kernel alone, the first compute in fresh
 # processes). Each part bounded; output under $OUT.
 #   bash benchmarks/probes/w2_gpu_run.sh
 set -uo pipefail
@@ -21,7 +21,7 @@ for way in in-place streamed; do
 done
 echo "=== w2_streamed"
 timeout ${W2_STREAMED_S:-100} python3 benchmarks/probes/w2_streamed.py --gib 4 --rounds 5 --pieces 16 --flights 2 \
-  --aheads 2,3 --fresh 1 --profile-lines 12 2>&1 | tee "$OUT/w2_streamed.txt"
+  --fresh 1 --profile-lines 12 2>&1 | tee "$OUT/w2_streamed.txt"
 echo "=== in-place and streamed tests"
 timeout ${W2_TESTS_S:-60} python3 -m pytest -q -x -p no:cacheprovider tests/backends/vulkan/test_vulkan_host_gather.py \
   tests/backends/vulkan/test_vulkan_streamed.py 2>&1 | tail -n 8 | tee "$OUT/w2_tests.txt"

@@ -1,9 +1,9 @@
 """W2 on the GPU, the streamed way: where its time goes, by threads, staging memory, pieces in flight.
 
-Decides: `lazyfuel/backends/vulkan/streamed.py`'s `PIPELINED` and `AHEAD` (pieces queued on the
-copy threads ahead, every thread a run of each, or main's runs of 4 MiB: 4 threads a 16 MiB
-piece), `CACHED_STAGING` (host-cached page-locked staging, or the write-combined upload type),
-`PIECE_BYTES` and `IN_FLIGHT`; and where the first compute's time goes. In one process (x a
+Decides: `lazyfuel/backends/vulkan/streamed.py`'s `PIECE_BYTES` and `IN_FLIGHT` (main's runs of
+4 MiB, 4 threads a 16 MiB piece; the variants measured slower on the H200, `PIPELINED` pieces
+queued ahead on every copy thread and host-cached staging, are gone: branch `w2again`), the
+staging memory type the gather writes fastest, and where the first compute's time goes. In one process (x a
 pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random int64 ids, every result
 checked bit for bit on its first and last rows):
 
@@ -22,7 +22,7 @@ checked bit for bit on its first and last rows):
    pair) the staging pieces of 4 tasks page-locked untimed (what moving that to pool creation
    would save), then the first and second `compute(device=True)` streamed, on dask's threads.
 
-    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--aheads 2,3]
+    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3]
         [--rounds 5] [--fresh 1]
 """
 
@@ -93,7 +93,6 @@ def main() -> int:
     parser.add_argument("--ids", type=int, default=1 << 20)
     parser.add_argument("--pieces", default="16,32", help="piece sizes, MiB")
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
-    parser.add_argument("--aheads", default="2,3", help="pieces queued on the copy threads (PIPELINED)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile-lines", type=int, default=22)
     parser.add_argument("--fresh", type=int, default=1, help="pairs of fresh processes for the first compute")
@@ -133,7 +132,7 @@ def main() -> int:
           "| GB/s |\n|---|---|---|---|")
     memories = (("host-cached page-locked (lf.empty_pinned)", cached), ("write-combined upload staging", wc))
     for name, out in memories:
-        best, median = _timed(lambda o=out: take_rows(table, ids, o, "clip", 0, streamed.RUN_MIN),
+        best, median = _timed(lambda o=out: take_rows(table, ids, o, "clip", 0, 256 << 10),
                               args.rounds)
         print(f"| {name} | {best:.1f} | {median:.1f} | {nbytes / best / 1e6:.1f} |", flush=True)
         if out[:4].tobytes() != table[ids[:4]].tobytes():
@@ -141,17 +140,14 @@ def main() -> int:
     pool.allocator.free(wc_alloc)
     del cached
 
-    knobs = ("PIPELINED", "AHEAD", "CACHED_STAGING", "PIECE_BYTES", "IN_FLIGHT")
+    knobs = ("PIECE_BYTES", "IN_FLIGHT")
     defaults = {k: getattr(streamed, k) for k in knobs}
     print("\n| pieces | staging | piece MiB | in flight | gather_up alone best / median ms | GB/s "
           "| compute(device=True) streamed best / median ms |\n|---|---|---|---|---|---|---|")
     sizes, flights = [int(m) for m in args.pieces.split(",")], [int(f) for f in args.flights.split(",")]
-    variants = [(False, 0, cached_, 16, 2) for cached_ in (False, True)] + [(False, 0, False, 32, 2)]
-    variants += [(True, ahead, False, mib, flight) for ahead in (int(a) for a in args.aheads.split(","))
-                 for mib in sizes for flight in flights]
     with lf.config(host_rows="streamed"):
-        for pipelined, ahead, cached_, mib, flight in variants:
-            for k, v in zip(knobs, (pipelined, ahead or defaults["AHEAD"], cached_, mib << 20, flight)):
+        for mib, flight in [(mib, flight) for mib in sizes for flight in flights]:
+            for k, v in zip(knobs, (mib << 20, flight)):
                 setattr(streamed, k, v)
 
             def alone() -> None:
@@ -160,10 +156,8 @@ def main() -> int:
             a_best, a_med = _timed(alone, args.rounds)
             check(y.compute(device=True))
             c_best, c_med = _timed(lambda: y.compute(device=True), args.rounds)
-            runs = (f"pipelined, {ahead} ahead, a run a thread" if pipelined
-                    else f"runs of {streamed.RUN_BYTES >> 20} MiB (main)")
-            memory = "cached" if cached_ else "write-combined"
-            print(f"| {runs} | {memory} | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
+            runs = f"runs of {streamed.RUN_BYTES >> 20} MiB (main)"
+            print(f"| {runs} | write-combined | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
                   f"| {nbytes / a_best / 1e6:.1f} | {c_best:.1f} / {c_med:.1f} |", flush=True)
     for k, v in defaults.items():
         setattr(streamed, k, v)
@@ -229,7 +223,7 @@ def _fresh_child(args: argparse.Namespace) -> int:
     pool = get_pool()
     start = time.perf_counter()
     if args.child == "prewarm":
-        held = [pool.allocator.alloc(streamed.PIECE_BYTES, staging=True, download=streamed.CACHED_STAGING)
+        held = [pool.allocator.alloc(streamed.PIECE_BYTES, staging=True)
                 for _ in range(4 * streamed.IN_FLIGHT)]
         for allocation in held:
             pool.allocator.free(allocation)

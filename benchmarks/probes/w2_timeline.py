@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import dask
-from w3_timeline import EVENTS, RECORDING, _print_timeline, _stamp, _wrap
+from w3_timeline import _print_timeline, _wrap, recorded
 
 import lazyfuel as lf
 
@@ -89,14 +89,7 @@ def main() -> int:
             del r, host
         walls.clear()
         for k in range(args.rounds):
-            EVENTS.clear()
-            RECORDING[0] = True
-            start = time.perf_counter()
-            _stamp("compute <")
-            r = y.compute(device=True)
-            _stamp("compute >")
-            wall = time.perf_counter() - start
-            RECORDING[0] = False
+            start, wall, r = recorded("compute", lambda: y.compute(device=True))
             walls.append(wall)
             print(f"\nW2 {args.gib:g} GiB, {args.way}, round {k}: {wall * 1e3:.2f} ms", flush=True)
             if k == args.rounds - 1 or wall == min(walls):

@@ -14,11 +14,11 @@ asks it (`DeviceArray.hand_off`: `__dlpack__`, `__cuda_array_interface__`, torch
 
 `cuda_may_import(pool)` is what a compute asks instead, whether its result goes into exportable
 memory: `may_import` of what the device itself says (host-visible memory, the export extension,
-an NVIDIA vendorID) and whether CUDA could be here at all (cuda-python findable, CUDA_VISIBLE_DEVICES
-not hiding every device), none of which starts CUDA: a compute never starts the CUDA runtime, so a
+an NVIDIA vendorID) and whether CUDA could be here at all (cuda-python findable), none of which
+starts CUDA: a compute never starts the CUDA runtime, so a
 process that forks after computing still may use CUDA in its children. Where it says yes and the
-runtime then finds no CUDA device with the pool's UUID, the result is in exportable memory CUDA does
-not share, and its `hand_off` says so (`none` and why).
+runtime then finds no CUDA device with the pool's UUID (CUDA_VISIBLE_DEVICES hiding it, say), the
+result is in exportable memory CUDA does not share, and its `hand_off` says so (`none` and why).
 
 `buffers_of(pool)` is the pool's `SharedBuffers`: exportable dedicated allocations
 (`export.ExportedMemory`), each with CUDA's import of it made once, on first use
@@ -86,15 +86,11 @@ def hand_off(pool: DevicePool) -> HandOff:
     return choose(host_visible, exportable, cuda)
 
 
-def may_import(host_visible: bool, exportable: bool, vendor_id: int, cuda_findable: bool,
-               visible_devices: str | None) -> bool:
+def may_import(host_visible: bool, exportable: bool, vendor_id: int, cuda_findable: bool) -> bool:
     """Whether CUDA may import a pool's results, decided without CUDA: device-local memory
     (not `host_visible`) the device can export, on an NVIDIA GPU (`vendor_id`), with cuda-python
-    `cuda_findable` and CUDA_VISIBLE_DEVICES (`visible_devices`, None: unset) not hiding every
-    device. True does not promise CUDA shares the GPU (`hand_off` asks the runtime that)."""
-    hidden = visible_devices is not None and visible_devices.strip() in ("", "-1")
-    return (not host_visible and exportable and vendor_id == NVIDIA_VENDOR and cuda_findable
-            and not hidden)
+    `cuda_findable`. True does not promise CUDA shares the GPU (`hand_off` asks the runtime that)."""
+    return not host_visible and exportable and vendor_id == NVIDIA_VENDOR and cuda_findable
 
 
 def cuda_may_import(pool: DevicePool) -> bool:
@@ -102,8 +98,7 @@ def cuda_may_import(pool: DevicePool) -> bool:
     starts the CUDA runtime)."""
     if pool.allocator.direct or not supported(pool):
         return False
-    return may_import(False, True, vendor_id(pool.physical), _cuda_findable(),
-                      os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return may_import(False, True, vendor_id(pool.physical), _cuda_findable())
 
 
 @cache

@@ -10,10 +10,11 @@ result's assembly into one DeviceArray (`resident.assembled`). One compute is ti
 wrappers (`w3_timeline._wrap`), each event stamped with `time.perf_counter()` and its thread,
 printed as ms from the compute's start per thread, with the device ms of each batch; every
 result checked bit for bit on its first and last rows against numpy. `--way` forces
-`config.host_rows` (`in-place` by default: W2's warm way once imported).
+`config.host_rows` (`in-place` by default: W2's warm way once imported); `--chunks` the table's
+chunks (16: W2's, 4 blocks of result; 4: one block, one dispatch and nothing to assemble).
 
     python benchmarks/probes/w2_timeline.py [--gib 4] [--ids 1048576] [--rounds 5] [--warm-s 1.5]
-        [--way in-place]
+        [--way in-place] [--chunks 16]
 """
 
 from __future__ import annotations
@@ -68,13 +69,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warm-s", type=float, default=1.5)
     ap.add_argument("--way", default="in-place", choices=("in-place", "streamed", "auto"))
+    ap.add_argument("--chunks", type=int, default=CHUNKS, help="the table's chunks")
     args = ap.parse_args()
     rows = int(args.gib * 2**30) // (COLS * 4)
     table = np.empty((rows, COLS), np.float32)
     table[:] = np.random.default_rng(1).standard_normal((1, COLS), dtype=np.float32)
     table[:, 0] = np.arange(rows, dtype=np.float32)
     ids = np.random.default_rng(4).integers(0, rows, args.ids, dtype=np.int64)
-    y = lf.index_select(lf.from_array(table, chunks=(-(-rows // CHUNKS), COLS)), 0, ids)
+    y = lf.index_select(lf.from_array(table, chunks=(-(-rows // args.chunks), COLS)), 0, ids)
     want = (table[ids[:1024]].tobytes(), table[ids[-1024:]].tobytes())
     instrument()
     walls = []
@@ -91,11 +93,12 @@ def main() -> int:
         for k in range(args.rounds):
             start, wall, r = recorded("compute", lambda: y.compute(device=True))
             walls.append(wall)
-            print(f"\nW2 {args.gib:g} GiB, {args.way}, round {k}: {wall * 1e3:.2f} ms", flush=True)
+            print(f"\nW2 {args.gib:g} GiB in {args.chunks} chunks ({len(y.to_dask().chunks[0])} result "
+                  f"block(s)), {args.way}, round {k}: {wall * 1e3:.2f} ms", flush=True)
             if k == args.rounds - 1 or wall == min(walls):
                 _print_timeline(start)
             del r
-    print(f"W2 {args.gib:g} GiB {args.way}: best {min(walls) * 1e3:.2f} ms, rounds "
+    print(f"W2 {args.gib:g} GiB in {args.chunks} chunks, {args.way}: best {min(walls) * 1e3:.2f} ms, rounds "
           + " ".join(f"{w * 1e3:.1f}" for w in walls))
     return 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -106,13 +106,3 @@ def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "r
     for future in futures:
         future.result()
     return out
-
-
-def take_rows_later(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "raise",
-                    piece: int = PIECE) -> list[Future]:
-    """`take_rows` queued on the copy pool's threads alone, returning at once: one future a run
-    (`row_runs`: one a thread, each of at least `piece` bytes); `out` holds the rows once every
-    future is done, and must outlive them."""
-    bounds = row_runs(len(rows), out.nbytes // max(len(rows), 1), 0, piece)
-    pool = _executor()
-    return [pool.submit(np.take, src, rows[a:b], 0, out[a:b], mode) for a, b in bounds if b > a]

@@ -1,11 +1,11 @@
 """W2 on the GPU, the streamed way: where its time goes, by threads, staging memory, pieces in flight.
 
-Decides: `lazyfuel/backends/vulkan/streamed.py`'s `PIPELINED` and `AHEAD` (pieces queued on the
-copy threads ahead, every thread a run of each, or main's runs of 4 MiB: 4 threads a 16 MiB
-piece), `CACHED_STAGING` (host-cached page-locked staging, or the write-combined upload type),
-`PIECE_BYTES` and `IN_FLIGHT`; `host_gather.MAX_STREAMED_SHARE`; and where the first compute's
-time goes. In one process (x a pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random
-int64 ids, every result checked bit for bit on its first and last rows):
+Decides: `lazyfuel/backends/vulkan/streamed.py`'s `PIECE_BYTES` and `IN_FLIGHT` (main's runs of
+4 MiB, 4 threads a 16 MiB piece; the variants measured slower on the H200, `PIPELINED` pieces
+queued ahead on every copy thread and host-cached staging, are gone: branch `w2again`), the
+staging memory type the gather writes fastest, and where the first compute's time goes. In one process (x a
+pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, 1M random int64 ids, every result
+checked bit for bit on its first and last rows):
 
 1. the pool made by `lf.explain(y, device=True)` (timed), then the first `compute(device=True)`
    with the rows streamed, under cProfile on dask's synchronous scheduler (cProfile sees one
@@ -14,17 +14,16 @@ int64 ids, every result checked bit for bit on its first and last rows):
    the write-combined upload type (the staging memory's part);
 3. `streamed.gather_up` alone (one 1 GiB block) and the whole `compute(device=True)` streamed
    (4 tasks), best / median of `--rounds`, for each variant;
-4. the table imported, `host_gather.gather_in_place` with a share of the rows streamed beside the
-   kernel (`--shares`): one 1 GiB block, and 4 blocks of a quarter each on 4 threads (as the
-   compute's 4 tasks); then the whole compute read in place with the planner's share;
-   cProfile of a warm compute each way (streamed, in place; synchronous): the per-compute overhead;
+4. the table imported, `host_gather.gather_in_place` alone: one 1 GiB block, and 4 blocks of a
+   quarter each on 4 threads (as the compute's 4 tasks); cProfile of a warm compute each way
+   (streamed, in place; synchronous): the per-compute overhead;
 5. where torch sees CUDA, torch's CPU `index_select` into a pinned tensor and `.cuda()`;
 6. (`--fresh N`) N pairs of fresh processes, each: the pool made by `lf.explain`, then (one of each
    pair) the staging pieces of 4 tasks page-locked untimed (what moving that to pool creation
    would save), then the first and second `compute(device=True)` streamed, on dask's threads.
 
-    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3] [--aheads 2,3]
-        [--rounds 5] [--shares 0,0.25,0.5] [--fresh 1]
+    python benchmarks/probes/w2_streamed.py [--gib 4] [--pieces 16,32] [--flights 2,3]
+        [--rounds 5] [--fresh 1]
 """
 
 from __future__ import annotations
@@ -94,10 +93,7 @@ def main() -> int:
     parser.add_argument("--ids", type=int, default=1 << 20)
     parser.add_argument("--pieces", default="16,32", help="piece sizes, MiB")
     parser.add_argument("--flights", default="2,3", help="pieces in flight")
-    parser.add_argument("--aheads", default="2,3", help="pieces queued on the copy threads (PIPELINED)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--shares", default="0,0.25,0.375,0.5,0.625",
-                        help="shares of the rows streamed beside the kernel")
     parser.add_argument("--profile-lines", type=int, default=22)
     parser.add_argument("--fresh", type=int, default=1, help="pairs of fresh processes for the first compute")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # "plain" or "prewarm"
@@ -136,7 +132,7 @@ def main() -> int:
           "| GB/s |\n|---|---|---|---|")
     memories = (("host-cached page-locked (lf.empty_pinned)", cached), ("write-combined upload staging", wc))
     for name, out in memories:
-        best, median = _timed(lambda o=out: take_rows(table, ids, o, "clip", 0, streamed.RUN_MIN),
+        best, median = _timed(lambda o=out: take_rows(table, ids, o, "clip", 0, 256 << 10),
                               args.rounds)
         print(f"| {name} | {best:.1f} | {median:.1f} | {nbytes / best / 1e6:.1f} |", flush=True)
         if out[:4].tobytes() != table[ids[:4]].tobytes():
@@ -144,17 +140,14 @@ def main() -> int:
     pool.allocator.free(wc_alloc)
     del cached
 
-    knobs = ("PIPELINED", "AHEAD", "CACHED_STAGING", "PIECE_BYTES", "IN_FLIGHT")
+    knobs = ("PIECE_BYTES", "IN_FLIGHT")
     defaults = {k: getattr(streamed, k) for k in knobs}
     print("\n| pieces | staging | piece MiB | in flight | gather_up alone best / median ms | GB/s "
           "| compute(device=True) streamed best / median ms |\n|---|---|---|---|---|---|---|")
     sizes, flights = [int(m) for m in args.pieces.split(",")], [int(f) for f in args.flights.split(",")]
-    variants = [(False, 0, cached_, 16, 2) for cached_ in (False, True)] + [(False, 0, False, 32, 2)]
-    variants += [(True, ahead, False, mib, flight) for ahead in (int(a) for a in args.aheads.split(","))
-                 for mib in sizes for flight in flights]
     with lf.config(host_rows="streamed"):
-        for pipelined, ahead, cached_, mib, flight in variants:
-            for k, v in zip(knobs, (pipelined, ahead or defaults["AHEAD"], cached_, mib << 20, flight)):
+        for mib, flight in [(mib, flight) for mib in sizes for flight in flights]:
+            for k, v in zip(knobs, (mib << 20, flight)):
                 setattr(streamed, k, v)
 
             def alone() -> None:
@@ -163,10 +156,8 @@ def main() -> int:
             a_best, a_med = _timed(alone, args.rounds)
             check(y.compute(device=True))
             c_best, c_med = _timed(lambda: y.compute(device=True), args.rounds)
-            runs = (f"pipelined, {ahead} ahead, a run a thread" if pipelined
-                    else f"runs of {streamed.RUN_BYTES >> 20} MiB (main)")
-            memory = "cached" if cached_ else "write-combined"
-            print(f"| {runs} | {memory} | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
+            runs = f"runs of {streamed.RUN_BYTES >> 20} MiB (main)"
+            print(f"| {runs} | write-combined | {mib} | {flight} | {a_best:.1f} / {a_med:.1f} "
                   f"| {nbytes / a_best / 1e6:.1f} | {c_best:.1f} / {c_med:.1f} |", flush=True)
     for k, v in defaults.items():
         setattr(streamed, k, v)
@@ -176,26 +167,18 @@ def main() -> int:
     first.free()
     quarter = -(-len(ids) // 4)
     parts = [ids[k:k + quarter] for k in range(0, len(ids), quarter)]
-    print(f"\n| share streamed beside | one {nbytes / 2**30:g} GiB block best / median ms | GB/s "
+    print(f"\n| read in place, the table imported | one {nbytes / 2**30:g} GiB block best / median ms | GB/s "
           "| 4 blocks on 4 threads best / median ms | GB/s |\n|---|---|---|---|---|")
+
+    def one(part: np.ndarray = ids) -> None:
+        block = host_gather.gather_in_place(pool, table, part)
+        assert block is not None
+        block.free()
     with ThreadPoolExecutor(4) as threads:
-        for share in (float(f) for f in args.shares.split(",")):
-            def one(part: np.ndarray = ids, share: float = share) -> None:
-                block = host_gather.gather_in_place(pool, table, part, streamed_rows=int(len(part) * share))
-                assert block is not None
-                block.free()
-            check_block = host_gather.gather_in_place(pool, table, ids, streamed_rows=int(len(ids) * share))
-            check(check_block)
-            check_block.free()
-            b1, m1 = _timed(one, args.rounds)
-            b4, m4 = _timed(lambda one=one: list(threads.map(one, parts)), args.rounds)
-            print(f"| {share:g} | {b1:.1f} / {m1:.1f} | {nbytes / b1 / 1e6:.1f} | {b4:.1f} / {m4:.1f} "
-                  f"| {nbytes / b4 / 1e6:.1f} |", flush=True)
-    saved, host_gather.MAX_STREAMED_SHARE = host_gather.MAX_STREAMED_SHARE, 0.75
-    with lf.config(host_rows="in-place"):
-        kept = [line.strip() for line in lf.explain(y, device=True).splitlines() if "result kept" in line]
-        print("\nplanned, read in place forced, a share up to 0.75 allowed: " + "\n".join(kept))
-    host_gather.MAX_STREAMED_SHARE = saved
+        b1, m1 = _timed(one, args.rounds)
+        b4, m4 = _timed(lambda: list(threads.map(one, parts)), args.rounds)
+    print(f"| the kernel alone | {b1:.1f} / {m1:.1f} | {nbytes / b1 / 1e6:.1f} | {b4:.1f} / {m4:.1f} "
+          f"| {nbytes / b4 / 1e6:.1f} |", flush=True)
 
     for way in ("streamed", "in-place"):
         with lf.config(host_rows=way):
@@ -240,7 +223,7 @@ def _fresh_child(args: argparse.Namespace) -> int:
     pool = get_pool()
     start = time.perf_counter()
     if args.child == "prewarm":
-        held = [pool.allocator.alloc(streamed.PIECE_BYTES, staging=True, download=streamed.CACHED_STAGING)
+        held = [pool.allocator.alloc(streamed.PIECE_BYTES, staging=True)
                 for _ in range(4 * streamed.IN_FLIGHT)]
         for allocation in held:
             pool.allocator.free(allocation)

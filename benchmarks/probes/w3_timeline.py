@@ -20,6 +20,7 @@ data_path.py's W3 does; elsewhere (lavapipe) a host array is persisted.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import threading
@@ -63,6 +64,20 @@ def _wrap(owner: Any, name: str, label: str, after: Callable[[Any, tuple], str] 
             _stamp(f"{label} >" + (f" {after(args[0], args)}" if after else ""))
 
     setattr(owner, name, wrapped)
+
+
+def recorded(label: str, call: Callable[[], Any]) -> tuple[float, float, Any]:
+    """`call()` with its events recorded (EVENTS cleared first, `label <` and `label >` around
+    it): (its start on perf_counter, its wall seconds, what it returned)."""
+    EVENTS.clear()
+    RECORDING[0] = True
+    start = time.perf_counter()
+    _stamp(f"{label} <")
+    result = call()
+    _stamp(f"{label} >")
+    wall = time.perf_counter() - start
+    RECORDING[0] = False
+    return start, wall, result
 
 
 def instrument() -> None:
@@ -123,14 +138,7 @@ def one_width(mib: int, chunk_mib: int, row_bytes: int, rounds: int, warm_s: flo
         del kept
     walls = []
     for r in range(rounds):
-        EVENTS.clear()
-        RECORDING[0] = True
-        start = time.perf_counter()
-        _stamp("persist <")
-        kept = y.persist(device=True)
-        _stamp("persist >")
-        wall = time.perf_counter() - start
-        RECORDING[0] = False
+        start, wall, kept = recorded("persist", functools.partial(y.persist, device=True))
         del kept
         walls.append(wall)
         print(f"\n{row_bytes} B rows, {mib} MiB in blocks of {chunk_mib} MiB"

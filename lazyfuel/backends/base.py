@@ -179,11 +179,9 @@ class RowReader(Protocol):
     pages imported, kept for later computes) straight into a new device block (issue 18 item 4:
     no host gather, the rows cross the link once)."""
 
-    def gather_in_place(self, source: np.ndarray, positions: np.ndarray,
-                        streamed_rows: int = 0) -> object | None:
-        """`source[positions]` along axis 0 (a C-contiguous host array) as a device block, the
-        last `streamed_rows` rows streamed up (`RowStreamer`'s way) while a kernel reads the
-        others; or None where its rows cannot be read in place (then take another way)."""
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray) -> object | None:
+        """`source[positions]` along axis 0 (a C-contiguous host array) as a device block read by
+        a kernel; or None where its rows cannot be read in place (then take another way)."""
         ...
 
     def unkept_bytes(self, source: np.ndarray) -> int:
@@ -193,11 +191,6 @@ class RowReader(Protocol):
     def import_rent(self, source: np.ndarray, seconds: float) -> float:
         """Add `seconds` (what not reading `source` in place cost this time) to what its table has
         cost so far that way, and return the sum (0 where nothing is kept of it)."""
-        ...
-
-    def streamed_share(self) -> float:
-        """The largest share (0 <= s <= 1) of a block's rows that `gather_in_place` may stream up
-        beside the kernel's reads (0: the kernel reads them all)."""
         ...
 
 

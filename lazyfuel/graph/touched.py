@@ -235,7 +235,6 @@ class InPlace:
     import_s: float  # pinning the table's pages not kept imported yet
     nbytes: int  # the result's bytes, read over the link once
     imported: int  # the table's bytes imported now
-    streamed_rows: int = 0  # the rows streamed up beside the kernel's reads (`RowReader.streamed_share`)
 
     @property
     def cost(self) -> float:
@@ -245,37 +244,20 @@ class InPlace:
     def describe(self, backend: Backend) -> str:
         """The way in `lf.explain`'s words."""
         pin = f"import {self.imported} bytes ~{seconds(self.import_s)} once, then " if self.imported else ""
-        beside = f", {self.streamed_rows} row(s) streamed up beside it" if self.streamed_rows else ""
-        return (f"read by a kernel on {backend} from the host table's imported pages{beside} "
+        return (f"read by a kernel on {backend} from the host table's imported pages "
                 f"(~{seconds(self.cost)}: {pin}read ~{seconds(self.warm)}; {self.nbytes} bytes over the "
                 "link, none down)")
 
 
-SHARES = tuple(k / 8 for k in range(9))  # the shares of a block's rows streamed beside a read in place
-
-
-def in_place(planner: Planner, backend: Backend, dtype: DType, shape: Sequence[int], imported: int,
-             streamer: RowStreamer | None = None, max_share: float = 0.0) -> InPlace:
+def in_place(planner: Planner, backend: Backend, dtype: DType, shape: Sequence[int],
+             imported: int) -> InPlace:
     """The price of reading a result of `dtype` and `shape` (rows along axis 0) in place on
-    `backend`, importing `imported` bytes of its table first; where `max_share` > 0 the cheapest
-    of `SHARES` up to it of the rows (all but one at most) is streamed up through `streamer`
-    meanwhile, the slower of the two sides setting the time."""
+    `backend`, importing `imported` bytes of its table first."""
     row_bytes = math.prod(shape[1:]) * dtype.itemsize
-    nbytes, rows = shape[0] * row_bytes, shape[0]
+    nbytes = shape[0] * row_bytes
     read = planner.host_read_cost(backend, nbytes, row_bytes)
     pin = planner.host_read_cost(backend, nbytes, row_bytes, imported) - read  # the import alone
-    if streamer is None:
-        return InPlace(read, pin, nbytes, imported)
-    warm, streamed_rows = read, 0
-    for share in SHARES[1:]:
-        beside = max(min(int(rows * share), rows - 1), 0)
-        if share > max_share or not beside:
-            break
-        cost = max(planner.host_read_cost(backend, (rows - beside) * row_bytes, row_bytes),
-                   streaming(planner, backend, streamer, dtype, (beside, *shape[1:])).cost)
-        if cost < warm:
-            warm, streamed_rows = cost, beside
-    return InPlace(warm, pin, nbytes, imported, streamed_rows)
+    return InPlace(read, pin, nbytes, imported)
 
 
 @dataclass(frozen=True)
@@ -317,9 +299,7 @@ def kept_ways(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: 
     best, program = kept_cost(planner, chain, dtypes, layouts, backend, math.prod(layouts[1].shape))
     shape = (layouts[1].shape[0], *layouts[0].shape[1:])
     stream = streaming(planner, backend, streamer, dtypes[0], shape)
-    share = streamer.streamed_share() if isinstance(streamer, RowReader) else 0.0
-    read = None if imported is None else in_place(planner, backend, dtypes[0], shape, imported, streamer,
-                                                  share)
+    read = None if imported is None else in_place(planner, backend, dtypes[0], shape, imported)
     return KeptWays(best, program, stream, read)
 
 
@@ -344,7 +324,7 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
         rent = reader.import_rent(data, ways.saving())
     way = ways.pick(rent)
     if way == "in-place" and reader is not None:
-        block = reader.gather_in_place(data, positions, ways.read.streamed_rows if ways.read else 0)
+        block = reader.gather_in_place(data, positions)
         if block is not None:
             return block
         way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"

@@ -213,35 +213,6 @@ def test_the_planner_streams_the_rows_only_where_that_is_cheaper(vulkan, bits_eq
     assert streamed_where_cheaper(planner, both, [big, few], Backend.Vulkan, executor) is None  # two nodes
 
 
-def test_a_read_in_place_streams_the_cheapest_share_beside_it(vulkan) -> None:
-    """Priced as a discrete GPU (reads in place bound by a cost per row) over a host that gathers
-    fast: a share of the rows is streamed beside the kernel, the slower side setting the time,
-    cheaper than the kernel alone; none where no share is allowed, fewer where the host gathers
-    slowly."""
-    from lazyfuel.backends.vulkan.executor import VulkanExecutor
-    from lazyfuel.dtypes import DType
-    from lazyfuel.graph.touched import SHARES, in_place, streaming
-    from lazyfuel.registry.cost import DevicePrior, Throughput
-
-    def planner(host_rate: float) -> Planner:
-        priors = {Backend.Cpu: DevicePrior("host", Throughput(5e-6, host_rate, 2e9)),
-                  Backend.Vulkan: kind_prior("discrete")}
-        return Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=MeasuredCosts(priors=priors))
-    fast, slow = planner(64e9), planner(host_prior().kernels.bytes_per_s)
-    f32, executor, shape = DType.from_numpy(np.dtype(np.float32)), VulkanExecutor(), (262144, 256)
-    whole = in_place(fast, Backend.Vulkan, f32, shape, 4 << 30)
-    assert in_place(fast, Backend.Vulkan, f32, shape, 4 << 30, executor, 0.0) == whole
-    both = in_place(fast, Backend.Vulkan, f32, shape, 4 << 30, executor, 0.75)
-    beside = both.streamed_rows
-    assert beside / shape[0] in SHARES and 0 < beside <= 0.75 * shape[0], both
-    read = in_place(fast, Backend.Vulkan, f32, (shape[0] - beside, 256), 0).warm
-    up = streaming(fast, Backend.Vulkan, executor, f32, (beside, 256)).cost
-    assert both.warm == pytest.approx(max(read, up)) and both.warm < whole.warm
-    assert both.import_s == pytest.approx(whole.import_s) and both.nbytes == whole.nbytes
-    assert f"{beside} row(s) streamed up beside it" in both.describe(Backend.Vulkan)
-    assert in_place(slow, Backend.Vulkan, f32, shape, 0, executor, 0.75).streamed_rows < beside
-
-
 def test_explain_on_the_device_says_the_rows_are_streamed_and_the_bytes_up(vulkan) -> None:
     rows = 65536
     ids = np.random.default_rng(27).integers(0, rows, 4096)

@@ -48,7 +48,7 @@ import numpy as np
 from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.backends.vulkan.residency import CArrayMeta, ResidentBlock
-from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, HandOff, hand_off
+from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, HandOff, cuda_may_import, hand_off
 
 
 class DeviceArray(CArrayMeta):
@@ -185,7 +185,7 @@ def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: 
     if first is None:
         raise ValueError("assemble() needs at least one resident block")
     pool = first.pool if pool is None else pool
-    cuda = hand_off(pool).kind == CUDA
+    cuda = cuda_may_import(pool)
     if len(blocks) == 1 and first.shape == shape and first.pool is pool \
             and (first.shared_buffer is not None or not cuda):
         return DeviceArray(first)

@@ -53,7 +53,7 @@ from lazyfuel.backends.vulkan.kernels import STATUS_STRIDE, DeviceValue, StatusS
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.pool import DevicePool, get_pool, spread_slot
 from lazyfuel.backends.vulkan.residency import ResidentBlock
-from lazyfuel.backends.vulkan.shared import CUDA, hand_off
+from lazyfuel.backends.vulkan.shared import CUDA, cuda_may_import, hand_off
 from lazyfuel.contracts.model import Backend, OpKind
 from lazyfuel.layout import Layout
 from lazyfuel.planner.program import Program, Step
@@ -192,14 +192,11 @@ class VulkanExecutor:
         (`streamed.gather_up`; the `base.RowStreamer` capability)."""
         return streamed.gather_up(self.pool, source, positions, shared=self._shared_result())
 
-    def gather_in_place(self, source: np.ndarray, positions: np.ndarray,
-                        streamed_rows: int = 0) -> ResidentBlock | None:
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray) -> ResidentBlock | None:
         """`source[positions]` along axis 0 read by one kernel from `source`'s imported pages
-        straight into a new block of this pool, the last `streamed_rows` streamed up beside it
-        (`host_gather.gather_in_place`; the `base.RowReader` capability); None where that cannot
-        run here."""
-        return host_gather.gather_in_place(self.pool, source, positions, shared=self._shared_result(),
-                                           streamed_rows=streamed_rows)
+        straight into a new block of this pool (`host_gather.gather_in_place`; the `base.RowReader`
+        capability); None where that cannot run here."""
+        return host_gather.gather_in_place(self.pool, source, positions, shared=self._shared_result())
 
     def unkept_bytes(self, source: np.ndarray) -> int:
         """The bytes of `source`'s table `gather_in_place` would import now."""
@@ -208,11 +205,6 @@ class VulkanExecutor:
     def import_rent(self, source: np.ndarray, seconds: float) -> float:
         """`host_gather.ImportRent.add` on this pool's rents."""
         return host_gather.rent_of(self.pool).add(source, seconds)
-
-    def streamed_share(self) -> float:
-        """`host_gather.MAX_STREAMED_SHARE`: the most of a block's rows `gather_in_place` may
-        stream up beside its kernel."""
-        return host_gather.MAX_STREAMED_SHARE
 
     def pieces(self, nbytes: int, row_bytes: int) -> int:
         """How many pieces (one submit each) `gather_up` moves a result of `nbytes` in: one where
@@ -223,8 +215,8 @@ class VulkanExecutor:
 
     def _shared_result(self) -> bool:
         """Whether a kept result goes into memory CUDA can import: under `compute(device=True)`
-        where CUDA shares this pool's GPU (`shared.hand_off`)."""
-        return config._resident_shared and hand_off(self.pool).kind == CUDA
+        where CUDA may import it (`shared.cuda_may_import`: CUDA itself is not asked)."""
+        return config._resident_shared and cuda_may_import(self.pool)
 
     def hold(self, array: np.ndarray) -> ResidentBlock:
         """`array` copied into a new `ResidentBlock` of this pool (a resident block of this pool

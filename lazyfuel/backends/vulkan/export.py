@@ -51,6 +51,13 @@ def device_uuid(physical: Any) -> bytes:
     return bytes(ffi.buffer(ids.deviceUUID, 16))
 
 
+def vendor_id(physical: Any) -> int:
+    """The physical device's vendorID (its PCI vendor id: 0x10DE for NVIDIA)."""
+    props = vk.ffi.new("VkPhysicalDeviceProperties*")
+    vk.lib.vkGetPhysicalDeviceProperties(physical, props)
+    return int(props.vendorID)
+
+
 def supported(pool: DevicePool) -> bool:
     """Whether `pool`'s device was created with VK_KHR_external_memory_fd (its entry point resolves)."""
     return _proc(pool, "vkGetMemoryFdKHR") is not None

@@ -14,12 +14,9 @@ C-contiguous host array) as a new `ResidentBlock` of `pool`, written by one disp
   every chunk the ids hit (rows may straddle segments: words never do);
 - on a discrete GPU each load crosses the link straight into the result's device memory: no CPU
   gather, no staging, the result bytes cross once;
-- with `streamed_rows` > 0 the last rows are not read by the kernel but streamed
-  (`streamed.fill`: gathered by the copy threads into page-locked staging, uploaded piece by
-  piece) into their place in the same block while the kernel reads the rest: reads in place are
-  bound by a cost per row (~30 GB/s of 1 KiB rows on the H200) under the link's ~50-55 GB/s, so
-  the two ways share the link. The planner picks how many (`graph.touched.in_place`), at most
-  `MAX_STREAMED_SHARE` of them.
+- the kernel reads every row (a share streamed up beside it by the copy threads was measured on
+  the H200, branch `w2fast`, and never beat the kernel alone: 0.25 of the rows level with it,
+  0.5 1.33x slower; that machinery is gone).
 
 None where the path cannot run (the device imports no host memory, the owner is not numpy's own
 memory, the driver refuses a segment, ids past 2**32 rows): the caller then takes another way.
@@ -38,7 +35,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.vulkan import streamed
 from lazyfuel.backends.vulkan.kept import SEGMENT, owner_of
 from lazyfuel.backends.vulkan.kernels import U32_LIMIT, dispatch, per_group, spec_constants
 from lazyfuel.backends.vulkan.residency import ResidentBlock
@@ -49,9 +45,6 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.memory import Allocation
     from lazyfuel.backends.vulkan.pool import DevicePool
 
-# the most of a block's rows the planner may stream beside the kernel (0: none; measured on the H200:
-# no share beat the kernel alone, 0.25 level with it, 0.5 1.3x slower)
-MAX_STREAMED_SHARE = 0.0
 FAMILY = "host_gather"  # its launch shape is the pool's `groups["host_gather"]` (launch_shapes.py)
 PUSH = PushLayout.of("uint64_t segments", "uint64_t dst", "uint64_t ids", "uint64_t base", "uint64_t n",
                      "uint64_t start", "uint R", "uint shift")  # host_gather.comp's Params
@@ -101,11 +94,10 @@ def _segments(pool: DevicePool, owner: np.ndarray, start: int, nbytes: int) -> l
 
 
 def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
-                    shared: bool = False, streamed_rows: int = 0) -> ResidentBlock | None:
+                    shared: bool = False) -> ResidentBlock | None:
     """`source[positions]` along axis 0 as a new block in `pool`'s device memory (in a buffer CUDA
-    can import with `shared`), read by a kernel from the table's imported pages, but for the last
-    `streamed_rows` (all but one at most), streamed up meanwhile; None where that cannot run (see
-    the module docstring). Out-of-range positions raise IndexError naming value and position.
+    can import with `shared`), read by a kernel from the table's imported pages; None where that
+    cannot run (see the module docstring). Out-of-range positions raise IndexError naming value and position.
     Counted in `lazyfuel.profile` as the result's and the kernel's ids' bytes uploaded."""
     if not source.flags.c_contiguous or source.ndim < 1 or positions.ndim != 1:
         raise ValueError(f"gather_in_place takes a C-contiguous source of rank >= 1 and 1-d positions; "
@@ -124,9 +116,7 @@ def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     submits = 0
     try:
         if nbytes:
-            kept = in_place_rows(len(positions), streamed_rows)
-            found_submits = _read(pool, owner, start, source, positions, kept, block.allocation, row_bytes,
-                                  word)
+            found_submits = _read(pool, owner, start, source, positions, block.allocation, row_bytes, word)
             if found_submits is None:
                 block.free()
                 return None
@@ -135,16 +125,10 @@ def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
         block.free()
         raise
     block.done()
-    ids_bytes = 4 * in_place_rows(len(positions), streamed_rows) if nbytes else 0
+    ids_bytes = 4 * len(positions) if nbytes else 0
     profiling.record(bytes_uploaded=nbytes + ids_bytes, submits=submits, dispatches=1 if nbytes else 0,
                      device=pool.label)
     return block
-
-
-def in_place_rows(count: int, streamed_rows: int) -> int:
-    """How many of a block's `count` rows the kernel reads in place with `streamed_rows` asked to be
-    streamed beside it: the others, at least one of any."""
-    return count - max(min(streamed_rows, count - 1), 0)
 
 
 def _word(row_bytes: int, address: int) -> int:
@@ -153,13 +137,11 @@ def _word(row_bytes: int, address: int) -> int:
 
 
 def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, positions: np.ndarray,
-          kept: int, target: Allocation, row_bytes: int, word: int) -> int | None:
-    """Record and run the one dispatch over the first `kept` positions, streaming the rest into
-    their place meanwhile (`streamed.fill`); the submits, or None where a segment could not be
-    imported."""
+          target: Allocation, row_bytes: int, word: int) -> int | None:
+    """Record and run the one dispatch over every position; the submits, or None where a segment
+    could not be imported."""
     segments = _segments(pool, owner, start, source.nbytes)
     size = segment_bytes(pool)
-    rest, positions = positions[kept:], positions[:kept]
     with pool.batch() as batch:
         addresses = []
         for first, n in segments:
@@ -180,14 +162,8 @@ def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, p
                              base=0, n=n, start=start - segments[0][0], R=words_per_row,
                              shift=size.bit_length() - 1)
         dispatch(batch, pipeline, PUSH, values, n, per_group(batch, FAMILY))
-        batch.start()
-        submits = 1
-        if len(rest):  # the device reads its share while the copy threads stream the rest up
-            offset = kept * row_bytes
-            submits += streamed.fill(pool, source, rest, streamed.part(target, offset, len(rest) * row_bytes),
-                                     row_bytes)
-        batch.finish()
-    return submits
+        batch.run()
+    return 1
 
 
 class ImportRent:

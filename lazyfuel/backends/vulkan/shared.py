@@ -8,7 +8,17 @@
   (`__cuda_array_interface__`, a kDLCUDA DLPack);
 - `none`: neither (a discrete GPU with no CUDA, or no cuda-python): host copies only; `why` says
   what is missing.
-`choose` is the rule itself (testable without the hardware); `hand_off` asks the device.
+`choose` is the rule itself (testable without the hardware); `hand_off` asks the device, and for
+CUDA's device number the CUDA runtime (whose start costs ~110-155 ms on the H200): only a consumer
+asks it (`DeviceArray.hand_off`: `__dlpack__`, `__cuda_array_interface__`, torch, CuPy).
+
+`cuda_may_import(pool)` is what a compute asks instead, whether its result goes into exportable
+memory: `may_import` of what the device itself says (host-visible memory, the export extension,
+an NVIDIA vendorID) and whether CUDA could be here at all (cuda-python findable), none of which
+starts CUDA: a compute never starts the CUDA runtime, so a
+process that forks after computing still may use CUDA in its children. Where it says yes and the
+runtime then finds no CUDA device with the pool's UUID (CUDA_VISIBLE_DEVICES hiding it, say), the
+result is in exportable memory CUDA does not share, and its `hand_off` says so (`none` and why).
 
 `buffers_of(pool)` is the pool's `SharedBuffers`: exportable dedicated allocations
 (`export.ExportedMemory`), each with CUDA's import of it made once, on first use
@@ -20,15 +30,17 @@ making device memory costs ~22 ms per GiB on the H200's driver, importing it mor
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from lazyfuel.backends.vulkan.check import VulkanMemoryError
-from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported
+from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported, vendor_id
 from lazyfuel.backends.vulkan.memory import size_class
 
 if TYPE_CHECKING:
@@ -36,6 +48,7 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 HOST, CUDA, NONE = "host", "cuda", "none"
+NVIDIA_VENDOR = 0x10DE  # VkPhysicalDeviceProperties.vendorID of NVIDIA's GPUs (PCI vendor id)
 _T = TypeVar("_T")
 
 
@@ -71,6 +84,31 @@ def hand_off(pool: DevicePool) -> HandOff:
 
         cuda = cuda_device_with_uuid(device_uuid(pool.physical))
     return choose(host_visible, exportable, cuda)
+
+
+def may_import(host_visible: bool, exportable: bool, vendor_id: int, cuda_findable: bool) -> bool:
+    """Whether CUDA may import a pool's results, decided without CUDA: device-local memory
+    (not `host_visible`) the device can export, on an NVIDIA GPU (`vendor_id`), with cuda-python
+    `cuda_findable`. True does not promise CUDA shares the GPU (`hand_off` asks the runtime that)."""
+    return not host_visible and exportable and vendor_id == NVIDIA_VENDOR and cuda_findable
+
+
+def cuda_may_import(pool: DevicePool) -> bool:
+    """`may_import` for `pool`: whether a compute's result goes into exportable memory (never
+    starts the CUDA runtime)."""
+    if pool.allocator.direct or not supported(pool):
+        return False
+    return may_import(False, True, vendor_id(pool.physical), _cuda_findable())
+
+
+@cache
+def _cuda_findable() -> bool:
+    """Whether cuda-python's `cuda.bindings` can be imported (looked up, not imported; once a
+    process)."""
+    try:
+        return importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):  # no `cuda` package at all, or a broken one
+        return False
 
 
 @dataclass(eq=False)

@@ -11,14 +11,12 @@ no pageable upload:
   place in the block (vkCmdCopyBuffer), and is submitted without waiting, so the next piece is
   gathered while this one crosses the link; at most `IN_FLIGHT` pieces are on their way at a
   time (their staging is the allocator's, reused per size class: a second compute page-locks
-  nothing new). The staging is the allocator's write-combined upload type, or host-cached with
-  `CACHED_STAGING` (measured alike on the H200: 33.4 / 33.8 ms for 1 GiB of 1 KiB rows).
-- `PIPELINED` (off: not measured on the H200 yet) keeps the copy pool's threads busy across
-  pieces: `AHEAD` pieces are queued on the copy threads (every thread a run of each, at least
-  `RUN_MIN` bytes) while the caller's thread submits the finished one, so no thread waits for a
-  piece's submit. Measured on the H200 (benchmarks/probes/w2_streamed.py): cutting each piece
-  among all 16 threads without queueing ahead made the whole W2 compute slower (94 ms against
-  53 with runs of 4 MiB): the threads then idle at every piece's end and submit, 64 times.
+  nothing new). The staging is the allocator's write-combined upload type.
+Measured on the H200 (benchmarks/probes/w2_streamed.py, branches `w2fast` and `w2again`) and gone:
+host-cached staging (alike: 56.5 against 55.4 ms for the whole W2 compute), each piece cut among
+all 16 threads (94 ms against 53: the threads idle at every piece's end and submit, 64 times),
+and that with 2 or 3 pieces queued on the copy threads ahead while the caller submits (103.8 /
+113.5 ms against 55.4: the 4 tasks' pieces then queue behind one another on the one copy pool).
 So the time is about max(gather, upload) plus one piece, where gathering into host memory and
 then uploading the whole result pays both, in turn. The planner decides when to take it
 (`graph.touched.streamed_where_cheaper`, priced by `Planner.host_copy_cost` and the link's
@@ -29,7 +27,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +35,7 @@ from lazyfuel import profiling
 from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.checks import checked_indices
-from lazyfuel.hostcopy import row_runs, take_rows, take_rows_later
+from lazyfuel.hostcopy import row_runs, take_rows
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
@@ -47,10 +44,6 @@ if TYPE_CHECKING:
 PIECE_BYTES = 16 << 20  # the result bytes one batch uploads
 IN_FLIGHT = 2  # pieces submitted and not yet waited for (double buffering)
 RUN_BYTES = 4 << 20  # a piece's rows are taken on the copy pool's threads in runs of this
-CACHED_STAGING = False  # pieces staged in host-cached page-locked memory (else write-combined)
-PIPELINED = False  # pieces queued on the copy threads `AHEAD` at a time, each cut among them all
-AHEAD = 2  # pieces being gathered while earlier ones are submitted (`PIPELINED`)
-RUN_MIN = 256 << 10  # `PIPELINED`: a piece is cut among all the copy pool's threads, runs of at least this
 
 
 def pieces(nbytes: int, row_bytes: int) -> int:
@@ -65,9 +58,7 @@ def rows_per_piece(row_bytes: int) -> int:
 
 def piece_runs(rows: int, row_bytes: int) -> list[tuple[int, int]]:
     """The runs [start, stop) a piece of `rows` rows of `row_bytes` is taken in, each on a copy
-    thread: runs of `RUN_BYTES`, or (`PIPELINED`) one a copy thread, each of at least `RUN_MIN`."""
-    if PIPELINED:
-        return row_runs(rows, row_bytes, 0, RUN_MIN)
+    thread: runs of `RUN_BYTES`."""
     return row_runs(rows, row_bytes, 2 * RUN_BYTES, RUN_BYTES)
 
 
@@ -110,7 +101,7 @@ def fill(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Al
         take_rows(source, positions, _rows(target.host, nbytes, source, len(positions)),
                   mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
         return 0
-    return (_pipelined if PIPELINED else _streamed)(pool, source, positions, target, row_bytes)
+    return _streamed(pool, source, positions, target, row_bytes)
 
 
 def part(allocation: Allocation, offset: int, nbytes: int) -> Allocation:
@@ -140,7 +131,7 @@ def _streamed(pool: DevicePool, source: np.ndarray, positions: np.ndarray, targe
             batch = pool.batch()
             flight.append(batch)
             n = (stop - start) * row_bytes
-            stage = batch.staging(n, download=CACHED_STAGING)
+            stage = batch.staging(n)
             assert stage.host is not None, "staging is host-visible"
             take_rows(source, positions[start:stop], _rows(stage.host, n, source, stop - start),
                       mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)  # as `piece_runs` cuts it
@@ -156,69 +147,6 @@ def _streamed(pool: DevicePool, source: np.ndarray, positions: np.ndarray, targe
                     batch.finish()
             finally:
                 batch.close()
-
-
-def _pipelined(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
-               row_bytes: int) -> int:
-    """`_streamed` with `AHEAD` pieces queued on the copy threads (`PIPELINED`, see the module
-    docstring): the caller's thread waits for the oldest piece's runs, submits its copy, and
-    queues the next piece, at most `AHEAD` gathering and `IN_FLIGHT` uploading; returns the
-    submits (one a piece)."""
-    step = rows_per_piece(row_bytes)
-    starts = iter(range(0, len(positions), step))
-    gathering: deque[tuple[Batch, int, int, Allocation, list[Future]]] = deque()
-    flight: deque[Batch] = deque()
-    submits = 0
-    try:
-        while True:
-            while len(gathering) < max(AHEAD, 1):
-                start = next(starts, None)
-                if start is None:
-                    break
-                stop = min(start + step, len(positions))
-                gathering.append(_queue(pool, source, positions, start, stop, row_bytes))
-            if not gathering:
-                break
-            batch, start, stop, stage, runs = gathering.popleft()
-            flight.append(batch)
-            wait(runs)  # every run finished (none writes the staging after an error)
-            for run in runs:
-                run.result()
-            batch.copy(stage, 0, target, start * row_bytes, (stop - start) * row_bytes)
-            batch.start()
-            submits += 1
-            while len(flight) > IN_FLIGHT:
-                _done(flight.popleft())
-        while flight:
-            _done(flight.popleft())
-        return submits
-    finally:
-        for batch, *_, runs in gathering:  # an error: no copy thread may write freed staging
-            wait(runs)
-            batch.close()
-        for batch in flight:
-            try:
-                if batch.submitted:
-                    batch.finish()
-            finally:
-                batch.close()
-
-
-def _queue(pool: DevicePool, source: np.ndarray, positions: np.ndarray, start: int, stop: int,
-           row_bytes: int) -> tuple[Batch, int, int, Allocation, list[Future]]:
-    """A new batch with staging for the piece of rows `start:stop`, its runs queued on the copy
-    threads (`hostcopy.take_rows_later`)."""
-    batch = pool.batch()
-    try:
-        n = (stop - start) * row_bytes
-        stage = batch.staging(n, download=CACHED_STAGING)
-        assert stage.host is not None, "staging is host-visible"
-        runs = take_rows_later(source, positions[start:stop], _rows(stage.host, n, source, stop - start),
-                               mode="clip", piece=RUN_MIN)
-    except BaseException:
-        batch.close()
-        raise
-    return batch, start, stop, stage, runs
 
 
 def _done(batch: Batch) -> None:

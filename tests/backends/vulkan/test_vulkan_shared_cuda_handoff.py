@@ -21,11 +21,22 @@ import pytest
 
 import lazyfuel as lf
 from lazyfuel import dlpack
+from lazyfuel.backends.vulkan import shared
 from lazyfuel.backends.vulkan.device_array import DeviceArray
-from lazyfuel.backends.vulkan.export import supported
+from lazyfuel.backends.vulkan.export import supported, vendor_id
 from lazyfuel.backends.vulkan.memtypes import Mode
 from lazyfuel.backends.vulkan.residency import ResidentBlock
-from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, buffers_of, choose, hand_off
+from lazyfuel.backends.vulkan.shared import (
+    CUDA,
+    HOST,
+    NONE,
+    NVIDIA_VENDOR,
+    buffers_of,
+    choose,
+    cuda_may_import,
+    hand_off,
+    may_import,
+)
 from lazyfuel.backends.vulkan.transfer import in_mode
 
 
@@ -47,6 +58,100 @@ def test_the_hand_off_rule():
         type(found)(NONE, None, "gpu0 cannot export memory"))
     why = choose(False, True, "CUDA is not usable here (no cuda-python)").why
     assert why.startswith("CUDA is not usable")
+
+
+def test_the_compute_rule_needs_no_cuda():
+    """`may_import`: what a compute asks to put its result in exportable memory, from the device and
+    the environment only."""
+    assert may_import(False, True, NVIDIA_VENDOR, True)
+    assert not may_import(True, True, NVIDIA_VENDOR, True)  # host-visible: a CPU DLPack
+    assert not may_import(False, False, NVIDIA_VENDOR, True)  # no export extension
+    assert not may_import(False, True, 0x1002, True)  # an AMD GPU
+    assert not may_import(False, True, 0x10005, True)  # Mesa's lavapipe in staged mode
+    assert not may_import(False, True, NVIDIA_VENDOR, False)  # no cuda-python
+
+
+@pytest.fixture
+def no_cuda_lookup(monkeypatch):
+    """CUDA's runtime may not be asked (`external._find_device` fails the test) until
+    `allow()`, which lets it answer; the per-process answers start empty."""
+    from lazyfuel.backends.vkfft import external
+
+    asked: list[bytes] = []
+
+    def refused(uuid: bytes) -> str:
+        raise AssertionError(f"the CUDA runtime was asked for GPU {uuid.hex()} inside a compute")
+
+    monkeypatch.setattr(external, "_uuid_devices", {})
+    monkeypatch.setattr(external, "_find_device", refused)
+
+    def allow() -> list[bytes]:
+        def answered(uuid: bytes) -> str:
+            asked.append(uuid)
+            return f"none of the 0 CUDA device(s) is the GPU {uuid.hex()}"
+        monkeypatch.setattr(external, "_find_device", answered)
+        return asked
+    return allow
+
+
+def test_a_device_local_compute_never_asks_cuda(vulkan, pool, no_cuda_lookup):
+    """Device-local memory (staged mode) that can be exported: the compute decides where its
+    result goes without starting CUDA; the consumer's `hand_off` is what asks."""
+    if not supported(pool):
+        pytest.skip(f"{pool.label} has no VK_KHR_external_memory_fd")
+    rng = np.random.default_rng()
+    a = rng.standard_normal((96, 40)).astype(np.float32)
+    idx = rng.integers(0, 96, 64)
+    with in_mode(pool, Mode.STAGED):
+        r = lf.from_array(a, chunks=(32, 40)).index_select(0, idx).compute(device=True)
+        r1 = lf.from_array(a, chunks=(96, 40)).compute(device=True)  # one block, no assembly
+        nvidia = vendor_id(pool.physical) == NVIDIA_VENDOR and shared._cuda_findable()
+        assert cuda_may_import(pool) == nvidia  # lavapipe: no; the H200: yes, CUDA still unasked
+        asked = no_cuda_lookup()
+        assert r.hand_off.kind == NONE and len(asked) == 1  # asked now, by the consumer
+        assert _same(np.asarray(r), a[idx]) and _same(np.asarray(r1), a)
+
+
+def test_an_nvidia_device_puts_the_result_in_exportable_memory_unasked(vulkan, exporting,
+                                                                       no_cuda_lookup, monkeypatch):
+    """Where the rule says CUDA may import (the vendor and cuda-python made to say so here), the
+    result lies in an exportable buffer, CUDA still unasked; a runtime that then finds no such GPU
+    makes the hand-off `none`, and the values are the host copy's, bit-equal."""
+    pool = exporting
+    monkeypatch.setattr(shared, "vendor_id", lambda physical: NVIDIA_VENDOR)
+    monkeypatch.setattr(shared, "_cuda_findable", lambda: True)
+    rng = np.random.default_rng()
+    for dtype, cols in ((np.float32, 1), (np.int64, 24), (np.uint8, 4096)):
+        a = rng.integers(0, 100, (80, cols)).astype(dtype)
+        idx = rng.integers(0, 80, 50)
+        with in_mode(pool, Mode.STAGED), lf.config(backend="vulkan"):
+            assert cuda_may_import(pool)
+            r = lf.from_array(a, chunks=(30, cols)).index_select(0, idx).compute(device=True)
+            assert r._block.shared_buffer is not None  # exportable, CUDA never asked
+            assert _same(np.asarray(r), a[idx])
+    asked = no_cuda_lookup()
+    with in_mode(pool, Mode.STAGED):
+        assert not r.host_visible
+        assert r.hand_off.kind == NONE and "none of the 0 CUDA device(s)" in r.hand_off.why and asked
+        assert _same(np.from_dlpack(r, device="cpu"), a[idx])  # the consumer's way: a host copy
+
+
+def test_a_fresh_process_computes_without_starting_cuda():
+    """In a process of its own (the H200's CUDA would start there), `compute(device=True)` leaves
+    CUDA's runtime unasked; the DeviceArray's `hand_off` asks it."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, lazyfuel as lf\n"
+            "from lazyfuel.backends.vkfft import external\n"
+            "a = np.arange(4096, dtype=np.float32).reshape(256, 16)\n"
+            "y = lf.from_array(a, chunks=(64, 16)).index_select(0, np.arange(255, -1, -1))\n"
+            "r = y.compute(device=True)\n"
+            "assert external._uuid_devices == {}, external._uuid_devices\n"
+            "assert np.asarray(r).tobytes() == a[::-1].tobytes()\n"
+            "print('ok', r.hand_off.kind)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-2000:]
 
 
 @pytest.fixture

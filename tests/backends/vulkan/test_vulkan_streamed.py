@@ -26,7 +26,6 @@ def small_pieces(monkeypatch):
     """Pieces of 64 KiB, so a test's result crosses in many pieces (several in flight at once)."""
     monkeypatch.setattr(streamed, "PIECE_BYTES", 64 << 10)
     monkeypatch.setattr(streamed, "RUN_BYTES", 16 << 10)
-    monkeypatch.setattr(streamed, "RUN_MIN", 4 << 10)
 
 
 @pytest.mark.parametrize("mode", [None, "staged", "import"])
@@ -84,26 +83,19 @@ def test_the_executor_counts_one_piece_where_device_memory_is_mapped(pool) -> No
 
 
 @pytest.mark.parametrize("threads", [1, 4, 16])
-def test_a_piece_is_cut_in_runs_of_4_mib_or_pipelined_one_a_copy_thread(monkeypatch, threads) -> None:
+def test_a_piece_is_cut_in_runs_of_4_mib(threads) -> None:
     """A 16 MiB piece of 1 KiB rows: runs of `RUN_BYTES` (4 of them, whatever the threads: the
-    tasks beside take the other threads), or (`PIPELINED`) one a copy thread; the runs cover the
-    piece once, in order."""
+    tasks beside take the other threads); the runs cover the piece once, in order."""
     rows = streamed.PIECE_BYTES // 1024
-    for pipelined, want in ((False, 1 if threads == 1 else 4), (True, threads)):
-        monkeypatch.setattr(streamed, "PIPELINED", pipelined)
-        with lf.config(copy_threads=threads):
-            runs = streamed.piece_runs(rows, 1024)
-        assert len(runs) == want, (pipelined, runs)
-        assert runs[0][0] == 0 and runs[-1][1] == rows and all(a[1] == b[0] for a, b in pairwise(runs))
+    with lf.config(copy_threads=threads):
+        runs = streamed.piece_runs(rows, 1024)
+    assert len(runs) == (1 if threads == 1 else 4), runs
+    assert runs[0][0] == 0 and runs[-1][1] == rows and all(a[1] == b[0] for a, b in pairwise(runs))
 
 
-@pytest.mark.parametrize("cached", [False, True])
-def test_pieces_are_staged_in_the_memory_asked_for(pool, bits_equal, small_pieces, monkeypatch,
-                                                   cached) -> None:
-    """The write-combined upload type by default (`CACHED_STAGING` off: measured alike on the
-    H200), host-cached page-locked memory (the download type) with it; bit-equal either way, on
-    4 copy threads."""
-    monkeypatch.setattr(streamed, "CACHED_STAGING", cached)
+def test_pieces_are_staged_in_the_upload_type(pool, bits_equal, small_pieces) -> None:
+    """The write-combined upload type (host-cached staging measured alike on the H200, gone);
+    bit-equal, on 4 copy threads."""
     source = random_rows(5000, (40,), np.float32, 31)
     positions = row_positions("random", len(source), 4000, seed=32)
     with in_mode(pool, "staged") as allocator, lf.config(copy_threads=4):
@@ -112,22 +104,20 @@ def test_pieces_are_staged_in_the_memory_asked_for(pool, bits_equal, small_piece
         got = np.asarray(block)
         del block
     bits_equal(got, source[positions])
-    assert uses == {Use.DOWNLOAD if cached else Use.UPLOAD}, uses
+    assert uses == {Use.UPLOAD}, uses
 
 
 @pytest.mark.parametrize("mode", ["staged", "import"])
-@pytest.mark.parametrize("ahead, flight", [(1, 1), (2, 2), (3, 1)])
+@pytest.mark.parametrize("flight", [1, 2, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.complex64, np.bool_])
 @pytest.mark.parametrize("width", [(), (3,), (1024,), (7, 5)])  # rows of 1 B .. 4 KiB
 @pytest.mark.parametrize("kind", ["random", "sorted", "repeated"])
-def test_pipelined_pieces_land_in_the_block_bit_for_bit(pool, bits_equal, small_pieces, monkeypatch, mode,
-                                                        ahead, flight, dtype, width, kind) -> None:
-    """`PIPELINED`: `AHEAD` pieces queued on 4 copy threads while the oldest is submitted, the
-    last piece short; poisoned staging and block, so a row no run wrote shows up."""
-    monkeypatch.setattr(streamed, "PIPELINED", True)
-    monkeypatch.setattr(streamed, "AHEAD", ahead)
+def test_pieces_in_flight_land_in_the_block_bit_for_bit(pool, bits_equal, small_pieces, monkeypatch, mode,
+                                                        flight, dtype, width, kind) -> None:
+    """`IN_FLIGHT` pieces uploading while the next is gathered on 4 copy threads, the last piece
+    short; poisoned staging and block, so a row no run wrote shows up."""
     monkeypatch.setattr(streamed, "IN_FLIGHT", flight)
-    source = random_rows(3001, width, dtype, seed=len(width) * 3 + ahead)
+    source = random_rows(3001, width, dtype, seed=len(width) * 3 + flight)
     positions = row_positions(kind, len(source), 2500, seed=17)
     with in_mode(pool, mode) as allocator, lf.config(copy_threads=4), lf.profile() as p:
         block = gather_up(pool, source, positions)
@@ -141,8 +131,7 @@ def test_pipelined_pieces_land_in_the_block_bit_for_bit(pool, bits_equal, small_
     assert pool.resources()["idle_contexts"] == pool.resources()["contexts"]
 
 
-def test_a_bad_position_is_refused_before_any_piece_is_queued(pool, small_pieces, monkeypatch) -> None:
-    monkeypatch.setattr(streamed, "PIPELINED", True)
+def test_a_bad_position_is_refused_before_any_piece_is_queued(pool, small_pieces) -> None:
     source = random_rows(4000, (64,), np.float32, 2)
     positions = np.arange(4000, dtype=np.int64)
     positions[10] = -4001
@@ -153,16 +142,13 @@ def test_a_bad_position_is_refused_before_any_piece_is_queued(pool, small_pieces
         assert allocator.in_use == 0
 
 
-@pytest.mark.parametrize("pipelined", [False, True])
-def test_staging_that_cannot_be_had_midway_leaves_nothing_held(pool, bits_equal, monkeypatch,
-                                                               pipelined) -> None:
+def test_staging_that_cannot_be_had_midway_leaves_nothing_held(pool, bits_equal, monkeypatch) -> None:
     """The second piece's staging fails (a real VK_ERROR_OUT_OF_DEVICE_MEMORY injected where the
     allocator makes a block) while the first piece is being gathered or uploaded: MemoryError, the
     copy threads done with the staging before it is freed, every context idle, nothing in use;
     the pool streams again afterwards, bit for bit."""
     from lazyfuel.backends.vulkan import faults
 
-    monkeypatch.setattr(streamed, "PIPELINED", pipelined)
     monkeypatch.setattr(streamed, "PIECE_BYTES", 17 << 20)  # over a quarter block: a block of its own
     source = random_rows(60000, (256,), np.float32, 33)
     positions = row_positions("random", len(source), 52000, seed=34)

@@ -1,0 +1,107 @@
+"""W2 on the GPU as a timeline: where each thread spends one warm `compute(device=True)`.
+
+Decides: where the ~14 ms a warm in-place W2 compute spends beside its kernel (issue 18 W2: 1M
+random int64 ids over a pageable (rows, 256) f32 table of `--gib` GiB in 16 chunks, the result
+kept on the GPU, the table already imported) goes: the lowering and the held run (main thread),
+dask's scheduler, each task's way and prices (`touched.streamed_where_cheaper`, `kept_ways`), the
+ids' range check (`checked_indices`), the result's reservation, the table's kept imports
+(`KeptImports.hold`), the read's recording and submit, the fence wait (the device), and the
+result's assembly into one DeviceArray (`resident.assembled`). One compute is timed with
+wrappers (`w3_timeline._wrap`), each event stamped with `time.perf_counter()` and its thread,
+printed as ms from the compute's start per thread, with the device ms of each batch; every
+result checked bit for bit on its first and last rows against numpy. `--way` forces
+`config.host_rows` (`in-place` by default: W2's warm way once imported); `--chunks` the table's
+chunks (16: W2's, 4 blocks of result; 4: one block, one dispatch and nothing to assemble).
+
+    python benchmarks/probes/w2_timeline.py [--gib 4] [--ids 1048576] [--rounds 5] [--warm-s 1.5]
+        [--way in-place] [--chunks 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import dask
+from w3_timeline import _print_timeline, _wrap, recorded
+
+import lazyfuel as lf
+
+COLS, CHUNKS = 256, 16
+
+
+def instrument() -> None:
+    """Wrap the calls one W2 compute(device=True) makes (each name as the caller looks it up)."""
+    from lazyfuel import array
+    from lazyfuel.backends.vulkan import batch, executor, host_gather, kept, residency
+    from lazyfuel.graph import held_run, task, touched
+
+    _wrap(array.Array, "_persisted_on_device", "persist")
+    _wrap(array, "assembled", "assemble")
+    _wrap(array, "on_device", "lower")
+    _wrap(held_run.HeldRun, "run", "held run")
+    _wrap(dask.threaded, "get", "scheduler")
+    _wrap(task, "streamed_where_cheaper", "task's way")
+    _wrap(touched, "kept_ways", "prices")
+    _wrap(executor.VulkanExecutor, "import_rent", "rent")
+    _wrap(executor.VulkanExecutor, "unkept_bytes", "unkept")
+    _wrap(host_gather, "gather_in_place", "gather_in_place")
+    _wrap(host_gather, "checked_indices", "ids checked")
+    _wrap(host_gather, "_read", "read")
+    _wrap(residency.ResidentBlock, "reserve", "reserve")
+    _wrap(kept.KeptImports, "hold", "hold")
+    _wrap(batch.Batch, "run", "submit+wait")
+    _wrap(batch.Batch, "start", "submit")
+    _wrap(batch.Batch, "finish", "wait", lambda b, _: f"device {b.device_seconds * 1e3:.2f} ms")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gib", type=float, default=4.0)
+    ap.add_argument("--ids", type=int, default=1 << 20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warm-s", type=float, default=1.5)
+    ap.add_argument("--way", default="in-place", choices=("in-place", "streamed", "auto"))
+    ap.add_argument("--chunks", type=int, default=CHUNKS, help="the table's chunks")
+    args = ap.parse_args()
+    rows = int(args.gib * 2**30) // (COLS * 4)
+    table = np.empty((rows, COLS), np.float32)
+    table[:] = np.random.default_rng(1).standard_normal((1, COLS), dtype=np.float32)
+    table[:, 0] = np.arange(rows, dtype=np.float32)
+    ids = np.random.default_rng(4).integers(0, rows, args.ids, dtype=np.int64)
+    y = lf.index_select(lf.from_array(table, chunks=(-(-rows // args.chunks), COLS)), 0, ids)
+    want = (table[ids[:1024]].tobytes(), table[ids[-1024:]].tobytes())
+    instrument()
+    walls = []
+    with lf.config(host_rows=args.way):
+        end = time.perf_counter() + args.warm_s
+        while time.perf_counter() < end or not walls:  # imports the table, warms the clocks
+            r = y.compute(device=True)
+            host = np.asarray(r)
+            if (host[:1024].tobytes(), host[-1024:].tobytes()) != want:
+                raise SystemExit("differs from numpy")
+            walls.append(0.0)
+            del r, host
+        walls.clear()
+        for k in range(args.rounds):
+            start, wall, r = recorded("compute", lambda: y.compute(device=True))
+            walls.append(wall)
+            print(f"\nW2 {args.gib:g} GiB in {args.chunks} chunks ({len(y.to_dask().chunks[0])} result "
+                  f"block(s)), {args.way}, round {k}: {wall * 1e3:.2f} ms", flush=True)
+            if k == args.rounds - 1 or wall == min(walls):
+                _print_timeline(start)
+            del r
+    print(f"W2 {args.gib:g} GiB in {args.chunks} chunks, {args.way}: best {min(walls) * 1e3:.2f} ms, rounds "
+          + " ".join(f"{w * 1e3:.1f}" for w in walls))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,10 +35,10 @@ from typing import Any
 
 import dask
 import dask.array as da
+import dask.array.core
 import dask.local
 import dask.threaded
 from dask._task_spec import DataNode, GraphNode, convert_legacy_graph
-from dask.array.core import _pass_extra_kwargs
 from dask.callbacks import Callback
 from dask.core import flatten
 
@@ -47,6 +47,9 @@ from lazyfuel.graph import replay
 from lazyfuel.graph.resident import hold_block
 from lazyfuel.settings import config
 
+# dask's wrapper of a map_blocks function given keywords (private: None where a dask lacks it, and
+# then only direct calls are recognised, which is slower but the same result)
+_KEYWORD_WRAPPER = getattr(dask.array.core, "_pass_extra_kwargs", None)
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process, threads): a fork makes its own
 _POOLS_LOCK = threading.Lock()
 
@@ -75,7 +78,8 @@ def calls(node: GraphNode, func: Any) -> bool:
     if found is func:
         return True
     args = getattr(node, "args", ())
-    return found is _pass_extra_kwargs and bool(args) and isinstance(args[0], DataNode) and args[0]() is func
+    wrapped = _KEYWORD_WRAPPER is not None and found is _KEYWORD_WRAPPER
+    return wrapped and bool(args) and isinstance(args[0], DataNode) and args[0]() is func
 
 
 def _levels(graph: Mapping[Hashable, GraphNode]) -> list[Hashable]:

@@ -124,6 +124,19 @@ def test_host_and_other_blocks_still_go_into_place(shader_copies):
     assert assemble(blocks, chunks, np.float32, pool).to_host().tobytes() == a.tobytes()
 
 
+def test_a_block_of_another_pool_comes_into_place(shader_copies):
+    from lazyfuel.backends.vulkan import get_pool
+
+    pool = shader_copies
+    other = get_pool(pool.info.index, replica=1)  # its own VkDevice
+    other.allocator.poison = pool.allocator.poison
+    a = RNG.integers(-2**62, 2**62, (900, 6), dtype=np.int64)
+    chunks = ((512, 388), (6,))
+    parts = _blocks_of(a, chunks)
+    blocks = [ResidentBlock.upload(other, parts[0]), ResidentBlock.upload(pool, parts[1])]
+    assert assemble(blocks, chunks, np.int64, pool).to_host().tobytes() == a.tobytes()
+
+
 def test_one_block_is_still_that_block(shader_copies):
     """No copy where the block already is what the result needs (on a GPU CUDA shares, an
     exportable block: a plain one is copied into an exportable allocation, by the shader)."""

@@ -9,9 +9,10 @@ C-contiguous host array) as a new `ResidentBlock` of `pool`, written by one disp
   start (1 GiB, `kept.SEGMENT`, smaller only under a smaller maxMemoryAllocationSize), each its
   own import, so a table of any size works; the imports are the pool's kept ones
   (`KeptImports.hold`): made on the first compute, reused by later ones while the owner lives;
-- the ids (range-checked on the host, uint32) and the segments' device addresses go up in one
-  small upload; the shader maps id -> (segment, offset) for every word, so one dispatch reads
-  every chunk the ids hit (rows may straddle segments: words never do);
+- the ids (range-checked on the host: by the graph when the op was built, so not again for a
+  task's, else here; uint32) and the segments' device addresses go up in one small upload;
+  the shader maps id -> (segment, offset) for every word, so one dispatch reads every chunk
+  the ids hit (rows may straddle segments: words never do);
 - on a discrete GPU each load crosses the link straight into the result's device memory: no CPU
   gather, no staging, the result bytes cross once;
 - the kernel reads every row (a share streamed up beside it by the copy threads was measured on

@@ -179,9 +179,11 @@ class RowReader(Protocol):
     pages imported, kept for later computes) straight into a new device block (issue 18 item 4:
     no host gather, the rows cross the link once)."""
 
-    def gather_in_place(self, source: np.ndarray, positions: np.ndarray) -> object | None:
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray,
+                        checked: bool = False) -> object | None:
         """`source[positions]` along axis 0 (a C-contiguous host array) as a device block read by
-        a kernel; or None where its rows cannot be read in place (then take another way)."""
+        a kernel; or None where its rows cannot be read in place (then take another way).
+        `checked`: every position is known to be in range (a task's inputs), so none is read again."""
         ...
 
     def unkept_bytes(self, source: np.ndarray) -> int:

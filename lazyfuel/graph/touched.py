@@ -324,7 +324,7 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
         rent = reader.import_rent(data, ways.saving())
     way = ways.pick(rent)
     if way == "in-place" and reader is not None:
-        block = reader.gather_in_place(data, positions)
+        block = reader.gather_in_place(data, positions, checked=True)  # a task's inputs: in range
         if block is not None:
             return block
         way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"

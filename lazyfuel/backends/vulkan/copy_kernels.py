@@ -1,9 +1,11 @@
 """The copy kernels: Contiguize of any view with the copy shader, or of a dense view as one
-vkCmdCopyBuffer (two bindings the planner chooses between by cost), and the layout helpers they
-and the other kernels share (`collapse`, `widen`, `contiguized`)."""
+vkCmdCopyBuffer (two bindings the planner chooses between by cost), the layout helpers they
+and the other kernels share (`collapse`, `widen`, `contiguized`), and `copy_bytes`: a device copy
+of a byte range by whichever of the two the device moves faster."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +24,7 @@ from lazyfuel.backends.vulkan.kernels import (
     storage_buffers,
 )
 from lazyfuel.backends.vulkan.memory import Allocation
+from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout
 from lazyfuel.ops import contiguize as contiguize_op
 
@@ -146,3 +149,29 @@ def contiguized(batch: Batch, value: DeviceValue) -> DeviceValue:
     ContiguizeKernel().record(batch, step, [value], tmp, None)
     batch.barrier()
     return DeviceValue(tmp, value.dtype, Layout.contiguous(lay.shape))
+
+
+def copy_bytes(batch: Batch, src: Allocation, src_offset: int, dst: Allocation, dst_offset: int,
+               nbytes: int) -> None:
+    """Record a device copy of `nbytes` from `src_offset` in `src` to `dst_offset` in `dst`: a
+    dispatch of the copy shader where the pool copies that many bytes faster so
+    (`pool.shader_copy_min`, from `priors.shader_copy_min`) and both ranges start where a storage
+    buffer binds and hold whole 16-byte words; else one vkCmdCopyBuffer. Later work sees it after
+    a `batch.barrier()`, either way."""
+    least = batch.pool.shader_copy_min
+    align = batch.pool.allocator.align
+    if (least is None or nbytes < max(least, 16) or nbytes % 16
+            or (src.offset + src_offset) % align or (dst.offset + dst_offset) % align):
+        batch.copy(src, src_offset, dst, dst_offset, nbytes)
+        return
+    n = nbytes // 4  # as uint32 words (the shader widens them to 16 bytes)
+    source = DeviceValue(_range_of(src, src_offset, nbytes), DType.U32, Layout.contiguous((n,)))
+    step = SimpleNamespace(param={"shape": (n,), "strides": (1,), "offset": 0})
+    ContiguizeKernel().record(batch, step, [source], _range_of(dst, dst_offset, nbytes), None)
+
+
+def _range_of(allocation: Allocation, offset: int, nbytes: int) -> Allocation:
+    """`nbytes` of `allocation` from `offset`, as an allocation of its own (the same memory)."""
+    host = None if allocation.host is None else allocation.host[offset:offset + nbytes]
+    return replace(allocation, offset=allocation.offset + offset, size=nbytes,
+                   address=allocation.address + offset, host=host)

@@ -2,9 +2,11 @@
 
 A chunked result is assembled on the device in one allocation (C order), so the consumer sees one
 array, as torch and CuPy users expect: `assemble(blocks, chunks, dtype, pool)` copies every
-resident block's rows into it with device copies (one batch; a result of one block on that pool
-is that block, no copy). A block on another pool comes device to device where a path exists
-(`ResidentBlock.bind`, `peer.py`), else through host memory (both counted in `lazyfuel.profile`).
+resident block's rows into it with device copies (one batch; each contiguous run by the copy
+shader where the device moves it faster so, else vkCmdCopyBuffer: `copy_kernels.copy_bytes`; a
+result of one block on that pool is that block, no copy). A block on another pool comes device
+to device where a path exists (`ResidentBlock.bind`, `peer.py`), else through host memory (both
+counted in `lazyfuel.profile`).
 
 The memory is a `residency.ResidentBlock` pinned for the DeviceArray's life (never spilled), so it
 counts against the pool's `device_memory_budget`. It is freed when the DeviceArray and every
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from lazyfuel import dlpack
+from lazyfuel.backends.vulkan.copy_kernels import copy_bytes
 from lazyfuel.backends.vulkan.pool import DevicePool
 from lazyfuel.backends.vulkan.residency import CArrayMeta, ResidentBlock
 from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, HandOff, cuda_may_import, hand_off
@@ -201,7 +204,7 @@ def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: 
                     src = batch.alloc(max(host.nbytes, 1))
                     batch.upload(src, host.reshape(-1).view(np.uint8))
                 for src_off, dst_off, n in _runs(tuple(block.shape), origin, shape, dtype.itemsize):
-                    batch.copy(src, src_off, whole.allocation, dst_off, n)
+                    copy_bytes(batch, src, src_off, whole.allocation, dst_off, n)
             batch.barrier()
             batch.run()
     except BaseException:

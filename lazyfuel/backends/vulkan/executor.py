@@ -192,11 +192,13 @@ class VulkanExecutor:
         (`streamed.gather_up`; the `base.RowStreamer` capability)."""
         return streamed.gather_up(self.pool, source, positions, shared=self._shared_result())
 
-    def gather_in_place(self, source: np.ndarray, positions: np.ndarray) -> ResidentBlock | None:
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray,
+                        checked: bool = False) -> ResidentBlock | None:
         """`source[positions]` along axis 0 read by one kernel from `source`'s imported pages
         straight into a new block of this pool (`host_gather.gather_in_place`; the `base.RowReader`
-        capability); None where that cannot run here."""
-        return host_gather.gather_in_place(self.pool, source, positions, shared=self._shared_result())
+        capability); None where that cannot run here. `checked`: the positions are known in range."""
+        return host_gather.gather_in_place(self.pool, source, positions, shared=self._shared_result(),
+                                           checked=checked)
 
     def unkept_bytes(self, source: np.ndarray) -> int:
         """The bytes of `source`'s table `gather_in_place` would import now."""

@@ -9,9 +9,10 @@ C-contiguous host array) as a new `ResidentBlock` of `pool`, written by one disp
   start (1 GiB, `kept.SEGMENT`, smaller only under a smaller maxMemoryAllocationSize), each its
   own import, so a table of any size works; the imports are the pool's kept ones
   (`KeptImports.hold`): made on the first compute, reused by later ones while the owner lives;
-- the ids (range-checked on the host, uint32) and the segments' device addresses go up in one
-  small upload; the shader maps id -> (segment, offset) for every word, so one dispatch reads
-  every chunk the ids hit (rows may straddle segments: words never do);
+- the ids (range-checked on the host: by the graph when the op was built, so not again for a
+  task's, else here; uint32) and the segments' device addresses go up in one small upload;
+  the shader maps id -> (segment, offset) for every word, so one dispatch reads every chunk
+  the ids hit (rows may straddle segments: words never do);
 - on a discrete GPU each load crosses the link straight into the result's device memory: no CPU
   gather, no staging, the result bytes cross once;
 - the kernel reads every row (a share streamed up beside it by the copy threads was measured on
@@ -94,16 +95,20 @@ def _segments(pool: DevicePool, owner: np.ndarray, start: int, nbytes: int) -> l
 
 
 def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
-                    shared: bool = False) -> ResidentBlock | None:
+                    shared: bool = False, checked: bool = False) -> ResidentBlock | None:
     """`source[positions]` along axis 0 as a new block in `pool`'s device memory (in a buffer CUDA
     can import with `shared`), read by a kernel from the table's imported pages; None where that
-    cannot run (see the module docstring). Out-of-range positions raise IndexError naming value and position.
-    Counted in `lazyfuel.profile` as the result's and the kernel's ids' bytes uploaded."""
+    cannot run (see the module docstring). Out-of-range positions raise IndexError naming value
+    and position, unless `checked` says they are in range already (a task's inputs: the graph
+    checked the ids when the op was built, or per block of lazy ids, and moved them into the
+    source it passes), so the ids are read only to upload them. Counted in `lazyfuel.profile`
+    as the result's and the kernel's ids' bytes uploaded."""
     if not source.flags.c_contiguous or source.ndim < 1 or positions.ndim != 1:
         raise ValueError(f"gather_in_place takes a C-contiguous source of rank >= 1 and 1-d positions; "
                          f"got a source of shape {source.shape} (contiguous: {source.flags.c_contiguous}) "
                          f"and positions of shape {positions.shape}")
-    checked_indices(positions, len(source), what="position")
+    if not checked:
+        checked_indices(positions, len(source), what="position")
     found = table_of(source)
     if found is None or pool.allocator.imports is None or len(source) > U32_LIMIT:
         return None
@@ -149,11 +154,14 @@ def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, p
             if held is None:
                 return None
             addresses.append(held.address)
-        table = np.array(addresses, dtype=np.uint64)
-        ids = np.zeros(-(-len(positions) // 4) * 4, dtype=np.uint32)  # the table after it 16-aligned
-        ids[:len(positions)] = positions
-        small = batch.alloc(ids.nbytes + table.nbytes)
-        batch.upload(small, np.concatenate([ids.view(np.uint8), table.view(np.uint8)]))
+        ids_bytes = -(-len(positions) // 4) * 16  # uint32 ids, the segments' table after them 16-aligned
+        packed = np.empty(ids_bytes + 8 * len(addresses), dtype=np.uint8)
+        ids = packed[:ids_bytes].view(np.uint32)
+        ids[:len(positions)] = positions  # one pass over the ids: narrowed as they are packed
+        ids[len(positions):] = 0
+        packed[ids_bytes:].view(np.uint64)[:] = addresses
+        small = batch.alloc(packed.nbytes)
+        batch.upload(small, packed)
         words_per_row = row_bytes // word
         n = len(positions) * words_per_row
         wide = n >= U32_LIMIT

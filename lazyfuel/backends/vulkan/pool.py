@@ -50,6 +50,7 @@ from lazyfuel.backends.vulkan.launch_shapes import choose_tuning, measured_picks
 from lazyfuel.backends.vulkan.link_probe import LinkProbe, probed_link
 from lazyfuel.backends.vulkan.memory import VulkanAllocator
 from lazyfuel.backends.vulkan.pinned import PinnedHost
+from lazyfuel.backends.vulkan.priors import shader_copy_min
 from lazyfuel.backends.vulkan.queues import Queues, queue_count
 from lazyfuel.settings import config
 
@@ -100,6 +101,9 @@ class DevicePool:
         self.coalesced = tuning.coalesced
         # Grids past this many workgroups are split into several dispatches (tests lower it).
         self.max_groups = self.info.max_workgroup_count[0]
+        # Device copies from this many bytes run the copy shader (`copy_kernels.copy_bytes`; None:
+        # never; tests lower it to run the shader on lavapipe).
+        self.shader_copy_min: int | None = shader_copy_min(self.info.kind)
         self.submits = 0
         self.dispatches = 0
         self.closed = False

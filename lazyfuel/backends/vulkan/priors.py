@@ -35,6 +35,12 @@ _HOST_LINK = LinkPrior(100e-6, 8e9, 8e9, import_bytes_per_s=100e9)
 # kernel reading random rows in place over its link ~28 ns a row from 4 B to 1 KiB rows
 # (benchmarks/probes/w2_in_place.py: 40M rows/s at 4 B, 31 GB/s at 1 KiB, 45 GB/s at 4 KiB)
 _PCIE_LINK = LinkPrior(100e-6, 10e9, 10e9, import_bytes_per_s=23e9, read_row_s=28e-9)
+# Device-to-device copies of at least this many bytes go through the copy shader, not
+# vkCmdCopyBuffer, by device kind (`copy_kernels.copy_bytes`): the H200's copy engine moves
+# ~0.85 TB/s where the copy shader (`ContiguizeKernel`) moves ~4.17 TB/s (BENCHMARKS.md, "W2 on
+# the GPU again"); lavapipe's vkCmdCopyBuffer is a memcpy no shader beats, so none there.
+SHADER_COPY_MIN: dict[str, int] = {"discrete": 1 << 20}
+
 BY_KIND: dict[str, DevicePrior] = {
     "cpu": DevicePrior("cpu", Throughput(200e-6, 1e9, 5e9), _HOST_LINK),
     "discrete": DevicePrior("discrete", Throughput(100e-6, 1e12, 1e14), _PCIE_LINK),
@@ -54,6 +60,12 @@ def kind_prior(kind: str, probe: LinkProbe | None = None) -> DevicePrior:
     kind = found.link or _HOST_LINK  # what the probe does not time: imports and row reads
     link = replace(probe.link, import_bytes_per_s=kind.import_bytes_per_s, read_row_s=kind.read_row_s)
     return DevicePrior(found.kind, kernels, link)
+
+
+def shader_copy_min(kind: str) -> int | None:
+    """The bytes from which a device copy on a device of `kind` is faster by the copy shader than
+    by vkCmdCopyBuffer; None where it never is."""
+    return SHADER_COPY_MIN.get(kind)
 
 
 def device_prior() -> DevicePrior:

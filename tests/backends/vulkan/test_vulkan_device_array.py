@@ -11,6 +11,8 @@ import pytest
 import lazyfuel as lf
 from lazyfuel import dlpack
 from lazyfuel.backends.vulkan.device_array import DeviceArray, _runs, assemble
+from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.backends.vulkan.shared import cuda_may_import
 
 RNG = np.random.default_rng()
 
@@ -74,3 +76,86 @@ def test_what_it_cannot_do_is_refused_by_name(vulkan):
             r.__cuda_array_interface__  # noqa: B018
     with pytest.raises(ValueError, match=r"^assemble\(\) needs at least one resident block$"):
         assemble([np.zeros((2, 2), np.float32)], ((2,), (2,)), np.float32)
+
+
+@pytest.fixture
+def shader_copies(pool):
+    """Device copies from 16 bytes by the copy shader (the H200's rule, `priors.SHADER_COPY_MIN`,
+    run on lavapipe), every allocation poisoned."""
+    saved = pool.shader_copy_min
+    pool.shader_copy_min = 16
+    yield pool
+    pool.shader_copy_min = saved
+
+
+def _blocks_of(a: np.ndarray, chunks: tuple[tuple[int, ...], ...]) -> list[np.ndarray]:
+    """The blocks of `a` over `chunks`, row-major."""
+    starts = [np.concatenate(([0], np.cumsum(c))) for c in chunks]
+    grid = np.ndindex(*(len(c) for c in chunks))
+    return [a[tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, at))] for at in grid]
+
+
+@pytest.mark.parametrize(("dtype", "shape", "chunks"), [
+    (np.float32, (4096, 64), ((1024, 1024, 1024, 1024), (64,))),   # W2's form: whole rows
+    (np.float64, (3000, 8), ((1700, 1300), (8,))),                  # uneven blocks
+    (np.uint8, (20000,), ((8192, 8192, 3616),)),                    # rank 1, bytes
+    (np.int16, (64, 32, 16), ((40, 24), (16, 16), (16,))),          # rank 3: runs of planes' rows
+    (np.complex128, (129, 33), ((64, 65), (33,))),                  # runs off storage alignment
+])
+def test_assembly_copies_large_runs_with_the_copy_shader(shader_copies, dtype, shape, chunks):
+    pool = shader_copies
+    a = RNG.integers(0, 256, (int(np.prod(shape)) * np.dtype(dtype).itemsize,), dtype=np.uint8)
+    a = a.view(dtype).reshape(shape)
+    blocks = [ResidentBlock.upload(pool, np.ascontiguousarray(b)) for b in _blocks_of(a, chunks)]
+    before = pool.dispatches
+    r = assemble(blocks, chunks, dtype, pool)
+    assert r.to_host().tobytes() == a.tobytes()
+    aligned = [s for b in blocks for s, d, n in _runs(b.shape, (0,) * a.ndim, shape, a.itemsize)
+               if n % 16 == 0]
+    assert pool.dispatches > before or not aligned  # the shader ran where a run could bind
+
+
+def test_host_and_other_blocks_still_go_into_place(shader_copies):
+    pool = shader_copies
+    a = RNG.standard_normal((600, 12)).astype(np.float32)
+    chunks = ((256, 200, 144), (12,))
+    parts = _blocks_of(a, chunks)
+    blocks = [ResidentBlock.upload(pool, parts[0]), parts[1].copy(), ResidentBlock.upload(pool, parts[2])]
+    assert assemble(blocks, chunks, np.float32, pool).to_host().tobytes() == a.tobytes()
+
+
+def test_a_block_of_another_pool_comes_into_place(shader_copies):
+    from lazyfuel.backends.vulkan import get_pool
+
+    pool = shader_copies
+    other = get_pool(pool.info.index, replica=1)  # its own VkDevice
+    other.allocator.poison = pool.allocator.poison
+    a = RNG.integers(-2**62, 2**62, (900, 6), dtype=np.int64)
+    chunks = ((512, 388), (6,))
+    parts = _blocks_of(a, chunks)
+    blocks = [ResidentBlock.upload(other, parts[0]), ResidentBlock.upload(pool, parts[1])]
+    assert assemble(blocks, chunks, np.int64, pool).to_host().tobytes() == a.tobytes()
+
+
+def test_one_block_is_still_that_block(shader_copies):
+    """No copy where the block already is what the result needs (on a GPU CUDA shares, an
+    exportable block: a plain one is copied into an exportable allocation, by the shader)."""
+    pool = shader_copies
+    a = RNG.standard_normal((64, 4)).astype(np.float32)
+    block = ResidentBlock.reserve(pool, a.shape, a.dtype, shared=cuda_may_import(pool))
+    with pool.batch() as batch:
+        batch.upload(block.allocation, a.reshape(-1).view(np.uint8))
+        batch.run()
+    block.done()
+    before = pool.dispatches
+    r = assemble([block], ((64,), (4,)), np.float32, pool)
+    assert pool.dispatches == before and r.to_host().tobytes() == a.tobytes()
+    assert r._block is block
+
+
+def test_a_chunked_compute_assembles_with_the_shader_bit_for_bit(vulkan, shader_copies):
+    a = RNG.standard_normal((5000, 32)).astype(np.float32)
+    idx = RNG.integers(0, 5000, 3001)
+    y = lf.from_array(a, chunks=(1250, 32)).index_select(0, lf.from_array(idx, chunks=1000))
+    r = y.compute(device=True)
+    assert isinstance(r, DeviceArray) and r.to_host().tobytes() == a[idx].tobytes()

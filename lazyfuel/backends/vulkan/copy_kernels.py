@@ -5,7 +5,6 @@ of a byte range by whichever of the two the device moves faster."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -165,13 +164,7 @@ def copy_bytes(batch: Batch, src: Allocation, src_offset: int, dst: Allocation, 
         batch.copy(src, src_offset, dst, dst_offset, nbytes)
         return
     n = nbytes // 4  # as uint32 words (the shader widens them to 16 bytes)
-    source = DeviceValue(_range_of(src, src_offset, nbytes), DType.U32, Layout.contiguous((n,)))
+    source = DeviceValue(src.part(src_offset, nbytes), DType.U32, Layout.contiguous((n,)))
     step = SimpleNamespace(param={"shape": (n,), "strides": (1,), "offset": 0})
-    ContiguizeKernel().record(batch, step, [source], _range_of(dst, dst_offset, nbytes), None)
+    ContiguizeKernel().record(batch, step, [source], dst.part(dst_offset, nbytes), None)
 
-
-def _range_of(allocation: Allocation, offset: int, nbytes: int) -> Allocation:
-    """`nbytes` of `allocation` from `offset`, as an allocation of its own (the same memory)."""
-    host = None if allocation.host is None else allocation.host[offset:offset + nbytes]
-    return replace(allocation, offset=allocation.offset + offset, size=nbytes,
-                   address=allocation.address + offset, host=host)

@@ -118,21 +118,17 @@ def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     nbytes = len(positions) * row_bytes
     word = _word(row_bytes, int(owner.__array_interface__["data"][0]) + start)
     block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
-    submits = 0
     try:
-        if nbytes:
-            found_submits = _read(pool, owner, start, source, positions, block.allocation, row_bytes, word)
-            if found_submits is None:
-                block.free()
-                return None
-            submits = found_submits
+        if nbytes and not _read(pool, owner, start, source, positions, block.allocation, row_bytes, word):
+            block.free()
+            return None
     except BaseException:
         block.free()
         raise
     block.done()
     ids_bytes = 4 * len(positions) if nbytes else 0
-    profiling.record(bytes_uploaded=nbytes + ids_bytes, submits=submits, dispatches=1 if nbytes else 0,
-                     device=pool.label)
+    ran = 1 if nbytes else 0
+    profiling.record(bytes_uploaded=nbytes + ids_bytes, submits=ran, dispatches=ran, device=pool.label)
     return block
 
 
@@ -142,9 +138,9 @@ def _word(row_bytes: int, address: int) -> int:
 
 
 def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, positions: np.ndarray,
-          target: Allocation, row_bytes: int, word: int) -> int | None:
-    """Record and run the one dispatch over every position; the submits, or None where a segment
-    could not be imported."""
+          target: Allocation, row_bytes: int, word: int) -> bool:
+    """Record and run the one dispatch over every position; False where a segment could not be
+    imported."""
     segments = _segments(pool, owner, start, source.nbytes)
     size = segment_bytes(pool)
     with pool.batch() as batch:
@@ -152,7 +148,7 @@ def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, p
         for first, n in segments:
             held = pool.kept.hold(batch, owner, first, n)
             if held is None:
-                return None
+                return False
             addresses.append(held.address)
         ids_bytes = -(-len(positions) // 4) * 16  # uint32 ids, the segments' table after them 16-aligned
         packed = np.empty(ids_bytes + 8 * len(addresses), dtype=np.uint8)
@@ -171,7 +167,7 @@ def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, p
                              shift=size.bit_length() - 1)
         dispatch(batch, pipeline, PUSH, values, n, per_group(batch, FAMILY))
         batch.run()
-    return 1
+    return True
 
 
 class ImportRent:

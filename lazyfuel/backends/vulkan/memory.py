@@ -103,6 +103,12 @@ class Allocation:
         """The VkBuffer to use with `offset` for transfers."""
         return self.block.buffer
 
+    def part(self, offset: int, nbytes: int) -> Allocation:
+        """`nbytes` of this allocation from byte `offset` on, as an allocation of their own (a view
+        of the same memory: freeing stays with this one)."""
+        host = None if self.host is None else self.host[offset:offset + nbytes]
+        return Allocation(self.block, self.offset + offset, nbytes, self.address + offset, host)
+
 
 class VulkanAllocator:
     """Sub-allocates device (and staging) memory for one VkDevice; thread-safe."""

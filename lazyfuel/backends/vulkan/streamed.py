@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lazyfuel import profiling
-from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.checks import checked_indices
 from lazyfuel.hostcopy import row_runs, take_rows
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
+    from lazyfuel.backends.vulkan.memory import Allocation
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 PIECE_BYTES = 16 << 20  # the result bytes one batch uploads
@@ -102,13 +102,6 @@ def fill(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Al
                   mode="clip", split_min=2 * RUN_BYTES, piece=RUN_BYTES)
         return 0
     return _streamed(pool, source, positions, target, row_bytes)
-
-
-def part(allocation: Allocation, offset: int, nbytes: int) -> Allocation:
-    """The `nbytes` of `allocation` from byte `offset` on, as an allocation of their own (a view:
-    freeing stays with `allocation`)."""
-    host = None if allocation.host is None else allocation.host[offset:offset + nbytes]
-    return Allocation(allocation.block, allocation.offset + offset, nbytes, allocation.address + offset, host)
 
 
 def _rows(host: np.ndarray, nbytes: int, source: np.ndarray, count: int) -> np.ndarray:

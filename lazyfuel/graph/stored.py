@@ -148,8 +148,6 @@ def _unwrapped(held: Any) -> tuple[Any, Any]:
     return (held.z, held) if isinstance(held, VerifiedChunks) else (held, None)
 
 
-TAKE_MODE = windowed.TAKE_MODE  # rows in range by construction: unbuffered (see there)
-
 Target = tuple[np.ndarray, np.ndarray]
 """Where rows read go instead of a new array: (an array, the row of it each row read goes to)."""
 
@@ -291,7 +289,7 @@ def _ranged_rows(arr: Any, store_path: Any, offsets: np.ndarray, dtype: np.dtype
         if whole:
             first = int(dest[part.start])
             np.take(stored, (offsets[at] - lo) // row_bytes, axis=0, out=out[first:first + at.size],
-                    mode=TAKE_MODE)
+                    mode=windowed.TAKE_MODE)
         else:
             out[dest[at]] = stored[(offsets[at] - lo) // row_bytes][trim]
 

@@ -14,10 +14,8 @@ C-contiguous host array) as a new `ResidentBlock` of `pool`, written by one disp
   the shader maps id -> (segment, offset) for every word, so one dispatch reads every chunk
   the ids hit (rows may straddle segments: words never do);
 - on a discrete GPU each load crosses the link straight into the result's device memory: no CPU
-  gather, no staging, the result bytes cross once;
-- the kernel reads every row (a share streamed up beside it by the copy threads was measured on
-  the H200, branch `w2fast`, and never beat the kernel alone: 0.25 of the rows level with it,
-  0.5 1.33x slower; that machinery is gone).
+  gather, no staging, the result bytes cross once; the kernel reads every row (a share streamed
+  up beside it never beat it on the H200: docs/decisions.md, 101).
 
 None where the path cannot run (the device imports no host memory, the owner is not numpy's own
 memory, the driver refuses a segment, ids past 2**32 rows): the caller then takes another way.

@@ -31,10 +31,10 @@ def new_pool(tmp_path, monkeypatch):
         p.close()
 
 
-def test_a_new_pool_probes_its_link_once_per_device_within_the_budget(new_pool, tmp_path):
+def test_a_new_pool_probes_its_link_once_per_device(new_pool, tmp_path):
     pool = new_pool()
     probe = pool.link_probe
-    assert probe is not None and 0 < probe.probe_s <= link_probe.BUDGET_S
+    assert probe is not None and probe.probe_s > 0  # its time against BUDGET_S: the next test's rule
     assert min(probe.up_bytes_per_s, probe.down_bytes_per_s, probe.pinned_up_bytes_per_s,
                probe.pinned_down_bytes_per_s, probe.copy_bytes_per_s) > 0 and probe.submit_s > 0
     assert pool.submits == 0 and pool.dispatches == 0  # the probe's batches are not the pool's work
@@ -43,6 +43,15 @@ def test_a_new_pool_probes_its_link_once_per_device_within_the_budget(new_pool, 
     assert list(stored) == [key] == [link_probe.probe_key(vulkan_fingerprint(pool.info),
                                                           pool.allocator.mode.value)]
     assert new_pool().link_probe == probe  # the second pool reads the cache: probed once
+
+
+def test_no_round_starts_past_the_budgets_deadline():
+    # The budget is kept by `_best` starting no round past the deadline (at least one round a
+    # measurement): asserted on the rule, not on a wall time this shared 2-CPU machine can stretch.
+    runs = []
+    assert link_probe._best(lambda: runs.append(1) or 2.0, deadline=0.0) == 2.0 and len(runs) == 1
+    times = iter(range(link_probe.ROUNDS, 0, -1))
+    assert link_probe._best(lambda: float(next(times)), deadline=float("inf")) == 1.0
 
 
 def test_the_probe_prices_the_link_and_caps_the_kernels_at_the_copy_rate(new_pool):

@@ -14,9 +14,6 @@ for rows of each `--row-bytes`:
   every launch shape of `--groups` (select_fill runs masked_fill's family shape), and the row walk
   with a dense resident (N, C) mask;
 - index_select alone and masked_fill alone (its (N, 1) mask read in place);
-- select_fill_rows (`RowsSelectFillKernel`, narrow rows of 16-128 bytes) under each variant of
-  `--rows-variants` (`LOCALxROWSxLANES`, `s` for the index shared by subgroup shuffle) that fits
-  the row width: `LANES` invocations a row, `ROWS` rows an invocation, every load before any store;
 - the same kernels rotated in one command buffer after `COLD_S` s idle (the SM clock fallen, as
   between W3's computes): how each one's time follows the clock;
 - 4 blocks in one command buffer (4 separate x / y buffers), with and without a barrier between
@@ -24,6 +21,10 @@ for rows of each `--row-bytes`:
   from the first start stamp to the last end stamp);
 
 with `nvidia-smi` sampling the SM and memory clocks every 100 ms meanwhile (per-row clock ranges).
+The dense-mask, masked_fill, cold and 4-block rows run only at the row widths of `--extras`. A
+kernel shaped for narrow rows (`select_fill_rows.comp`, commit bc50257: lanes per row, rows per
+invocation, every load before any store) was timed here at 16-128 B rows and removed: at best
+2.5 % under select_fill (BENCHMARKS.md, "W3 at 64-byte rows: a kernel for narrow rows").
 Every select_fill variant's output is poisoned first and compared with numpy bit for bit. TB/s
 counts x read + y written (2 x block bytes); index and mask bytes are left out, as in data_path.
 
@@ -50,13 +51,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 
 from benchmarks.kernels import BenchStep, Device, copy_shader
 from benchmarks.probes.gpu_clocks import Clocks, vulkan_uuid
-from lazyfuel.backends.vulkan.fill_kernels import (
-    ROWS_MAX_PER_INVOCATION,
-    ROWS_MAX_WORDS,
-    MaskedFillKernel,
-    RowsSelectFillKernel,
-    SelectFillKernel,
-)
+from lazyfuel.backends.vulkan.fill_kernels import MaskedFillKernel, SelectFillKernel
 from lazyfuel.backends.vulkan.kernels import DeviceValue, IndexSelectKernel, StatusSlot
 from lazyfuel.backends.vulkan.timestamps import Timestamps
 from lazyfuel.dtypes import DType
@@ -68,9 +63,6 @@ BLOCKS = 4
 HOLD_S = 0.3  # copy-shader load right before each timed row: the SM clock falls within ~1 s of idle
 # idle before the cold rotation: the H200's SM clock decays from 1980 to ~345 MHz in ~4 s
 COLD_S = float(os.environ.get("W3K_COLD_S", "3.0"))
-# select_fill_rows shapes timed by default (those that fit each row width run)
-ROWS_VARIANTS = ("64x1x1,256x1x1,256x2x1,256x4x1,64x4x4,256x4x4,512x4x4,256x8x4,256x16x4,256x4x4s,"
-                 "256x8x4s,256x4x2,256x8x8,256x2x8s")
 
 
 class Probe:
@@ -188,24 +180,6 @@ class Probe:
                                                                             (self.rows, self.cols))))
         return self._dense
 
-    def rows_kernel(self, kernel: RowsSelectFillKernel) -> Callable[[Any, int], None]:
-        return lambda b, k: kernel.record(b, self.sf_step, [self.xs[k], self.idx_d, self.mask_rows],
-                                          self.outs[k], self.status)
-
-
-def rows_variants(spec: str, row_bytes: int) -> list[RowsSelectFillKernel]:
-    """The `--rows-variants` (`LOCALxROWSxLANES[s]`, comma-separated) that fit rows of `row_bytes`."""
-    words = row_bytes // 16
-    if row_bytes % 16 or not 1 <= words <= ROWS_MAX_WORDS:
-        return []
-    found = []
-    for item in filter(None, spec.split(",")):
-        shuffle = item.endswith("s")
-        local, rows, lanes = (int(v) for v in item.rstrip("s").split("x"))
-        if words % lanes == 0 and rows * words // lanes <= ROWS_MAX_PER_INVOCATION:
-            found.append(RowsSelectFillKernel(local, rows, lanes, shuffle))
-    return found
-
 
 def warm(probe: Probe, seconds: float) -> None:
     """Copy-shader load for `seconds` (the GPU idles at 345 MHz and ramps only under load)."""
@@ -219,7 +193,7 @@ def warm(probe: Probe, seconds: float) -> None:
 
 
 def one_width(probe: Probe, groups: list[tuple[int, int]], warmup: float, clocks: Clocks,
-              variants: list[RowsSelectFillKernel], extras: bool) -> dict:
+              extras: bool) -> dict:
     pool, rows = probe.pool, {}
     tag = f"{probe.cols * 4} B rows"
     default = pool.groups["masked_fill"]
@@ -248,9 +222,6 @@ def one_width(probe: Probe, groups: list[tuple[int, int]], warmup: float, clocks
         row(f"select_fill general, (N,1) mask, {shape}", probe.select_fill(False), probe.bitwise)
         row(f"select_fill row walk, (N,1) mask, {shape}", probe.select_fill(True), probe.bitwise)
     pool.groups["masked_fill"] = default
-    for kernel in variants:
-        shape = f"{kernel.local}x{kernel.rows}x{kernel.lanes}{'s' if kernel.shuffle else ''}"
-        row(f"select_fill_rows {shape}, (N,1) mask", probe.rows_kernel(kernel), probe.bitwise)
     select = IndexSelectKernel()
     row("index_select alone", lambda b, k: select.record(
         b, probe.is_step, [probe.xs[k], probe.idx_d], probe.outs[k], probe.status),
@@ -327,8 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.5, help="seconds of copy load per row width")
     parser.add_argument("--reps", type=int, default=24, help="timed repetitions per figure")
     parser.add_argument("--groups", default="64x4,128x4,256x4,64x8,64x16,512x4")
-    parser.add_argument("--rows-variants", default=ROWS_VARIANTS,
-                        help="select_fill_rows shapes LOCALxROWSxLANES[s] (s: index by subgroup shuffle)")
     parser.add_argument("--extras", default="1024,64",
                         help="row widths that also run the dense mask, masked_fill, cold and 4-block rows")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp")))
@@ -349,7 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     for row_bytes in (int(b) for b in args.row_bytes.split(",")):
         probe = Probe(dev, args.mib, row_bytes, args.reps, rng)
         report[f"{row_bytes} B rows"] = one_width(probe, groups, args.warmup, clocks,
-                                                  rows_variants(args.rows_variants, row_bytes),
                                                   str(row_bytes) in args.extras.split(","))
         probe.stamps.destroy()
         dev.free()

@@ -34,7 +34,6 @@ from lazyfuel.backends.vulkan.memory import Allocation
 from lazyfuel.dtypes import DType
 from lazyfuel.ops import masked_fill as masked_fill_op
 from lazyfuel.ops import select_fill as select_fill_op
-from lazyfuel.settings import config
 
 
 def readable_mask(batch: Batch, mask: DeviceValue, width: int, n: int,
@@ -155,60 +154,3 @@ class SelectFillKernel(IndexSelectKernel):
 
     def __repr__(self) -> str:
         return "SelectFillKernel()" if self.row_walk else "SelectFillKernel(row_walk=False)"
-
-
-ROWS_MAX_WORDS = 8  # select_fill_rows.comp moves rows of at most 8 16-byte words (128 bytes)
-ROWS_MAX_PER_INVOCATION = 16  # its register arrays: rows and words an invocation holds at once
-
-
-class RowsSelectFillKernel(SelectFillKernel):
-    """select_fill for narrow rows (16-128 bytes, `select_fill_rows.comp`): `lanes` neighbouring
-    invocations move a row, each `rows` of them (rows a workgroup of `local` apart), loading every
-    index, then every word, then storing: `rows * words / lanes` loads in flight per invocation.
-    With `shuffle` one lane of a row reads its index and shares it by subgroup shuffle. The row's
-    words are a specialisation constant (the loops unroll); the mask reads as select_fill's walk
-    reads it (a row mask by row)."""
-
-    family = "select_fill_rows"
-
-    def __init__(self, local: int = 64, rows: int = 1, lanes: int = 1, shuffle: bool = False) -> None:
-        self.local, self.rows, self.lanes, self.shuffle = local, rows, lanes, shuffle
-
-    def record(self, batch: Batch, step: Any, args: list[DeviceValue], out: Allocation,
-               status: StatusSlot | None) -> None:
-        """Record out = masked_fill(index_select(source, indices), mask); index errors go to `status`."""
-        src, idx, mask = args
-        outer, dim, n_idx, row = select_rows(step, src, idx)
-        require(row % 16 == 0 and 16 <= row <= 16 * ROWS_MAX_WORDS,
-                f"select_fill_rows: rows of {row} bytes; it moves rows of 16-{16 * ROWS_MAX_WORDS} "
-                f"bytes, a multiple of 16")
-        words_per_row = row // 16
-        require(words_per_row % self.lanes == 0 and self.local % self.lanes == 0,
-                f"select_fill_rows: {self.lanes} lanes a row must divide the row's {words_per_row} "
-                f"words and the workgroup of {self.local}")
-        require(self.rows <= ROWS_MAX_PER_INVOCATION
-                and self.rows * words_per_row // self.lanes <= ROWS_MAX_PER_INVOCATION,
-                f"select_fill_rows: {self.rows} rows of {words_per_row // self.lanes} words an "
-                f"invocation; at most {ROWS_MAX_PER_INVOCATION} of each")
-        width = src.dtype.itemsize
-        n = outer * n_idx * words_per_row
-        if n == 0:
-            return
-        mask, reading = readable_mask(batch, mask, width, n * (16 // width), "select_fill_rows")
-        wide = mask_wide(reading, n, width) or outer * dim * words_per_row >= U32_LIMIT
-        per_row = by_rows(reading, row // width)
-        runs = per_row or reading
-        push = select_fill_op.PUSH
-        values = push.values(src=src.allocation.address, dst=out.address, aux=idx.allocation.address,
-                             status=status.address, base=0, n=n, fill=fill_pattern(step, src.dtype),
-                             mask=mask.allocation.address, R=words_per_row, n_idx=n_idx, dim_size=dim,
-                             mask_div=runs.divs, mask_ext=runs.exts)
-        spec = (self.local, self.rows, int(wide or config._force_wide), 1, 1, *runs.spec, words_per_row,
-                int(per_row is not None), self.lanes, int(self.shuffle))
-        pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
-        words_per_group = self.local // self.lanes * self.rows * words_per_row
-        dispatch(batch, pipeline, push, values, n, words_per_group)
-
-    def __repr__(self) -> str:
-        return (f"RowsSelectFillKernel(local={self.local}, rows={self.rows}, lanes={self.lanes}"
-                f"{', shuffle=True' if self.shuffle else ''})")

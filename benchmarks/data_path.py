@@ -606,10 +606,12 @@ def _resident_x(rows: int, cols: int, chunk_rows: int) -> tuple[Any, Any, np.nda
 WARM_S = 1.5  # a GPU left idle drops to its idle clock (the H200: 345 MHz SM): run this long first
 
 
-def _best(run: Callable[[], Any], rounds: int, warm_s: float = WARM_S) -> tuple[float, Any]:
+def _best(run: Callable[[], Any], rounds: int, warm_s: float = WARM_S,
+          times: list[float] | None = None) -> tuple[float, Any]:
     """The best wall seconds of `rounds` runs (each synchronised) and the last run's value, after
     running it untimed for `warm_s` seconds back to back (the GPU at its working clock: W3's first
-    H200 run timed 4-30 ms computes between seconds of host work, at a fraction of the clock)."""
+    H200 run timed 4-30 ms computes between seconds of host work, at a fraction of the clock);
+    every round's seconds appended to `times` where given."""
     end = time.perf_counter() + warm_s
     while time.perf_counter() < end:
         got = None
@@ -623,7 +625,10 @@ def _best(run: Callable[[], Any], rounds: int, warm_s: float = WARM_S) -> tuple[
         got = run()
         if CUDA:
             torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        best = min(best, seconds)
+        if times is not None:
+            times.append(seconds)
     return best, got
 
 
@@ -723,8 +728,11 @@ def _w3_timed(y: Any, rounds: int) -> tuple[float, Any, Any]:
         return kept
 
     start = time.time()
-    seconds, kept = _best(run, rounds)
-    print(f"W3 timed from {start:.1f} to {time.time():.1f} (epoch s; for clock samples)", flush=True)
+    times: list[float] = []
+    seconds, kept = _best(run, rounds, times=times)
+    print(f"W3 timed from {start:.1f} to {time.time():.1f} (epoch s; for clock samples); every round ms: "
+          f"{' '.join(f'{t * 1e3:.2f}' for t in times)} (median {statistics.median(times) * 1e3:.2f})",
+          flush=True)
     return seconds, kept, profiles[-1]
 
 

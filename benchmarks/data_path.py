@@ -567,14 +567,18 @@ def resident_workloads(args: argparse.Namespace, pool: Any) -> dict[str, Any]:
     on the GPU (`y.persist(device=True)`: one block per chunk, each over maxMemoryAllocationSize
     otherwise), best of `--rounds`; TB/s = (x read + y written) / wall, beside torch index_select +
     masked_fill_ and CuPy take + copyto on the same resident tensors, for 1 KiB and 64-byte rows.
-    W4: `torch.from_dlpack(y.compute(device=True))` of one chunk's result against the compute alone
-    (best of `--rounds` each), no download in `lf.profile`, values bit-equal to torch's. Then the
+    W4 (run first): `torch.from_dlpack(y.compute(device=True))` of one chunk's result against the
+    compute alone (interleaved, best and median of `--rounds`, at least 10, each: `_w4`), no
+    download in `lf.profile`, values bit-equal to torch's. Then the
     resident store's budget under 16 threads: persisted blocks spilling under a small budget end
     under it, bit-exact."""
     results: dict[str, Any] = {}
     gib = 1 / 16 if args.quick else args.resident_gib
     chunk_mib = 4 if args.quick else args.resident_chunk_mib
     rows_out: list[str] = []
+    if "w4" in args.workloads:  # first: the shortest, so a call cut short still has it
+        results["w4"] = _w4(pool, gib, chunk_mib, max(args.rounds, 10))
+        gc.collect()
     for row_bytes in (1024, 64) if "w3" in args.workloads else ():
         results[f"w3 {row_bytes}"] = _w3(pool, gib, chunk_mib, row_bytes, max(args.rounds, 2), rows_out)
         gc.collect()  # x, its torch tensor and y go before the next
@@ -586,8 +590,6 @@ def resident_workloads(args: argparse.Namespace, pool: Any) -> dict[str, Any]:
               "|---|---|---|---|---|---|")
         print("\n".join(rows_out))
     if "w4" in args.workloads:
-        results["w4"] = _w4(pool, gib, chunk_mib, max(args.rounds, 3))
-        gc.collect()
         results["settle"] = _settle_under_threads(pool, 16)
     return results
 
@@ -606,10 +608,12 @@ def _resident_x(rows: int, cols: int, chunk_rows: int) -> tuple[Any, Any, np.nda
 WARM_S = 1.5  # a GPU left idle drops to its idle clock (the H200: 345 MHz SM): run this long first
 
 
-def _best(run: Callable[[], Any], rounds: int, warm_s: float = WARM_S) -> tuple[float, Any]:
+def _best(run: Callable[[], Any], rounds: int, warm_s: float = WARM_S,
+          times: list[float] | None = None) -> tuple[float, Any]:
     """The best wall seconds of `rounds` runs (each synchronised) and the last run's value, after
     running it untimed for `warm_s` seconds back to back (the GPU at its working clock: W3's first
-    H200 run timed 4-30 ms computes between seconds of host work, at a fraction of the clock)."""
+    H200 run timed 4-30 ms computes between seconds of host work, at a fraction of the clock);
+    every round's seconds appended to `times` where given."""
     end = time.perf_counter() + warm_s
     while time.perf_counter() < end:
         got = None
@@ -623,7 +627,10 @@ def _best(run: Callable[[], Any], rounds: int, warm_s: float = WARM_S) -> tuple[
         got = run()
         if CUDA:
             torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        best = min(best, seconds)
+        if times is not None:
+            times.append(seconds)
     return best, got
 
 
@@ -723,8 +730,11 @@ def _w3_timed(y: Any, rounds: int) -> tuple[float, Any, Any]:
         return kept
 
     start = time.time()
-    seconds, kept = _best(run, rounds)
-    print(f"W3 timed from {start:.1f} to {time.time():.1f} (epoch s; for clock samples)", flush=True)
+    times: list[float] = []
+    seconds, kept = _best(run, rounds, times=times)
+    print(f"W3 timed from {start:.1f} to {time.time():.1f} (epoch s; for clock samples); every round ms: "
+          f"{' '.join(f'{t * 1e3:.2f}' for t in times)} (median {statistics.median(times) * 1e3:.2f})",
+          flush=True)
     return seconds, kept, profiles[-1]
 
 
@@ -761,47 +771,118 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
 
 
 def _w4(pool: Any, gib: float, chunk_mib: int, rounds: int) -> dict:
-    """W4: one chunk's result (one block: no assembly) on the GPU, handed to torch or not."""
+    """W4: one chunk's result (one block: no assembly) on the GPU, handed to torch or not.
+
+    x is `gib` GiB resident (`_resident_x`), y reads the rows of its first chunk. Three sides,
+    interleaved round by round after a warm-up round of each (`_W4_WARM_S` s of load first):
+    `compute(device=True)` alone;
+    `torch.from_dlpack(compute(device=True))`; and the same with the previous round's tensor still
+    alive while the next computes (what `_w4` measured before session 10). Between rounds nothing
+    of the last round is alive on the first two sides (each result dropped before the next round
+    starts, outside the timing); on the third, the previous tensor. Per side the best and median
+    of `rounds`, and the exportable buffers made and CUDA imports done in its rounds
+    (`SharedBuffers.made`, `ExternalBuffer.import_fd`)."""
+    from lazyfuel.backends.vulkan.shared import buffers_of
+
     rows = int(gib * 2**30) // (COLS * 4)
     chunk_rows = max(1, (chunk_mib << 20) // (COLS * 4))
     x, xt, xh = _resident_x(rows, COLS, chunk_rows)
-    idx = np.random.default_rng(4).permutation(chunk_rows).astype(np.int64)  # rows of the first chunk
+    idx = np.random.default_rng(4).permutation(chunk_rows).astype(np.int64)
     mask = np.random.default_rng(5).random((chunk_rows, 1)) < 0.5
     y = x.index_select(0, idx).masked_fill(mask, -1.0)
     src = xh[:chunk_rows] if xh is not None else xt[:chunk_rows].cpu().numpy()
     want = np.where(mask, np.float32(-1), src[idx])
-    alone_runs, handed_runs, t = [], [], None
-    with lf.profile() as p:
-        for _ in range(rounds + 1):  # interleaved; the first of each (warm-up) not counted
-            alone_runs.append(_best(lambda: y.compute(device=True), 1, 0.0)[0])
-            if CUDA:
-                t = None
-                seconds, t = _best(lambda: torch.from_dlpack(y.compute(device=True)), 1, 0.0)
-                handed_runs.append(seconds)
-    alone = min(alone_runs[1:])
-    found: dict[str, Any] = {"rows": chunk_rows, "compute_s": alone, "compute_runs_s": alone_runs}
-    line = (f"compute(device=True) alone {alone * 1e3:.2f} ms (median "
-            f"{statistics.median(alone_runs[1:]) * 1e3:.2f})")
+    imports = _count_imports()
+    buffers = buffers_of(pool)
+    alive: list[Any] = [None]
+
+    def alone() -> Any:
+        return y.compute(device=True)
+
+    def handed() -> Any:
+        return torch.from_dlpack(y.compute(device=True))
+
+    def handed_alive() -> Any:
+        alive[0] = torch.from_dlpack(y.compute(device=True))  # the last one goes once this is made
+        return alive[0]
+
+    sides = {"compute(device=True) alone": alone}
     if CUDA:
-        handed = min(handed_runs[1:])
-        found["handoff_runs_s"] = handed_runs
-        r = y.compute(device=True)
-        same_memory = torch.from_dlpack(r).data_ptr() == r.__cuda_array_interface__["data"][0]
+        sides["torch.from_dlpack(compute(device=True))"] = handed
+        sides["torch.from_dlpack(...), the last tensor alive"] = handed_alive
+    runs: dict[str, list[float]] = {name: [] for name in sides}
+    made = dict.fromkeys(sides, 0)
+    imported = dict.fromkeys(sides, 0)
+    last: list[Any] = [None]  # the last round's result, dropped before the next round starts
+    with lf.profile() as p:
+        end = time.perf_counter() + _W4_WARM_S
+        while time.perf_counter() < end:
+            last[0] = None
+            last[0] = alone()
+        for r in range(rounds + 1):  # the first round of each (warm-up) not counted
+            for name, run in sides.items():
+                last[0] = None  # nothing of the last round alive (the third side keeps its own)
+                before_made, before_imports = buffers.made, imports[0]
+                seconds, last[0] = _best(run, 1, 0.0)
+                if r:
+                    runs[name].append(seconds)
+                    made[name] += buffers.made - before_made
+                    imported[name] += imports[0] - before_imports
+    alone_s = min(runs["compute(device=True) alone"])
+    found: dict[str, Any] = {"rows": chunk_rows, "rounds": rounds,
+                             "sides": {n: {"best_s": min(v), "median_s": statistics.median(v), "runs_s": v,
+                                           "buffers_made": made[n], "cuda_imports": imported[n]}
+                                       for n, v in runs.items()}}
+    alone_median = statistics.median(runs["compute(device=True) alone"])
+    lines = [f"| {n} | {min(v) * 1e3:.2f} | {statistics.median(v) * 1e3:.2f} | {min(v) / alone_s:.3f}x | "
+             f"{statistics.median(v) / alone_median:.3f}x | {made[n]} / {imported[n]} |"
+             for n, v in runs.items()]
+    if CUDA:
+        handed_s = found["sides"]["torch.from_dlpack(compute(device=True))"]
+        r_ = y.compute(device=True)
+        t = torch.from_dlpack(r_)
+        same_memory = t.data_ptr() == r_.__cuda_array_interface__["data"][0]
         equal = t.cpu().numpy().tobytes() == want.tobytes()
-        found.update(handoff_s=handed, down=p.bytes_downloaded, same_memory=same_memory, equal=equal,
-                     kind=r.hand_off.kind)
-        line += (f"; torch.from_dlpack(compute(device=True)) {handed * 1e3:.2f} ms (median "
-                 f"{statistics.median(handed_runs[1:]) * 1e3:.2f}; best {handed / alone:.3f}x); MiB down "
-                 f"{p.bytes_downloaded / 2**20:.0f}; same memory {same_memory}; bit-equal {equal}")
-        del r, t
+        found.update(compute_s=alone_s, handoff_s=handed_s["best_s"], down=p.bytes_downloaded,
+                     same_memory=same_memory, equal=equal, kind=r_.hand_off.kind)
+        tail = (f"MiB down {p.bytes_downloaded / 2**20:.0f}; same memory {same_memory}; bit-equal {equal}; "
+                f"best {handed_s['best_s'] / alone_s:.3f}x, "
+                f"median {handed_s['median_s'] / alone_median:.3f}x")
+        del r_, t
     else:
-        r = y.compute(device=True)
-        found.update(kind=r.hand_off.kind, equal=np.from_dlpack(r).tobytes() == want.tobytes())
-        line += f"; hand-off {found['kind']}; bit-equal {found['equal']}"
-        del r
-    print(f"\n### W4 torch hand-off: one {chunk_rows * COLS * 4 / 2**20:.0f} MiB block, best of {rounds}\n"
-          f"\n{line}", flush=True)
+        r_ = y.compute(device=True)
+        found.update(compute_s=alone_s, kind=r_.hand_off.kind,
+                     equal=np.from_dlpack(r_).tobytes() == want.tobytes())
+        tail = f"hand-off {found['kind']}; bit-equal {found['equal']}"
+        del r_
+    alive[0] = last[0] = None
+    print(f"\n### W4 torch hand-off: one {chunk_rows * COLS * 4 / 2**20:.0f} MiB block, {rounds} interleaved "
+          f"rounds a side after a warm-up round each (between rounds nothing of the last round alive, "
+          f"but on the third side the last tensor)\n\n| side | best ms | median ms | best vs alone | "
+          f"median vs alone | buffers made / CUDA imports |\n|---|---|---|---|---|---|\n"
+          + "\n".join(lines) + f"\n\n{tail}", flush=True)
     return found
+
+
+_W4_WARM_S = 1.0  # load before W4's rounds: the GPU at its working clock
+
+
+def _count_imports() -> list[int]:
+    """A counter of CUDA imports of Vulkan memory (`ExternalBuffer.import_fd` wrapped), [0] where
+    the vkfft provider's external module is missing."""
+    count = [0]
+    try:
+        from lazyfuel.backends.vkfft import external
+    except ImportError:
+        return count
+    real = external.ExternalBuffer.import_fd.__func__
+
+    def import_fd(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(cls, *args, **kwargs)
+
+    external.ExternalBuffer.import_fd = classmethod(import_fd)
+    return count
 
 
 def _settle_under_threads(pool: Any, threads: int) -> dict:

@@ -58,6 +58,11 @@
 # w3timeline (not in the default list): benchmarks/probes/w3_timeline.py, one W3 persist(device=True) as a
 #   timeline per thread (lowering, task bodies, recording, submits, fence waits, device ms of each batch),
 #   host mask and mask resident (W3T_ARGS; output w3_timeline.txt, w3_timeline_mask.txt). About a minute.
+# w3rounds (not in the default list): the replay and hand-off tests on the GPU (tests/graph/test_replay.py,
+#   test_vulkan_shared_cuda_handoff.py, test_vulkan_run_many_status.py; 60 s at most), then
+#   benchmarks/probes/w3_rounds.py: W3 round by round in phases (data_path's first row, after an idle
+#   GPU, held right before, a new Array, the last result alive), each round's wall split at the first
+#   submit and the last fence, new device memory, clocks (W3R_ARGS; output w3_rounds.txt). About a minute.
 # link (not in the default list): benchmarks/probes/link.py, the link with no host copies: threads copying
 #   pageable memory, vkCmdCopyBuffer from the driver's host memory and from arrays imported once,
 #   torch pinned (LINK_ARGS).
@@ -152,6 +157,11 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
     w3timeline) timeout ${W3T_S:-200} python3 benchmarks/probes/w3_timeline.py ${W3T_ARGS:-} 2>&1 | tee "$OUT/w3_timeline.txt"
               timeout ${W3T_S:-200} python3 benchmarks/probes/w3_timeline.py --row-bytes 1024 --rounds 3 --resident-mask \
                 2>&1 | tee "$OUT/w3_timeline_mask.txt" ;;
+    w3rounds) timeout 60 python3 -m pytest -q -r fE --tb=short -p no:cacheprovider tests/graph/test_replay.py \
+                tests/backends/vulkan/test_vulkan_shared_cuda_handoff.py tests/backends/vulkan/test_vulkan_run_many_status.py \
+                2>&1 | tail -n 8 | tee "$OUT/w3_rounds_tests.txt"
+              timeout ${W3R_S:-120} python3 benchmarks/probes/w3_rounds.py --out "$OUT" ${W3R_ARGS:-} 2>&1 \
+                | tee "$OUT/w3_rounds.txt" ;;
     w3kernel) timeout ${W3K_S:-240} python3 benchmarks/probes/w3_kernel_probe.py --out "$OUT" ${W3K_ARGS:-} \
                 2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;

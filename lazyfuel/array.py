@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -188,7 +189,7 @@ class Array:
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""
         dask_kwargs = _device_threads(dask_kwargs)
-        scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
+        scheduler = _scheduler(dask_kwargs)
         # the threads are known here: the lowering runs as many blocks per task as keep each busy
         workers = local_workers(scheduler, dask_kwargs)
         with config(_resident=True, _device_threads=workers):
@@ -205,7 +206,7 @@ class Array:
         if out is not None:
             _check_out(out, node.shape, node.dtype)
             _check_out_apart(out, node)
-        scheduler = get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
+        scheduler = _scheduler(dask_kwargs)
         if scheduler in (dask.threaded.get, dask.local.get_sync) and math.prod(node.shape):
             if scheduler is dask.threaded.get and reads_directly(node):  # tasks waiting on the disk:
                 dask_kwargs = _threads(dask_kwargs, READ_THREADS)  # as many as the file reads' own pool
@@ -313,6 +314,19 @@ def _device_choice(device: Any) -> int | bool | None:
     raise TypeError(f"compute(device={device!r}): device takes False (a numpy result), True (a "
                     "DeviceArray on the device holding most of it) or a device number >= 0 (a "
                     "DeviceArray there, as torch's cuda:N)")
+
+
+def _scheduler(dask_kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """The dask scheduler a compute or persist with `dask_kwargs` runs on (`dask.base.get_scheduler`,
+    dask's threads where it names none). Where neither the call nor `dask.config` names one and
+    dask.distributed was never imported (so no client can be), that is dask's threads, decided
+    here: `get_scheduler` tries `from distributed import get_client` on every call, which without
+    distributed installed searches `sys.path` each time (~0.1-0.3 ms on the H200's host, before a
+    repeated W3 persist's first submit; issue 18 W3) and with it asks for a client (~0.15 ms)."""
+    if (dask_kwargs.get("scheduler") is None and sys.modules.get("distributed") is None
+            and dask.config.get("scheduler", None) is None and dask.config.get("get", None) is None):
+        return dask.threaded.get
+    return get_scheduler(scheduler=dask_kwargs.get("scheduler")) or dask.threaded.get
 
 
 def _device_threads(dask_kwargs: dict[str, Any]) -> dict[str, Any]:

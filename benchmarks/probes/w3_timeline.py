@@ -102,8 +102,12 @@ def instrument() -> None:
     if replay is not None:
         _wrap(replay.Replay, "run", "replay")
     _wrap(executor.VulkanExecutor, "_record", "record")
+    _wrap(executor.VulkanExecutor, "_run_many", "programs")  # run_resident_many: the batches of a pool
     _wrap(batch.Batch, "start", "submit")
     _wrap(batch.Batch, "finish", "wait", lambda b, _: f"device {b.device_seconds * 1e3:.2f} ms")
+    _wrap(batch.Batch, "close", "close")  # a batch's memory and context back (after its fence)
+    if replay is not None and hasattr(replay.Replay, "_replayed"):
+        _wrap(replay.Replay, "_replayed", "replayed")  # one pool's programs, then each result viewed
 
 
 def resident_x(rows: int, cols: int, chunk_rows: int) -> Any:

@@ -19,7 +19,8 @@ uploaded each time (`lf.profile` counts them), a spilled input block comes back 
 A replay is used only while it can be the same run (`Replay.run` returns None otherwise, and
 the caller runs the held graph, which notes a new replay):
 
-- every knob's value (`config.values()`) equals the one at the noting run;
+- every knob's value (`config.values()`) equals the one at the noting run (told at once from the
+  config's overrides and the environment object once those were seen equal: `_same_knobs`);
 - each executor's pool is the one it ran on (a lost device makes a fresh pool), and every input
   block still lies in it and was not freed;
 - an input block not held by the graph itself (a kept index block, `graph.kept_indices`) is held
@@ -38,13 +39,14 @@ import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dask.array as da
 import numpy as np
 from dask._task_spec import DataNode
 
+from lazyfuel import settings
 from lazyfuel.backends import base
 from lazyfuel.settings import config
 
@@ -132,6 +134,7 @@ class Replay:
     runtime: Any
     pools: list[_PoolRun]
     template: da.Array
+    _same: list = field(default_factory=list, compare=False)  # `_same_knobs`' last (overrides, environment)
 
     @classmethod
     def of(cls, graph: dict[Hashable, Any], keys: Sequence[Hashable], template: da.Array,
@@ -184,7 +187,7 @@ class Replay:
     def run(self, threads: Callable[[int], Any]) -> da.Array | None:
         """The persisted dask array, replayed; None where it cannot be the same run (see the
         module docstring). `threads(n)`: a pool of n threads, for blocks on several pools."""
-        if config.values() != self.token:
+        if not self._same_knobs():
             return None
         given = []
         for part in self.pools:
@@ -209,6 +212,20 @@ class Replay:
         blocks = {k: b for part, found in zip(self.pools, made) for k, b in zip(part.keys, found)}
         t = self.template
         return da.Array(blocks, t.name, t.chunks, dtype=t.dtype, meta=t._meta)
+
+    def _same_knobs(self) -> bool:
+        """Whether every knob's value is the noting run's (`token`). The config's open overrides and
+        the environment object they fall back to (the same object until `config.reload()`, with
+        the values parsed from it) decide it at once where they are the ones last seen equal;
+        else the values are compared (~35 us a persist on this VM, ~0.1 ms on the H200's host)."""
+        seen = (config.overrides(), settings.environment())
+        last = self._same[0] if self._same else None
+        if last is not None and last[1] is seen[1] and last[0] == seen[0]:
+            return True
+        if config.values() != self.token:
+            return False
+        self._same[:] = [seen]
+        return True
 
     def _replayed(self, part: _PoolRun, runs: list[tuple[Any, list[Any]]]) -> list[Any]:
         """`part`'s programs run on its executor as one batch, each result finished."""

@@ -184,3 +184,26 @@ def test_the_holds_are_found_through_dasks_keyword_wrapper(vulkan, pool):
     assert _same(y.persist(device=True, num_workers=2).compute(), want)
     (run,) = y._held_runs.values()
     assert len(run.holds) == 4 and all(held_run.calls(run.graph[k], hold_block) for k in run.holds)
+
+
+def test_no_scheduler_named_and_no_distributed_is_dasks_threads_unasked(vulkan, pool, monkeypatch):
+    """With no scheduler named (call or dask.config) and dask.distributed never imported, a
+    persist or compute runs on dask's threads without `dask.base.get_scheduler`, which tries
+    `from distributed import get_client` on every call (a `sys.path` search each persist where
+    distributed is not installed, as on the H200 image: issue 18 W3, the time before the first
+    submit). A scheduler named in dask.config still decides; the results are numpy's bits."""
+    import sys
+
+    from lazyfuel import array
+
+    a, idx, mask, want = _case(4 * 16, 16)
+    y = lf.from_array(a, chunks=(16, 24)).persist(device=True).index_select(0, idx).masked_fill(mask, -1.0)
+    asked: list[object] = []
+    real = array.get_scheduler
+    monkeypatch.setattr(array, "get_scheduler", lambda **kw: asked.append(kw) or real(**kw))
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed: never imported
+    kept = [y.persist(device=True) for _ in range(2)]
+    assert _same(y.compute(), want) and asked == []
+    with dask.config.set(scheduler="sync"):
+        assert _same(y.persist(device=True).compute(), want)
+    assert asked and all(_same(r.compute(), want) for r in kept)

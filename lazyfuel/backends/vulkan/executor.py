@@ -358,9 +358,10 @@ class VulkanExecutor:
         """`run_resident_many` / `run_many`: the programs cut into submits of
         `PROGRAMS_PER_SUBMIT`, each submitted as soon as its programs are checked and recorded
         (the device works on the first while the host records the next), the fences waited on at
-        the end, each batch closed as soon as its fence is waited on (its memory and pins go
-        while the device runs the later ones). `lf.profile`'s device seconds add up to the first
-        submit to the last fence, as one batch's."""
+        the end, each batch closed and its kept results unpinned (`ResidentBlock.done`) as soon as
+        its fence is waited on (its memory and pins go while the device runs the later ones).
+        `lf.profile`'s device seconds add up to the first submit to the last fence, as one
+        batch's."""
         if any(len(p.outputs) != 1 or p.outputs[0] < p.n_inputs for p, _ in runs):
             raise ValueError("a batch of programs runs programs whose one output is a step's")
         pool = self.pool
@@ -391,10 +392,10 @@ class VulkanExecutor:
                                                      status))
                     status.read_back(batch)
                     batch.start()
-                    started.append((batch, recorded, status))
+                    started.append((batch, recorded, status, blocks[first:]))
                 results, waited = [], None
                 while started:
-                    batch, recorded, status = started.pop(0)
+                    batch, recorded, status, made = started.pop(0)
                     batch.finish()
                     if waited is not None:  # the batches overlap: count the time this one added
                         batch.device_seconds = min(batch.device_seconds, time.perf_counter() - waited)
@@ -403,8 +404,10 @@ class VulkanExecutor:
                     results += [r.delivered() for r in recorded]
                     opened.remove(batch)
                     batch.close()
+                    for block in made:  # written: unpinned while the device runs the later batches
+                        block.done()
             except BaseException:
-                for batch, _, _ in started:  # submitted, not waited on: it reads its memory
+                for batch, _, _, _ in started:  # submitted, not waited on: it reads its memory
                     pool.wait(batch.context)
                 raise
             finally:
@@ -414,8 +417,6 @@ class VulkanExecutor:
             for block in blocks:
                 block.free()
             raise
-        for block in blocks:
-            block.done()
         return list(blocks) if keep else [r[0] for r in results]
 
     def _record(self, batch: Any, program: Program, arrays: list[np.ndarray], kernels: list[VulkanKernel],

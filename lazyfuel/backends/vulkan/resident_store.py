@@ -51,6 +51,7 @@ class ResidentStore:
         self._lock = threading.RLock()
         self._slots: OrderedDict[int, _Slot] = OrderedDict()  # id(slot) -> slot, on the device
         self.device_bytes = 0  # bytes of blocks on the device now
+        self._heaps: dict[bool, int] = {}  # `allocator.direct` -> the device heap's bytes (`budget`)
 
     @property
     def budget(self) -> int:
@@ -58,9 +59,18 @@ class ResidentStore:
         device heap, or bytes)."""
         value = config.device_memory_budget
         if isinstance(value, float):
-            allocator = self.pool.allocator
-            return int(value * allocator.heap_bytes(allocator.type_for(Use.DEVICE)))
+            return int(value * self._device_heap())
         return int(value)
+
+    def _device_heap(self) -> int:
+        """The bytes of the heap device blocks come from, looked up once per allocator mode (the
+        budget is asked several times per block: reserve, each pin's release)."""
+        allocator = self.pool.allocator
+        key = allocator.direct
+        found = self._heaps.get(key)
+        if found is None:
+            found = self._heaps[key] = allocator.heap_bytes(allocator.type_for(Use.DEVICE))
+        return found
 
     @property
     def blocks(self) -> int:

@@ -75,15 +75,32 @@ def choose(host_visible: bool, exportable: bool | str, cuda: int | str) -> HandO
 
 
 def hand_off(pool: DevicePool) -> HandOff:
-    """`choose` for `pool` (asks CUDA only for device-local memory that can be exported)."""
+    """`choose` for `pool` (asks CUDA only for device-local memory that can be exported). What
+    the device says of itself is asked once per pool (`_DeviceFacts`): every DLPack export asks
+    this twice (`__dlpack_device__`, then `__dlpack__`), on W4's path of ~3 ms."""
     host_visible = pool.allocator.direct
-    exportable: bool | str = supported(pool) or f"{pool.label} cannot export memory (no {EXTENSION})"
+    facts = _FACTS.for_pool(pool)
+    exportable: bool | str = facts.exportable or f"{pool.label} cannot export memory (no {EXTENSION})"
     cuda: int | str = "not asked"
     if not host_visible and exportable is True:
         from lazyfuel.backends.vkfft.external import cuda_device_with_uuid
 
-        cuda = cuda_device_with_uuid(device_uuid(pool.physical))
+        cuda = cuda_device_with_uuid(facts.uuid)
     return choose(host_visible, exportable, cuda)
+
+
+@dataclass(frozen=True)
+class _DeviceFacts:
+    """What a pool's device says of itself and never changes: whether it exports memory
+    (`export.supported`) and its deviceUUID, each a Vulkan call (`hand_off`)."""
+
+    pool: DevicePool
+    exportable: bool
+    uuid: bytes
+
+    @classmethod
+    def of(cls, pool: DevicePool) -> _DeviceFacts:
+        return cls(pool, supported(pool), device_uuid(pool.physical))
 
 
 def may_import(host_visible: bool, exportable: bool, vendor_id: int, cuda_findable: bool) -> bool:
@@ -96,7 +113,7 @@ def may_import(host_visible: bool, exportable: bool, vendor_id: int, cuda_findab
 def cuda_may_import(pool: DevicePool) -> bool:
     """`may_import` for `pool`: whether a compute's result goes into exportable memory (never
     starts the CUDA runtime)."""
-    if pool.allocator.direct or not supported(pool):
+    if pool.allocator.direct or not _FACTS.for_pool(pool).exportable:
         return False
     return may_import(False, True, vendor_id(pool.physical), _cuda_findable())
 
@@ -218,6 +235,7 @@ class PerPool(Generic[_T]):
 
 
 _BUFFERS = PerPool(SharedBuffers)
+_FACTS = PerPool(_DeviceFacts.of)
 
 
 def buffers_of(pool: DevicePool) -> SharedBuffers:

@@ -40,3 +40,30 @@ def test_a_block_larger_than_the_whole_budget_is_refused_naming_the_sizes(pool) 
             rf"bytes on .* \(lazyfuel.config.device_memory_budget={BLOCK}\); raise the budget")
     with lf.config(device_memory_budget=BLOCK), pytest.raises(MemoryError, match=says):
         ResidentBlock.upload(pool, np.zeros(2 * BLOCK, np.uint8))
+
+
+def test_the_budget_looks_the_device_heap_up_once_per_mode(pool, monkeypatch) -> None:
+    """A fractional budget is that fraction of the device heap, looked up once per allocator mode
+    (the budget is asked for every reserve and every pin's release, four times a block of a
+    replayed W3 persist: issue 18 W3), and follows the knob and the mode as they change."""
+    from lazyfuel.backends.vulkan.memtypes import Mode, Use
+    from lazyfuel.backends.vulkan.transfer import in_mode
+
+    store, allocator = store_of(pool), pool.allocator
+    asked: list[object] = []
+    real = type(allocator).type_for
+    monkeypatch.setattr(type(allocator), "type_for", lambda self, use: asked.append(use) or real(self, use))
+    heap = allocator.heap_bytes(real(allocator, Use.DEVICE))
+    asked.clear()
+    with lf.config(device_memory_budget=0.25):
+        assert all(store.budget == int(0.25 * heap) for _ in range(50))
+        with lf.config(device_memory_budget=0.5):
+            assert store.budget == int(0.5 * heap)
+    with lf.config(device_memory_budget=1 << 20):
+        assert store.budget == 1 << 20
+    assert len(asked) <= 1
+    with in_mode(pool, Mode.STAGED):
+        staged = allocator.heap_bytes(real(allocator, Use.DEVICE))
+        with lf.config(device_memory_budget=0.25):
+            assert all(store.budget == int(0.25 * staged) for _ in range(50))
+    assert len(asked) <= 2

@@ -72,3 +72,37 @@ def test_a_clean_batch_gives_numpy_bits_and_downloads_no_status(executor, transf
     assert p.bytes_downloaded == (0 if keep else sum(w.nbytes for _, _, w in runs))
     for result, (_, _, want) in zip(got, runs):
         assert np.asarray(result).tobytes() == want.tobytes()
+
+
+def test_each_batchs_results_are_unpinned_once_its_fence_is_waited_on(executor, transfers, per_submit,
+                                                                      monkeypatch):
+    """`run_resident_many` settles (`ResidentBlock.done`: unpins, the store back under its budget)
+    each submit's kept results right after that submit's fence, not all of them after the last
+    fence: the bookkeeping of every batch but the last runs while the device runs the later ones
+    (issue 18, W3: the time after the last fence). The order is watched through the real
+    `Batch.finish` and `ResidentStore.settle`; the results are numpy's bits."""
+    from lazyfuel.backends.vulkan.batch import Batch
+    from lazyfuel.backends.vulkan.resident_store import ResidentStore
+
+    events: list[str] = []
+    real_finish, real_settle = Batch.finish, ResidentStore.settle
+
+    def finish(self):
+        real_finish(self)
+        events.append("fence")
+
+    def settle(self, slot):
+        events.append("settled")
+        real_settle(self, slot)
+
+    monkeypatch.setattr(Batch, "finish", finish)
+    monkeypatch.setattr(ResidentStore, "settle", settle)
+    rng = np.random.default_rng()
+    runs = [_two_selects(rng) for _ in range(5)]
+    got = executor.run_resident_many([(program, inputs) for program, inputs, _ in runs])
+    want: list[str] = []
+    for first in range(0, 5, min(per_submit, 5)):
+        want += ["fence"] + ["settled"] * len(range(first, min(first + per_submit, 5)))
+    assert events == want
+    for result, (_, _, expected) in zip(got, runs):
+        assert np.asarray(result).tobytes() == expected.tobytes()

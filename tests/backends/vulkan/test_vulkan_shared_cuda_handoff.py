@@ -112,6 +112,21 @@ def test_a_device_local_compute_never_asks_cuda(vulkan, pool, no_cuda_lookup):
         assert _same(np.asarray(r), a[idx]) and _same(np.asarray(r1), a)
 
 
+def test_the_device_is_asked_of_itself_once_per_pool(vulkan, pool, no_cuda_lookup, monkeypatch):
+    """Whether the device exports memory and its deviceUUID are asked once per pool, not on every
+    hand-off: `torch.from_dlpack(r)` asks `hand_off` twice (`__dlpack_device__`, `__dlpack__`) on
+    W4's ~3 ms path (issue 18 W4). Device-local (staged) memory, so the UUID is looked at too."""
+    calls: list[str] = []
+    real_supported, real_uuid = shared.supported, shared.device_uuid
+    monkeypatch.setattr(shared, "supported", lambda p: calls.append("supported") or real_supported(p))
+    monkeypatch.setattr(shared, "device_uuid", lambda ph: calls.append("uuid") or real_uuid(ph))
+    no_cuda_lookup()
+    with in_mode(pool, Mode.STAGED):
+        found = [shared.hand_off(pool) for _ in range(3)] + [shared.cuda_may_import(pool) for _ in range(3)]
+    assert found[0] == found[1] == found[2]
+    assert calls.count("supported") <= 1 and calls.count("uuid") <= 1
+
+
 def test_an_nvidia_device_puts_the_result_in_exportable_memory_unasked(vulkan, exporting,
                                                                        no_cuda_lookup, monkeypatch):
     """Where the rule says CUDA may import (the vendor and cuda-python made to say so here), the

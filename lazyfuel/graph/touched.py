@@ -304,11 +304,13 @@ def kept_ways(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: 
 
 
 def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[object], backend: Backend,
-                           streamer: RowStreamer) -> object | None:
+                           streamer: RowStreamer, into: object | None = None) -> object | None:
     """The block's result as a device block of `backend` where the block is `streamable` and a way
     without a program costs less than `kept_cost`'s program (`KeptWays.pick`): its rows read in
-    place by a kernel (`base.RowReader.gather_in_place`, where `streamer` is one) or gathered on
-    the host straight into it (`streamer.gather_up`); else None (run the program)."""
+    place by a kernel (`base.RowReader.gather_in_place`, where `streamer` is one; into `into`, the
+    block's part of the compute's one result allocation, where given and of the result's shape:
+    `graph/placed.py`) or gathered on the host straight into it (`streamer.gather_up`); else None
+    (run the program)."""
     data, positions = inputs[0], inputs[1] if len(inputs) > 1 else None
     if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
         return None
@@ -324,7 +326,9 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
         rent = reader.import_rent(data, ways.saving())
     way = ways.pick(rent)
     if way == "in-place" and reader is not None:
-        block = reader.gather_in_place(data, positions, checked=True)  # a task's inputs: in range
+        shape = (len(positions), *data.shape[1:])
+        into = into if getattr(into, "shape", None) == shape else None
+        block = reader.gather_in_place(data, positions, checked=True, into=into)  # a task's inputs: in range
         if block is not None:
             return block
         way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"

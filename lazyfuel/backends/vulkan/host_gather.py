@@ -93,13 +93,16 @@ def _segments(pool: DevicePool, owner: np.ndarray, start: int, nbytes: int) -> l
 
 
 def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
-                    shared: bool = False, checked: bool = False) -> ResidentBlock | None:
+                    shared: bool = False, checked: bool = False,
+                    into: ResidentBlock | None = None) -> ResidentBlock | None:
     """`source[positions]` along axis 0 as a new block in `pool`'s device memory (in a buffer CUDA
-    can import with `shared`), read by a kernel from the table's imported pages; None where that
-    cannot run (see the module docstring). Out-of-range positions raise IndexError naming value
-    and position, unless `checked` says they are in range already (a task's inputs: the graph
-    checked the ids when the op was built, or per block of lazy ids, and moved them into the
-    source it passes), so the ids are read only to upload them. Counted in `lazyfuel.profile`
+    can import with `shared`), or written into `into` (a block of `pool` of the result's shape and
+    dtype, reserved by the caller: a `part` of a compute's one result allocation, pinned here while
+    the kernel writes it) and returned; read by a kernel from the table's imported pages; None
+    where that cannot run (see the module docstring). Out-of-range positions raise IndexError
+    naming value and position, unless `checked` says they are in range already (a task's inputs:
+    the graph checked the ids when the op was built, or per block of lazy ids, and moved them into
+    the source it passes), so the ids are read only to upload them. Counted in `lazyfuel.profile`
     as the result's and the kernel's ids' bytes uploaded."""
     if not source.flags.c_contiguous or source.ndim < 1 or positions.ndim != 1:
         raise ValueError(f"gather_in_place takes a C-contiguous source of rank >= 1 and 1-d positions; "
@@ -115,15 +118,23 @@ def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     shape = (len(positions), *source.shape[1:])
     nbytes = len(positions) * row_bytes
     word = _word(row_bytes, int(owner.__array_interface__["data"][0]) + start)
-    block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
+    if into is not None and (into.pool is not pool or into.shape != shape or into.dtype != source.dtype):
+        raise ValueError(f"gather_in_place(into=...) takes a block of {pool.label} of shape {shape} and "
+                         f"dtype {source.dtype}; got {into!r}")
+    block = into if into is not None else ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
+    target = block.pin() if into is not None else block.allocation  # a reserved block is pinned
+    read = False
     try:
-        if nbytes and not _read(pool, owner, start, source, positions, block.allocation, row_bytes, word):
+        read = not nbytes or _read(pool, owner, start, source, positions, target, row_bytes, word)
+    finally:
+        if into is not None:
+            into.unpin()
+        elif read:
+            block.done()
+        else:
             block.free()
-            return None
-    except BaseException:
-        block.free()
-        raise
-    block.done()
+    if not read:
+        return None
     ids_bytes = 4 * len(positions) if nbytes else 0
     ran = 1 if nbytes else 0
     profiling.record(bytes_uploaded=nbytes + ids_bytes, submits=ran, dispatches=ran, device=pool.label)

@@ -41,15 +41,6 @@ def _quiet():
 
 
 @pytest.fixture
-def importing(pool):
-    """Import tables of any size (lavapipe's pool imports from 256 KiB by default)."""
-    saved = pool.allocator.import_min
-    pool.allocator.import_min = 1
-    yield pool
-    pool.allocator.import_min = saved
-
-
-@pytest.fixture
 def small_limit(importing):
     """maxMemoryAllocationSize as the importer sees it lowered to 64 KiB: segments of 32 KiB, so a
     table of a few hundred KiB is many imports and rows straddle segment ends."""

@@ -29,7 +29,8 @@ from lazyfuel.graph.held_run import HeldRun, usable
 from lazyfuel.graph.ir import Deferred, Node, Source
 from lazyfuel.graph.lower import lower, lower_into
 from lazyfuel.graph.passes import write_slabs
-from lazyfuel.graph.resident import assembled, device_workers, on_device
+from lazyfuel.graph.placed import Plan, placing
+from lazyfuel.graph.resident import assembled, device_workers, on_device, plan_of, result_holder
 from lazyfuel.graph.stored import direct_array, read_budget, reads_directly
 from lazyfuel.ops.homes import declared
 from lazyfuel.runtime import DefaultRuntime
@@ -44,12 +45,13 @@ class Array:
     are views. It is a dask collection: `dask.compute(x)` and `dask.persist(x)` work.
     """
 
-    __slots__ = ("_given", "_held_runs", "_lowered")
+    __slots__ = ("_given", "_held_runs", "_lowered", "_plans")
 
     def __init__(self, node: Node) -> None:
         self._given = node
         self._lowered: dict[DefaultRuntime, da.Array] = {}
         self._held_runs: dict[DefaultRuntime, HeldRun] = {}  # device persists on local threads
+        self._plans: dict[DefaultRuntime, Plan | None] = {}  # compute(device=True)'s blocks' places
 
     @property
     def _node(self) -> Node:
@@ -182,16 +184,23 @@ class Array:
             return self._compute(out, dask_kwargs)
 
     def _on_device(self, dask_kwargs: dict[str, Any], device: int | None = None) -> Any:
-        """The result as one DeviceArray on device number `device` (None: see `compute`)."""
+        """The result as one DeviceArray on device number `device` (None: see `compute`), in the
+        allocation reserved for it before the tasks run where they write their blocks in place
+        (`graph/placed.py`)."""
         with config(_resident_shared=True):  # a one-block result is handed to CUDA as it lies
-            return assembled(self._persisted_on_device(dask_kwargs), device)
+            workers = _resident_run(dask_kwargs)[2]
+            with config(_resident=True, _device_threads=workers):
+                runtime = DefaultRuntime.current()
+                if runtime not in self._plans:  # the lowering's last layer: its blocks' places
+                    self._plans[runtime] = plan_of(self.to_dask())
+                plan = self._plans[runtime]
+                runtime.planner()  # the process's backends registered (`result_holder` asks them)
+            with placing(plan, result_holder(device)) as into:
+                return assembled(self._persisted_on_device(dask_kwargs), device, into)
 
     def _persisted_on_device(self, dask_kwargs: dict[str, Any]) -> da.Array:
         """The dask array of this one persisted with every block in device memory."""
-        dask_kwargs = _device_threads(dask_kwargs)
-        scheduler = _scheduler(dask_kwargs)
-        # the threads are known here: the lowering runs as many blocks per task as keep each busy
-        workers = local_workers(scheduler, dask_kwargs)
+        dask_kwargs, scheduler, workers = _resident_run(dask_kwargs)
         with config(_resident=True, _device_threads=workers):
             runtime = DefaultRuntime.current()
             if not (config.reuse_device_graphs and usable(scheduler, dask_kwargs)):
@@ -333,6 +342,14 @@ def _device_threads(dask_kwargs: dict[str, Any]) -> dict[str, Any]:
     """`dask_kwargs` for a graph whose results stay on the devices: dask's threads set to
     `graph.resident.device_workers()` (see `_threads`)."""
     return _threads(dask_kwargs, device_workers())
+
+
+def _resident_run(dask_kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any, int | None]:
+    """(`_device_threads(dask_kwargs)`, the scheduler, its threads) of a device persist: the
+    threads are known here, so the lowering runs as many blocks per task as keep each busy."""
+    dask_kwargs = _device_threads(dask_kwargs)
+    scheduler = _scheduler(dask_kwargs)
+    return dask_kwargs, scheduler, local_workers(scheduler, dask_kwargs)
 
 
 def _threads(dask_kwargs: dict[str, Any], workers: int | None) -> dict[str, Any]:

@@ -12,9 +12,12 @@ printed as ms from the compute's start per thread, with the device ms of each ba
 result checked bit for bit on its first and last rows against numpy. `--way` forces
 `config.host_rows` (`in-place` by default: W2's warm way once imported); `--chunks` the table's
 chunks (16: W2's, 4 blocks of result; 4: one block, one dispatch and nothing to assemble).
+`--no-turns` and `--assemble` measure the way before branch w2place, for the comparison: every
+task readying its read at once (`host_gather.SubmitTurn` made a no-op here), and the blocks in
+allocations of their own assembled after the last kernel (`graph/placed.py` given no holder).
 
     python benchmarks/probes/w2_timeline.py [--gib 4] [--ids 1048576] [--rounds 5] [--warm-s 1.5]
-        [--way in-place] [--chunks 16]
+        [--way in-place] [--chunks 16] [--no-turns] [--assemble]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -62,6 +66,24 @@ def instrument() -> None:
     _wrap(batch.Batch, "finish", "wait", lambda b, _: f"device {b.device_seconds * 1e3:.2f} ms")
 
 
+def before_w2place(no_turns: bool, assemble: bool) -> str:
+    """Undo this branch's changes for a comparison (see the module docstring); their names."""
+    from lazyfuel import array
+    from lazyfuel.backends.vulkan import host_gather
+
+    if no_turns:
+        class _Free:
+            give = staticmethod(lambda: None)
+
+        @contextmanager
+        def free(self):
+            yield _Free()
+        host_gather.SubmitTurn.taken = free
+    if assemble:
+        array.result_holder = lambda device: None
+    return ", ".join(n for n, on in (("no turns", no_turns), ("assembled", assemble)) if on) or "w2place"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gib", type=float, default=4.0)
@@ -70,7 +92,10 @@ def main() -> int:
     ap.add_argument("--warm-s", type=float, default=1.5)
     ap.add_argument("--way", default="in-place", choices=("in-place", "streamed", "auto"))
     ap.add_argument("--chunks", type=int, default=CHUNKS, help="the table's chunks")
+    ap.add_argument("--no-turns", action="store_true", help="every task readies its read at once")
+    ap.add_argument("--assemble", action="store_true", help="blocks assembled after the kernels")
     args = ap.parse_args()
+    variant = before_w2place(args.no_turns, args.assemble)
     rows = int(args.gib * 2**30) // (COLS * 4)
     table = np.empty((rows, COLS), np.float32)
     table[:] = np.random.default_rng(1).standard_normal((1, COLS), dtype=np.float32)
@@ -94,11 +119,12 @@ def main() -> int:
             start, wall, r = recorded("compute", lambda: y.compute(device=True))
             walls.append(wall)
             print(f"\nW2 {args.gib:g} GiB in {args.chunks} chunks ({len(y.to_dask().chunks[0])} result "
-                  f"block(s)), {args.way}, round {k}: {wall * 1e3:.2f} ms", flush=True)
+                  f"block(s)), {args.way}, {variant}, round {k}: {wall * 1e3:.2f} ms", flush=True)
             if k == args.rounds - 1 or wall == min(walls):
                 _print_timeline(start)
             del r
-    print(f"W2 {args.gib:g} GiB in {args.chunks} chunks, {args.way}: best {min(walls) * 1e3:.2f} ms, rounds "
+    print(f"W2 {args.gib:g} GiB in {args.chunks} chunks, {args.way}, {variant}: "
+          f"best {min(walls) * 1e3:.2f} ms, median {sorted(walls)[len(walls) // 2] * 1e3:.2f}, rounds "
           + " ".join(f"{w * 1e3:.1f}" for w in walls))
     return 0
 

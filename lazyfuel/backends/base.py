@@ -145,9 +145,18 @@ class BlockHolder(Protocol):
         ...
 
     def assemble(self, blocks: Sequence[object], chunks: tuple[tuple[int, ...], ...],
-                 dtype: np.dtype) -> object:
+                 dtype: np.dtype, into: object | None = None) -> object:
         """One array in this executor's device memory of the whole result whose blocks (row-major
-        over `chunks`) are `blocks`, wherever they lie: what `compute(device=True)` returns."""
+        over `chunks`) are `blocks`, wherever they lie: what `compute(device=True)` returns. With
+        `into` (a `result_block` of the whole result) the array is that block, and the blocks
+        that are its `part`s in their places already are not copied."""
+        ...
+
+    def result_block(self, shape: tuple[int, ...], dtype: np.dtype) -> object:
+        """A device block of this executor's device for a whole `compute(device=True)` result,
+        unwritten and pinned until its `done()`; `block.part(offset, shape)` is the block of its
+        bytes from `offset` on, which a task may write in place (`RowReader.gather_in_place(into=)`).
+        MemoryError where it does not fit."""
         ...
 
     def concatenate(self, parts: Sequence[tuple[object, int, int]], axis: int) -> object | None:
@@ -179,11 +188,13 @@ class RowReader(Protocol):
     pages imported, kept for later computes) straight into a new device block (issue 18 item 4:
     no host gather, the rows cross the link once)."""
 
-    def gather_in_place(self, source: np.ndarray, positions: np.ndarray,
-                        checked: bool = False) -> object | None:
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray, checked: bool = False,
+                        into: object | None = None) -> object | None:
         """`source[positions]` along axis 0 (a C-contiguous host array) as a device block read by
-        a kernel; or None where its rows cannot be read in place (then take another way).
-        `checked`: every position is known to be in range (a task's inputs), so none is read again."""
+        a kernel (written into `into`, a block of this device of the result's shape and dtype,
+        where given, and `into` returned); or None where its rows cannot be read in place (then
+        take another way). `checked`: every position is known to be in range (a task's inputs),
+        so none is read again."""
         ...
 
     def unkept_bytes(self, source: np.ndarray) -> int:

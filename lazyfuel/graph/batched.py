@@ -43,6 +43,7 @@ from lazyfuel.backends.base import executor
 from lazyfuel.graph import replay
 from lazyfuel.graph.task import (
     BlockRecipe,
+    Gathered,
     Runtime,
     block_holder,
     block_inputs,
@@ -200,6 +201,14 @@ def _run_batch(runner: Any, keep: bool, batch: Sequence[tuple[int, Any, list[Any
     return runner.run_many(runs, [out for _, _, _, out in batch])
 
 
+def _host_source(recipe: BlockRecipe, args: Sequence[Any]) -> bool:
+    """Whether a select's source of `recipe` is read from host chunks alone (W2's table): such a
+    block never joins a batch, so its inputs are not built here only to be built again
+    (`computed_block`: a spanning view and its indices, ~0.3 ms a block on the host)."""
+    return any(isinstance(spec, Gathered) and all(isinstance(args[p.arg], np.ndarray) for p in spec.parts)
+               for spec in recipe.inputs)
+
+
 def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans: dict[tuple, Any],
                into: np.ndarray | None) -> tuple[tuple, Any, Any, list[Any], Any] | None:
     """((device, kept), the executor that runs the batch, the planned program, the inputs, the
@@ -207,7 +216,7 @@ def _batchable(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any], plans
     memory and its selects' sources lie there (nothing to stage or stream from the host), its
     program's output is a step's, and the executor of its device runs batches (`BatchRunner`);
     else None. Plans are shared through `plans` by signature."""
-    if recipe.chain is None or math.prod(recipe.shape) == 0:
+    if recipe.chain is None or math.prod(recipe.shape) == 0 or _host_source(recipe, args):
         return None
     inputs, sources, keep = block_inputs(recipe, runtime, args)
     keep = keep and into is None

@@ -25,8 +25,10 @@ device (`base.CudaReader`), at once, so the tensor may change afterwards.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import uuid
+from collections.abc import Hashable, Mapping
 from itertools import product
 from typing import Any
 
@@ -38,7 +40,9 @@ from lazyfuel import dlpack
 from lazyfuel.backends import base
 from lazyfuel.backends.base import CudaSource
 from lazyfuel.contracts.model import Backend
-from lazyfuel.graph.task import Runtime, block_holder, home_device
+from lazyfuel.graph.batched import run_blocks
+from lazyfuel.graph.placed import Plan
+from lazyfuel.graph.task import BlockRecipe, Runtime, block_holder, home_device, run_block
 
 MIN_DEVICE_WORKERS = 4  # threads for a graph whose results stay on the devices, at least
 
@@ -79,9 +83,10 @@ def hold_block(chunk: Any, runtime: Runtime, numblocks: tuple[int, ...],
         return _holder(number, base.block_home(chunk)).hold(chunk)
 
 
-def assembled(held: da.Array, device: int | None = None) -> Any:
+def assembled(held: da.Array, device: int | None = None, into: Any = None) -> Any:
     """One array in device memory of `held` (persisted by `on_device`): on device number `device`
-    (of the backend holding the blocks), else where most of its bytes lie (`result_device`).
+    (of the backend holding the blocks), else where most of its bytes lie (`result_device`); in
+    `into` (the result block `placed.placing` reserved on the device it names) where given.
     IndexError naming the devices there are for a number that names none."""
     blocks = held_blocks(held)
     home = next((h for h in map(base.block_home, blocks) if h is not None), None)
@@ -93,7 +98,69 @@ def assembled(held: da.Array, device: int | None = None) -> Any:
                          f"of {home[0].name} ({', '.join(names)}: lazyfuel.config.devices, "
                          "LAZYFUEL_DEVICES)")
     holder = _holder(device, None if home is None else (home[0], device))
+    if into is not None and base.block_home(into) == (home[0] if home else None, device):
+        return holder.assemble(blocks, held.chunks, held.dtype, into)
     return holder.assemble(blocks, held.chunks, held.dtype)
+
+
+def result_holder(device: int | None) -> Any | None:
+    """The holder a `compute(device=...)` result is placed on before its tasks run
+    (`placed.placing`): device `device` (0 for None) where blocks are kept on exactly one device,
+    else None (over several, the result goes where most bytes end up: `assembled` decides)."""
+    try:
+        backend, first = block_holder(0)
+    except RuntimeError:
+        return None
+    if len(base.devices(backend)) != 1 or device not in (None, 0):
+        return None
+    return first
+
+
+def contiguous_offset(block: tuple[int, ...], origin: tuple[int, ...], shape: tuple[int, ...]) -> int | None:
+    """The element offset in a C-order array of `shape` of a C-order block of shape `block` at
+    `origin`, where the block's elements are one contiguous run there (every axis after its first
+    longer than 1 covered whole); else None."""
+    first = next((k for k, n in enumerate(block) if n > 1), len(block))
+    if any(block[k] != shape[k] for k in range(first + 1, len(block))):
+        return None
+    return sum(o * math.prod(shape[k + 1:]) for k, o in enumerate(origin))
+
+
+def _recipe_of(graph: Mapping[Hashable, Any], key: Hashable) -> BlockRecipe | None:
+    """The recipe of the task computing `key`: a `run_block` task's, or the one a `getitem` takes
+    from a `run_blocks` task's tuple; None for any other task."""
+    node = graph.get(key)
+    if not isinstance(node, tuple) or not node:
+        return None
+    if node[0] is run_block and isinstance(node[1], BlockRecipe):
+        return node[1]
+    if node[0] is operator.getitem and len(node) == 3 and isinstance(node[2], int):
+        batch = graph.get(node[1])
+        if isinstance(batch, tuple) and batch and batch[0] is run_blocks and node[2] < len(batch[1]):
+            return batch[1][node[2]]
+    return None
+
+
+def plan_of(arr: da.Array) -> Plan | None:
+    """The `Plan` of the lowered `arr` (its last layer's tasks), or None where no block can be
+    written in its place (a task of another kind, a view after the program, an empty result)."""
+    shape, dtype = tuple(int(n) for n in arr.shape), np.dtype(arr.dtype)
+    if not math.prod(shape):
+        return None
+    graph = dict(arr.__dask_graph__())
+    starts = [np.concatenate(([0], np.cumsum(c)))[:-1] for c in arr.chunks]
+    places = []
+    for key in flatten(arr.__dask_keys__()):
+        where = key[1:]
+        block = tuple(int(c[i]) for c, i in zip(arr.chunks, where))
+        recipe = _recipe_of(graph, key)
+        if recipe is None or recipe.post or recipe.shape != block or np.dtype(recipe.dtype) != dtype \
+                or not math.prod(block):
+            continue
+        offset = contiguous_offset(block, tuple(int(s[i]) for s, i in zip(starts, where)), shape)
+        if offset is not None:
+            places.append((recipe, offset * dtype.itemsize))
+    return Plan(shape, dtype, tuple(places)) if places else None
 
 
 def result_device(blocks: list[Any]) -> int:

@@ -54,6 +54,7 @@ from lazyfuel.graph.device_blocks import (  # noqa: F401 (re-exported)
     joined,
 )
 from lazyfuel.graph.ir import ViewOp
+from lazyfuel.graph.placed import part_for
 from lazyfuel.graph.span import spanning_view
 from lazyfuel.graph.split import run_splitting
 from lazyfuel.graph.task_inputs import (  # noqa: F401 (re-exported)
@@ -258,7 +259,8 @@ def _touched(runtime: Runtime, chain: Chain, inputs: list[Any], sources: Sequenc
 def _streamed(runtime: Runtime, recipe: BlockRecipe, inputs: list[Any]) -> Any | None:
     """A block kept in device memory whose rows the host gathers straight into it, piece by piece
     as earlier pieces upload, where the planner prices that cheapest (`touched.streamed_where_cheaper`;
-    the block's device's `base.RowStreamer`); else None (plan and run the chain)."""
+    the block's device's `base.RowStreamer`); else None (plan and run the chain). A read in place
+    writes into the block's part of the compute's result where one is placed (`graph/placed.py`)."""
     assert recipe.chain is not None
     with runtime.applied():
         planner = runtime.planner()
@@ -268,7 +270,7 @@ def _streamed(runtime: Runtime, recipe: BlockRecipe, inputs: list[Any]) -> Any |
             return None
         if not isinstance(holder, base.RowStreamer):
             return None
-        return streamed_where_cheaper(planner, recipe.chain, inputs, backend, holder)
+        return streamed_where_cheaper(planner, recipe.chain, inputs, backend, holder, part_for(recipe))
 
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:

@@ -39,6 +39,9 @@ device's largest allocation works.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -295,20 +298,45 @@ class KeptWays:
 def kept_ways(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
               backend: Backend, streamer: RowStreamer, imported: int | None) -> KeptWays:
     """The prices of a `streamable` block's ways with its result kept on `backend`; `imported`:
-    the table's bytes a read in place would import now (None: it cannot be read in place)."""
-    best, program = kept_cost(planner, chain, dtypes, layouts, backend, math.prod(layouts[1].shape))
+    the table's bytes a read in place would import now (None: it cannot be read in place).
+    Priced once per signature and planner (`_PRICED`: W2's blocks of one graph are alike, and
+    pricing each took 0.4-0.8 ms of the host before its read was submitted, under the GIL), while
+    the planner's registry and pinned kernels stay, as `Planner.plan` caches its programs."""
     shape = (layouts[1].shape[0], *layouts[0].shape[1:])
+    row_bytes = math.prod(shape[1:]) * dtypes[0].itemsize
+    pieces = streamer.pieces(shape[0] * row_bytes, row_bytes)
+    key = (chain, tuple(dtypes), tuple(layouts), backend, pieces, imported, len(planner.registry),
+           frozenset(config.pin_kernels))
+    with _PRICED_LOCK:
+        known = _PRICED.setdefault(planner, OrderedDict())
+        found = known.get(key)
+        if found is not None:
+            known.move_to_end(key)
+            return found
+    best, program = kept_cost(planner, chain, dtypes, layouts, backend, math.prod(layouts[1].shape))
     stream = streaming(planner, backend, streamer, dtypes[0], shape)
     read = None if imported is None else in_place(planner, backend, dtypes[0], shape, imported)
-    return KeptWays(best, program, stream, read)
+    ways = KeptWays(best, program, stream, read)
+    with _PRICED_LOCK:
+        known[key] = ways
+        while len(known) > PRICED_SIZE:
+            known.popitem(last=False)
+    return ways
+
+
+PRICED_SIZE = 64  # signatures priced per planner, least recently used dropped first
+_PRICED: weakref.WeakKeyDictionary[Planner, OrderedDict[tuple, KeptWays]] = weakref.WeakKeyDictionary()
+_PRICED_LOCK = threading.Lock()
 
 
 def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[object], backend: Backend,
-                           streamer: RowStreamer) -> object | None:
+                           streamer: RowStreamer, into: object | None = None) -> object | None:
     """The block's result as a device block of `backend` where the block is `streamable` and a way
     without a program costs less than `kept_cost`'s program (`KeptWays.pick`): its rows read in
-    place by a kernel (`base.RowReader.gather_in_place`, where `streamer` is one) or gathered on
-    the host straight into it (`streamer.gather_up`); else None (run the program)."""
+    place by a kernel (`base.RowReader.gather_in_place`, where `streamer` is one; into `into`, the
+    block's part of the compute's one result allocation, where given and of the result's shape:
+    `graph/placed.py`) or gathered on the host straight into it (`streamer.gather_up`); else None
+    (run the program)."""
     data, positions = inputs[0], inputs[1] if len(inputs) > 1 else None
     if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
         return None
@@ -324,7 +352,9 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
         rent = reader.import_rent(data, ways.saving())
     way = ways.pick(rent)
     if way == "in-place" and reader is not None:
-        block = reader.gather_in_place(data, positions, checked=True)  # a task's inputs: in range
+        shape = (len(positions), *data.shape[1:])
+        into = into if getattr(into, "shape", None) == shape else None
+        block = reader.gather_in_place(data, positions, checked=True, into=into)  # a task's inputs: in range
         if block is not None:
             return block
         way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"

@@ -4,7 +4,9 @@ A chunked result is assembled on the device in one allocation (C order), so the 
 array, as torch and CuPy users expect: `assemble(blocks, chunks, dtype, pool)` copies every
 resident block's rows into it with device copies (one batch; each contiguous run by the copy
 shader where the device moves it faster so, else vkCmdCopyBuffer: `copy_kernels.copy_bytes`; a
-result of one block on that pool is that block, no copy). A block on another pool comes device
+result of one block on that pool is that block, no copy; where the graph reserved the result's
+allocation before its tasks ran, `graph/placed.py`, the blocks they wrote in place are not copied
+at all: `assemble(..., into=)`). A block on another pool comes device
 to device where a path exists (`ResidentBlock.bind`, `peer.py`), else through host memory (both
 counted in `lazyfuel.profile`).
 
@@ -176,43 +178,67 @@ def _device_pair(dl_device: Any) -> tuple[int, int]:
 
 
 def assemble(blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...], dtype: Any,
-             pool: DevicePool | None = None) -> DeviceArray:
+             pool: DevicePool | None = None, into: ResidentBlock | None = None) -> DeviceArray:
     """One DeviceArray of the whole result from its blocks (row-major over `chunks`) on `pool`
     (default: the first resident block's): resident blocks copied into one allocation by device
     copies (another pool's moved first, `ResidentBlock.bind`; exportable where the pool hands off
     to CUDA; a one-block result on `pool` already so is that block); host blocks (numpy, or blocks
-    of a pool with no path to `pool`) uploaded into place."""
+    of a pool with no path to `pool`) uploaded into place. With `into` (a whole block of `pool` of
+    the result's shape and dtype, which the caller reserved and unpins: `VulkanExecutor.result_block`)
+    the allocation is `into`, and a block that is its `part` at the block's place (a task wrote it
+    there: `host_gather.gather_in_place(into=)`) is not copied: where every block is, nothing is."""
     shape = tuple(sum(c) for c in chunks)
     dtype = np.dtype(dtype)
-    first = next((b for b in blocks if isinstance(b, ResidentBlock)), None)
+    first = next((b for b in blocks if isinstance(b, ResidentBlock)), into)
     if first is None:
         raise ValueError("assemble() needs at least one resident block")
     pool = first.pool if pool is None else pool
+    if into is not None and (into.pool is not pool or into.shape != shape or into.dtype != dtype
+                             or not into.whole):
+        raise ValueError(f"assemble(into=...) takes a whole block of {pool.label} of shape {shape} and "
+                         f"dtype {dtype}; got {into!r}")
     cuda = cuda_may_import(pool)
-    if len(blocks) == 1 and first.shape == shape and first.pool is pool \
+    if into is None and len(blocks) == 1 and first.shape == shape and first.pool is pool \
             and (first.shared_buffer is not None or not cuda):
         return DeviceArray(first)
-    whole = ResidentBlock.reserve(pool, shape, dtype, shared=cuda)
+    whole = into if into is not None else ResidentBlock.reserve(pool, shape, dtype, shared=cuda)
     try:
-        starts = [np.concatenate(([0], np.cumsum(c)))[:-1] for c in chunks]
-        with pool.batch() as batch:
-            for block, where in zip(blocks, product(*(range(len(c)) for c in chunks))):
-                origin = tuple(int(s[i]) for s, i in zip(starts, where))
-                src = block.bind(batch) if isinstance(block, ResidentBlock) else None
-                if src is None:  # a host block (or another pool's): through host memory
-                    host = np.asarray(block, dtype, order="C")
-                    src = batch.alloc(max(host.nbytes, 1))
-                    batch.upload(src, host.reshape(-1).view(np.uint8))
-                for src_off, dst_off, n in _runs(tuple(block.shape), origin, shape, dtype.itemsize):
-                    copy_bytes(batch, src, src_off, whole.allocation, dst_off, n)
-            batch.barrier()
-            batch.run()
+        _copy_in(whole, blocks, chunks)
     except BaseException:
-        whole.free()
+        if into is None:
+            whole.free()
         raise
     array = DeviceArray(whole)
-    whole.done()
+    if into is None:
+        whole.done()
     return array
+
+
+def _copy_in(whole: ResidentBlock, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...]) -> None:
+    """Copy each of `blocks` (row-major over `chunks`) into its place in `whole` (pinned) in one
+    batch, but those lying there already (`ResidentBlock.lies_in`); no batch where none is left."""
+    pool, dtype, shape = whole.pool, whole.dtype, whole.shape
+    starts = [np.concatenate(([0], np.cumsum(c)))[:-1] for c in chunks]
+    todo = []
+    for block, where in zip(blocks, product(*(range(len(c)) for c in chunks))):
+        origin = tuple(int(s[i]) for s, i in zip(starts, where))
+        runs = _runs(tuple(block.shape), origin, shape, dtype.itemsize)
+        placed = isinstance(block, ResidentBlock) and len(runs) == 1 and block.lies_in(whole, runs[0][1])
+        if runs and not placed:
+            todo.append((block, runs))
+    if not todo:
+        return
+    with pool.batch() as batch:
+        for block, runs in todo:
+            src = block.bind(batch) if isinstance(block, ResidentBlock) else None
+            if src is None:  # a host block (or another pool's): through host memory
+                host = np.asarray(block, dtype, order="C")
+                src = batch.alloc(max(host.nbytes, 1))
+                batch.upload(src, host.reshape(-1).view(np.uint8))
+            for src_off, dst_off, n in runs:
+                copy_bytes(batch, src, src_off, whole.allocation, dst_off, n)
+        batch.barrier()
+        batch.run()
 
 
 def _runs(block: tuple[int, ...], origin: tuple[int, ...], shape: tuple[int, ...],

@@ -192,13 +192,21 @@ class VulkanExecutor:
         (`streamed.gather_up`; the `base.RowStreamer` capability)."""
         return streamed.gather_up(self.pool, source, positions, shared=self._shared_result())
 
-    def gather_in_place(self, source: np.ndarray, positions: np.ndarray,
-                        checked: bool = False) -> ResidentBlock | None:
+    def gather_in_place(self, source: np.ndarray, positions: np.ndarray, checked: bool = False,
+                        into: ResidentBlock | None = None) -> ResidentBlock | None:
         """`source[positions]` along axis 0 read by one kernel from `source`'s imported pages
-        straight into a new block of this pool (`host_gather.gather_in_place`; the `base.RowReader`
-        capability); None where that cannot run here. `checked`: the positions are known in range."""
+        straight into a new block of this pool, or into `into` (`host_gather.gather_in_place`; the
+        `base.RowReader` capability); None where that cannot run here. `checked`: the positions
+        are known in range."""
         return host_gather.gather_in_place(self.pool, source, positions, shared=self._shared_result(),
-                                           checked=checked)
+                                           checked=checked, into=into)
+
+    def result_block(self, shape: tuple[int, ...], dtype: np.dtype) -> ResidentBlock:
+        """A new block of this pool for a whole `compute(device=True)` result, unwritten and pinned
+        (`done()` unpins): exportable where CUDA may import it (`_shared_result`); its `part`s are
+        the blocks tasks write in place (`base.BlockHolder.result_block`). MemoryError where it
+        does not fit."""
+        return ResidentBlock.reserve(self.pool, shape, dtype, shared=self._shared_result())
 
     def unkept_bytes(self, source: np.ndarray) -> int:
         """The bytes of `source`'s table `gather_in_place` would import now."""
@@ -255,11 +263,12 @@ class VulkanExecutor:
         return block
 
     def assemble(self, blocks: Sequence[Any], chunks: tuple[tuple[int, ...], ...],
-                 dtype: np.dtype) -> Any:
-        """One `DeviceArray` of the whole result on this executor's pool (`device_array.assemble`)."""
+                 dtype: np.dtype, into: ResidentBlock | None = None) -> Any:
+        """One `DeviceArray` of the whole result on this executor's pool (`device_array.assemble`),
+        in `into` (a `result_block`) where given."""
         from lazyfuel.backends.vulkan.device_array import assemble
 
-        return assemble(blocks, chunks, dtype, self.pool)
+        return assemble(blocks, chunks, dtype, self.pool, into)
 
     def concatenate(self, parts: Sequence[tuple[Any, int, int]], axis: int) -> ResidentBlock | None:
         """Row ranges of blocks joined along `axis` into one resident block of this pool

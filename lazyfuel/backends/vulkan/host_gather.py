@@ -29,6 +29,8 @@ import math
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,6 +39,7 @@ from lazyfuel import profiling
 from lazyfuel.backends.vulkan.kept import SEGMENT, owner_of
 from lazyfuel.backends.vulkan.kernels import U32_LIMIT, dispatch, per_group, spec_constants
 from lazyfuel.backends.vulkan.residency import ResidentBlock
+from lazyfuel.backends.vulkan.shared import PerPool
 from lazyfuel.checks import checked_indices
 from lazyfuel.ops.push import PushLayout
 
@@ -93,13 +96,16 @@ def _segments(pool: DevicePool, owner: np.ndarray, start: int, nbytes: int) -> l
 
 
 def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
-                    shared: bool = False, checked: bool = False) -> ResidentBlock | None:
+                    shared: bool = False, checked: bool = False,
+                    into: ResidentBlock | None = None) -> ResidentBlock | None:
     """`source[positions]` along axis 0 as a new block in `pool`'s device memory (in a buffer CUDA
-    can import with `shared`), read by a kernel from the table's imported pages; None where that
-    cannot run (see the module docstring). Out-of-range positions raise IndexError naming value
-    and position, unless `checked` says they are in range already (a task's inputs: the graph
-    checked the ids when the op was built, or per block of lazy ids, and moved them into the
-    source it passes), so the ids are read only to upload them. Counted in `lazyfuel.profile`
+    can import with `shared`), or written into `into` (a block of `pool` of the result's shape and
+    dtype, reserved by the caller: a `part` of a compute's one result allocation, pinned here while
+    the kernel writes it) and returned; read by a kernel from the table's imported pages; None
+    where that cannot run (see the module docstring). Out-of-range positions raise IndexError
+    naming value and position, unless `checked` says they are in range already (a task's inputs:
+    the graph checked the ids when the op was built, or per block of lazy ids, and moved them into
+    the source it passes), so the ids are read only to upload them. Counted in `lazyfuel.profile`
     as the result's and the kernel's ids' bytes uploaded."""
     if not source.flags.c_contiguous or source.ndim < 1 or positions.ndim != 1:
         raise ValueError(f"gather_in_place takes a C-contiguous source of rank >= 1 and 1-d positions; "
@@ -115,15 +121,25 @@ def gather_in_place(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     shape = (len(positions), *source.shape[1:])
     nbytes = len(positions) * row_bytes
     word = _word(row_bytes, int(owner.__array_interface__["data"][0]) + start)
-    block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
-    try:
-        if nbytes and not _read(pool, owner, start, source, positions, block.allocation, row_bytes, word):
-            block.free()
-            return None
-    except BaseException:
-        block.free()
-        raise
-    block.done()
+    if into is not None and (into.pool is not pool or into.shape != shape or into.dtype != source.dtype):
+        raise ValueError(f"gather_in_place(into=...) takes a block of {pool.label} of shape {shape} and "
+                         f"dtype {source.dtype}; got {into!r}")
+    with _TURNS.for_pool(pool).taken() as turn:
+        block = into if into is not None else ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
+        target = block.pin() if into is not None else block.allocation  # a reserved block is pinned
+        read = False
+        try:
+            read = not nbytes or _read(pool, owner, start, source, positions, target, row_bytes, word,
+                                       turn.give)
+        finally:
+            if into is not None:
+                into.unpin()
+            elif read:
+                block.done()
+            else:
+                block.free()
+    if not read:
+        return None
     ids_bytes = 4 * len(positions) if nbytes else 0
     ran = 1 if nbytes else 0
     profiling.record(bytes_uploaded=nbytes + ids_bytes, submits=ran, dispatches=ran, device=pool.label)
@@ -136,9 +152,9 @@ def _word(row_bytes: int, address: int) -> int:
 
 
 def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, positions: np.ndarray,
-          target: Allocation, row_bytes: int, word: int) -> bool:
-    """Record and run the one dispatch over every position; False where a segment could not be
-    imported."""
+          target: Allocation, row_bytes: int, word: int, submitted: Callable[[], None]) -> bool:
+    """Record and run the one dispatch over every position, calling `submitted` once it is
+    submitted (before its fence is waited on); False where a segment could not be imported."""
     segments = _segments(pool, owner, start, source.nbytes)
     size = segment_bytes(pool)
     with pool.batch() as batch:
@@ -164,8 +180,47 @@ def _read(pool: DevicePool, owner: np.ndarray, start: int, source: np.ndarray, p
                              base=0, n=n, start=start - segments[0][0], R=words_per_row,
                              shift=size.bit_length() - 1)
         dispatch(batch, pipeline, PUSH, values, n, per_group(batch, FAMILY))
-        batch.run()
+        batch.start()
+        submitted()
+        batch.finish()
     return True
+
+
+class SubmitTurn:
+    """One thread at a time readies and submits a read of `pool` (`taken`); the others wait for
+    their turn off the GIL. A compute's reads (W2: 4 tasks on 4 threads) readied all at once
+    shared the GIL, each Python step of one waiting on the others': on the H200 the first read
+    was submitted 5.6 ms into the compute, the last at 6.5, while the device, which reads them
+    one after another over the link anyway, waited. In turns the first goes up as soon as it is
+    ready alone, and each later one while the earlier ones' kernels run."""
+
+    def __init__(self, pool: DevicePool) -> None:
+        self.pool, self._lock = pool, threading.Lock()
+
+    @contextmanager
+    def taken(self) -> Iterator[_Turn]:
+        """This thread's turn, given back by `give()` (once the read is submitted) or on exit."""
+        turn = _Turn(self._lock)
+        try:
+            yield turn
+        finally:
+            turn.give()
+
+
+class _Turn:
+    """A held `SubmitTurn`: `give()` releases it (once; later calls do nothing)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        lock.acquire()
+        self._lock: threading.Lock | None = lock
+
+    def give(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+
+_TURNS = PerPool(SubmitTurn)
 
 
 class ImportRent:

@@ -74,6 +74,9 @@ class ResidentBlock(CArrayMeta):
 
     __lazyfuel_device_block__ = Backend.Vulkan  # `backends.base.is_device_block`, `block_backend`
 
+    _at = 0  # where this block's bytes start in its slot's (a part of another block: `part`)
+    _base: ResidentBlock | None = None  # the block whose memory this one views (kept alive)
+
     def __init__(self, pool: DevicePool, shape: tuple[int, ...], dtype: np.dtype, slot: _Slot) -> None:
         self.pool, self.shape, self.dtype = pool, tuple(int(n) for n in shape), np.dtype(dtype)
         self._store, self._slot = store_of(pool), slot
@@ -105,13 +108,25 @@ class ResidentBlock(CArrayMeta):
     def allocation(self) -> Allocation:
         """The device memory now (only while pinned: a reserved block, or inside `bind`'s batch)."""
         assert self._slot.allocation is not None and self._slot.pins, "pin the block first"
-        return self._slot.allocation
+        return self._mine(self._slot.allocation)
+
+    def _mine(self, allocation: Allocation) -> Allocation:
+        """The slot's memory `allocation` narrowed to this block's bytes (a part's range)."""
+        if self.whole:
+            return allocation
+        return allocation.part(self._at, self.nbytes)
+
+    @property
+    def whole(self) -> bool:
+        """Whether this block covers its memory whole (not a `part` of a larger block)."""
+        return self._at == 0 and self.nbytes == self._slot.nbytes
 
     @property
     def shared_buffer(self) -> SharedBuffer | None:
         """The exportable buffer (`shared.SharedBuffer`) the block lies in, or None (ordinary
-        memory, or spilled: a shared block that spilled comes back in ordinary memory)."""
-        return self._slot.shared
+        memory, spilled: a shared block that spilled comes back in ordinary memory, or a `part`:
+        only the whole buffer is exported)."""
+        return self._slot.shared if self.whole else None
 
     @property
     def spilled(self) -> bool:
@@ -168,7 +183,7 @@ class ResidentBlock(CArrayMeta):
             return peer.bind(self, batch)
         allocation = self._store.touch(self._slot)
         batch.after_close(lambda: self._store.release(self._slot), keep=self)
-        return allocation
+        return self._mine(allocation)
 
     def reshape(self, shape: tuple[int, ...]) -> ResidentBlock:
         """The same bytes in another C-order `shape` of as many elements: a handle that keeps this
@@ -176,11 +191,28 @@ class ResidentBlock(CArrayMeta):
         shape = tuple(int(n) for n in shape)
         if math.prod(shape) != self.size:
             raise ValueError(f"cannot see a resident block of shape {self.shape} as shape {shape}")
+        return self.part(0, shape)
+
+    def part(self, offset: int, shape: tuple[int, ...]) -> ResidentBlock:
+        """The C-order block of `shape` whose bytes start `offset` bytes into this one's: a handle
+        over the same memory (no copy) that keeps this block alive; freeing it (or dropping it)
+        frees nothing, the memory goes with the last handle over it. Pinning, binding and
+        spilling are this block's (one allocation). ValueError for a range past this block."""
+        shape = tuple(int(n) for n in shape)
+        nbytes = math.prod(shape) * self.dtype.itemsize
+        if offset < 0 or offset % self.dtype.itemsize or offset + nbytes > self.nbytes:
+            raise ValueError(f"a part of shape {shape} at byte {offset} does not lie inside a resident "
+                             f"block of shape {self.shape} and dtype {self.dtype} ({self.nbytes} bytes, "
+                             f"parts at multiples of {self.dtype.itemsize} bytes)")
         view = ResidentBlock.__new__(ResidentBlock)
         view.pool, view.shape, view.dtype = self.pool, shape, self.dtype
-        view._store, view._slot, view._base = self._store, self._slot, self
+        view._store, view._slot, view._base, view._at = self._store, self._slot, self, self._at + offset
         view._finalizer = weakref.finalize(view, lambda: None)  # the base frees the memory
         return view
+
+    def lies_in(self, other: ResidentBlock, offset: int) -> bool:
+        """Whether this block's bytes are `other`'s from byte `offset` on (a `part` placed there)."""
+        return self._slot is other._slot and self._at == other._at + offset
 
     def viewed(self, layout: Layout) -> ResidentView | None:
         """The block seen through `layout` (in elements, relative to the block's first element: a
@@ -196,7 +228,7 @@ class ResidentBlock(CArrayMeta):
 
     def pin(self) -> Allocation:
         """Pin the block on its pool's device (brought back if spilled); its memory until `unpin`."""
-        return self._store.touch(self._slot)
+        return self._mine(self._store.touch(self._slot))
 
     def unpin(self) -> None:
         """Undo one `pin`."""
@@ -214,7 +246,7 @@ class ResidentBlock(CArrayMeta):
     # -- host copies ----------------------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
-        if out.nbytes and self._store.read(self._slot, out):
+        if out.nbytes and self._store.read(self._slot, out, self._at):
             profiling.record(bytes_downloaded=out.nbytes)
         return out if dtype is None else out.astype(dtype, copy=False)
 

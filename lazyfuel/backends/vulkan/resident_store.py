@@ -120,16 +120,19 @@ class ResidentStore:
         """Unpin a newly written slot (`release`: the store back under its budget)."""
         self.release(slot)
 
-    def read(self, slot: _Slot, out: np.ndarray) -> bool:
-        """Copy the block's bytes into `out` (C-contiguous, `slot.nbytes` bytes); whether they came
-        from the device (False: from the spilled host copy, no byte over the link)."""
+    def read(self, slot: _Slot, out: np.ndarray, at: int = 0) -> bool:
+        """Copy the slot's bytes from byte `at` on into `out` (C-contiguous, at most the slot's
+        bytes past `at`); whether they came from the device (False: from the spilled host copy,
+        no byte over the link)."""
         flat = out.reshape(-1).view(np.uint8)
         with self._lock:
             if slot.allocation is None:
                 assert slot.host is not None
-                flat[:] = slot.host
+                flat[:] = slot.host[at:at + flat.size]
                 return False
             allocation = self.touch(slot)
+        if at or flat.size != slot.nbytes:
+            allocation = allocation.part(at, flat.size)
         try:
             with self.pool.batch() as batch:
                 batch.download(allocation, out)

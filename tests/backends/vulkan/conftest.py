@@ -24,6 +24,15 @@ def pool():
     return found
 
 
+@pytest.fixture
+def importing(pool):
+    """The pool importing host tables of any size (lavapipe's imports from 256 KiB by default)."""
+    saved = pool.allocator.import_min
+    pool.allocator.import_min = 1
+    yield pool
+    pool.allocator.import_min = saved
+
+
 @pytest.fixture(scope="session")
 def executor(pool):
     """A VulkanExecutor on the shared pool."""

@@ -21,8 +21,10 @@ its own process: it opens the store, reads the rows into a numpy array, and repo
 The readers of a case run in an order that changes case by case (`reader_orders`: a balanced
 Latin square, so over as many cases as there are readers each reader runs once in every place and
 right after every other reader once, none always first on a disk the previous case left, none
-always after the zarr reader that frees ~2 GB); each case's order is printed before its lines
-(`# order: ...`) and each result records its place (`place`, from 0).
+always after the zarr reader that frees ~2 GB), the codecs of one (rows, order) taking the
+square's orders in turn and the next (rows, order) starting one order on, so each codec's cases
+see the orders in turn too; each case's order is printed before its lines (`# order: ...`) and
+each result records its place (`place`, from 0).
 
 With `--repeat N` each case's readers run N times, alternating (every reader once, then every
 reader again, each in a fresh process with the page cache dropped before it, each round in the
@@ -138,6 +140,13 @@ def reader_orders(count: int) -> list[list[int]]:
         first.append((step + 1) // 2 if step % 2 else count - step // 2)
     square = [[(r + k) % count for r in first] for k in range(count)]
     return square if count % 2 == 0 else square + [row[::-1] for row in square]
+
+
+def order_of(orders: list[list[int]], codec: int, rounds: int, round_: int, group: int) -> list[int]:
+    """The readers' order for round `round_` (of `rounds`) of codec number `codec` in the
+    `group`-th (rows, order): the codecs' rounds take `orders` in turn, each group one on, so the
+    cases of one codec, group after group, take every order in turn as well."""
+    return orders[(codec * rounds + round_ + group) % len(orders)]
 
 
 def io_counters() -> dict[str, int]:
@@ -310,7 +319,7 @@ def main() -> None:
     for line in skipped:
         print(f"# {line}")
     results: list[dict[str, Any]] = []
-    orders, turn = reader_orders(len(readers)), 0  # the readers' order, case by case (and round by round)
+    orders, group = reader_orders(len(readers)), 0  # the readers' order, case by case (and round by round)
     try:
         codecs = args.codecs.split(",")
         stores = {c: generate(folder, c, rows, cols, chunk_rows, inner_rows, args.reuse)
@@ -324,11 +333,10 @@ def main() -> None:
                 idx_path = folder / f"idx-{count}-{order}.npy"
                 np.save(idx_path, idx)
                 want = reference(stores["raw"], idx, (rows, cols), chunk_rows)
-                for codec in codecs:
+                for c, codec in enumerate(codecs):
                     base = {"codec": codec, "rows": count, "order": order}
-                    for _ in range(args.repeat):
-                        ranks = orders[turn % len(orders)]
-                        turn += 1
+                    for r in range(args.repeat):
+                        ranks = order_of(orders, c, args.repeat, r, group)
                         print(f"# order: {', '.join(readers[r] for r in ranks)}", flush=True)
                         for place, reader in enumerate(readers[r] for r in ranks):
                             got = measure(reader, stores[codec], idx_path, drop, args.timeout)
@@ -336,6 +344,7 @@ def main() -> None:
                             results.append(info)
                             print(line_of(info, want), flush=True)
                     ratios(results, base)
+                group += 1  # the next (rows, order): each codec's cases take the next order on
     finally:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))

@@ -35,3 +35,15 @@ def test_reader_orders_put_every_reader_in_every_place_and_after_every_other_ali
 
 def test_one_reader_has_one_order():
     assert bench().reader_orders(1) == [[0]]
+
+
+@pytest.mark.parametrize(("readers", "codecs", "rounds"), [(4, 4, 1), (4, 2, 2), (3, 4, 1), (2, 1, 3)])
+def test_each_codec_takes_every_order_over_the_groups(readers, codecs, rounds):
+    module = bench()
+    orders = module.reader_orders(readers)
+    for codec in range(codecs):
+        for r in range(rounds):
+            seen = {tuple(module.order_of(orders, codec, rounds, r, g)) for g in range(len(orders))}
+            assert len(seen) == len(orders)  # not one order for every case of a codec
+    one_group = [module.order_of(orders, c, rounds, r, 0) for c in range(codecs) for r in range(rounds)]
+    assert all(a != b for a, b in pairwise(one_group))  # the next case, the next order

@@ -22,8 +22,8 @@ are read. With `DIRECT` on, a call whose spans are long (`DIRECT_SPAN` on averag
 the same way past the page cache (`O_DIRECT`, each span widened to whole blocks, `ALIGN`, into
 kept page-aligned buffers), and through the page cache where the file system refuses that. It is
 off: on this VM's virtio disk the page cache's readahead read 2.1 GB/s where `O_DIRECT` read
-1.3-1.8 at the same sizes and depths, and a 262k-row read of the 1.95 GB store took 1.7-3.5 s
-against 1.4-1.9 mapped (out_of_core, session 10 in benchmarks/BENCHMARKS.md), for all the
+1.3-1.8 at the same sizes and depths, and a 262k-row read of the 1.95 GB store took medians of
+1.96-3.45 s against 1.66-1.94 mapped (out_of_core, session 10 in benchmarks/BENCHMARKS.md), for all the
 page-cache work and copy it saves. Either way, how many windows (spans) one call keeps in
 flight is bounded by the bytes it took from the read budget (`room`, `depth_for`); `IN_FLIGHT`
 counts those requested and not yet placed (its peak is what the tests check).

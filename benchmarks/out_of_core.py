@@ -18,12 +18,21 @@ its own process: it opens the store, reads the rows into a numpy array, and repo
 - whether the result is bit-equal to numpy (rows picked from the raw store's chunk files read
   with `np.fromfile`).
 
+The readers of a case run in an order that changes case by case (`reader_orders`: a balanced
+Latin square, so over as many cases as there are readers each reader runs once in every place and
+right after every other reader once, none always first on a disk the previous case left, none
+always after the zarr reader that frees ~2 GB), the codecs of one (rows, order) taking the
+square's orders in turn and the next (rows, order) starting one order on, so each codec's cases
+see the orders in turn too; each case's order is printed before its lines (`# order: ...`) and
+each result records its place (`place`, from 0).
+
 With `--repeat N` each case's readers run N times, alternating (every reader once, then every
-reader again, each in a fresh process with the page cache dropped before it): every time is
-printed as it comes, and each case's ratio line gives the ratio of the readers' medians, the ratio
-of their bests, and all the times. Issue 19's acceptance is judged on the default single run
-(`--repeat 1`); the repeats tell a real difference from this VM's noise (other work on its two
-CPUs moves one reader's time by 20-40% between runs).
+reader again, each in a fresh process with the page cache dropped before it, each round in the
+next order of the square): every time is printed as it comes, and each case's ratio line gives
+the ratio of the readers' medians, the ratio of their bests, and all the times. Issue 19's
+acceptance is judged on the default single run (`--repeat 1`: each reader's one time a case, the
+same kind of figure for every reader); the repeats tell a real difference from this VM's noise
+(other work on its two CPUs moves one reader's time by 20-40% between runs).
 
 The page cache is dropped before every reader (`echo 1 > /proc/sys/vm/drop_caches`; root only)
 unless `--warm`: the first line of the output says which. Readers use their default settings (the
@@ -118,6 +127,26 @@ def reference(raw: Path, idx: np.ndarray, shape: tuple[int, int], chunk_rows: in
         here = np.flatnonzero(chunk_of == c)
         out[here] = data[idx[here] - c * chunk_rows]
     return hashlib.sha256(out.tobytes()).hexdigest()
+
+
+def reader_orders(count: int) -> list[list[int]]:
+    """Orders of `count` readers (their numbers), one per case in turn: a balanced Latin square
+    (Williams' design), in which each reader takes every place once and follows every other reader
+    once, over `count` orders (`2 * count` for an odd count, each order also reversed)."""
+    if count < 2:
+        return [list(range(count))]
+    first = [0]
+    for step in range(1, count):  # 0, 1, n-1, 2, n-2, ...
+        first.append((step + 1) // 2 if step % 2 else count - step // 2)
+    square = [[(r + k) % count for r in first] for k in range(count)]
+    return square if count % 2 == 0 else square + [row[::-1] for row in square]
+
+
+def order_of(orders: list[list[int]], codec: int, rounds: int, round_: int, group: int) -> list[int]:
+    """The readers' order for round `round_` (of `rounds`) of codec number `codec` in the
+    `group`-th (rows, order): the codecs' rounds take `orders` in turn, each group one on, so the
+    cases of one codec, group after group, take every order in turn as well."""
+    return orders[(codec * rounds + round_ + group) % len(orders)]
 
 
 def io_counters() -> dict[str, int]:
@@ -286,10 +315,11 @@ def main() -> None:
     print(f"# {rows} x {cols} float32 ({rows * row_bytes / 1e9:.2f} GB raw) in chunks of {chunk_rows} rows "
           f"({chunk_rows * row_bytes / 2**20:.0f} MiB); {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; page cache "
-          f"{cache}")
+          f"{cache}; readers in a rotating order (a balanced Latin square, case by case)")
     for line in skipped:
         print(f"# {line}")
     results: list[dict[str, Any]] = []
+    orders, group = reader_orders(len(readers)), 0  # the readers' order, case by case (and round by round)
     try:
         codecs = args.codecs.split(",")
         stores = {c: generate(folder, c, rows, cols, chunk_rows, inner_rows, args.reuse)
@@ -303,14 +333,18 @@ def main() -> None:
                 idx_path = folder / f"idx-{count}-{order}.npy"
                 np.save(idx_path, idx)
                 want = reference(stores["raw"], idx, (rows, cols), chunk_rows)
-                for codec in codecs:
+                for c, codec in enumerate(codecs):
                     base = {"codec": codec, "rows": count, "order": order}
-                    for reader in readers * args.repeat:
-                        got = measure(reader, stores[codec], idx_path, drop, args.timeout)
-                        info = {**base, "reader": reader, **got}
-                        results.append(info)
-                        print(line_of(info, want), flush=True)
+                    for r in range(args.repeat):
+                        ranks = order_of(orders, c, args.repeat, r, group)
+                        print(f"# order: {', '.join(readers[r] for r in ranks)}", flush=True)
+                        for place, reader in enumerate(readers[r] for r in ranks):
+                            got = measure(reader, stores[codec], idx_path, drop, args.timeout)
+                            info = {**base, "reader": reader, "place": place, **got}
+                            results.append(info)
+                            print(line_of(info, want), flush=True)
                     ratios(results, base)
+                group += 1  # the next (rows, order): each codec's cases take the next order on
     finally:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))

@@ -6,12 +6,13 @@ session 8" in ../BENCHMARKS.md).
 A configuration is `name=value` pairs of the read settings (`gap`, `range`, `spans`: the
 module defaults `GAP_BYTES`, `RANGE_BYTES`, `SPANS_IN_FLIGHT` of `graph.byte_ranges`;
 `threads`: the I/O pool's `READ_THREADS`; `map`: `file_spans.MAPPED`, 0 or 1; `cover`:
-`stored.WHOLE_COVER` in percent, where a store lazyfuel wrote is read whole; `workers`: dask's threads),
+`stored.WHOLE_COVER` in percent, where a store lazyfuel wrote is read whole; `workers`: dask's threads;
+`direct`: `file_spans.DIRECT`, 0 or 1),
 separated by commas, e.g. `spans=4,range=4M` (the empty one is the defaults); `catN` reads the
 store's chunk files through N `cat`s at once instead (the disk's own pace, as `out_of_core.py`'s
 `cat-parallel`). Each round reads `--idx`'s rows of `--store` with
 `lf.index_select(lf.from_zarr(store), 0, idx).compute(num_workers=...)` and reports wall,
-user and system CPU seconds and the bytes the process read from disk.
+user and system CPU seconds, minor and major page faults and the bytes the process read from disk.
 
     python benchmarks/probes/span_reads.py --store /tmp/ooc/raw.zarr --idx /tmp/ooc/idx-262144-random.npy \
         --configs "" "spans=8" "range=1M,spans=16"
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from disk_depth import drop_caches, size_of  # this folder (drop_caches: out_of_core.py's)
 
-KEYS = ("gap", "range", "spans", "threads", "map", "cover", "workers")
+KEYS = ("gap", "range", "spans", "threads", "map", "cover", "workers", "direct")
 
 
 def parsed(text: str) -> dict[str, int]:
@@ -60,6 +61,7 @@ def applied(settings: dict[str, int]) -> dict[str, Any]:
             if hasattr(module, name):
                 setattr(module, name, values[key])
     file_spans.MAPPED = bool(values["map"])
+    file_spans.DIRECT = bool(values["direct"])
     stored.WHOLE_COVER = values["cover"] / 100
     if file_spans.READ_THREADS != values["threads"]:
         file_spans.READ_THREADS = values["threads"]
@@ -101,6 +103,7 @@ def main() -> None:
     applied.defaults = {"gap": byte_ranges.GAP_BYTES, "range": byte_ranges.RANGE_BYTES,  # type: ignore
                         "spans": byte_ranges.SPANS_IN_FLIGHT, "threads": file_spans.READ_THREADS,
                         "map": int(getattr(file_spans, "MAPPED", 0)),
+                        "direct": int(getattr(file_spans, "DIRECT", 0)),
                         "cover": round(getattr(stored, "WHOLE_COVER", 1) * 100),
                         "workers": os.cpu_count() or 1}
     idx = np.load(args.idx)
@@ -125,11 +128,15 @@ def main() -> None:
             want = got if want is None else want
             row = {"config": text or "defaults", "round": r, "wall_s": wall,
                    "user_s": after.ru_utime - cpu.ru_utime, "sys_s": after.ru_stime - cpu.ru_stime,
+                   "minor_faults": after.ru_minflt - cpu.ru_minflt,
+                   "major_faults": after.ru_majflt - cpu.ru_majflt,
                    "disk_mb": (io_read_bytes() - disk) / 1e6, "load": os.getloadavg()[0],
                    "equal": bool(np.array_equal(got, want))}
             rows.append(row)
             print(f"{row['config']:28s} round {r}: {wall:5.2f} s wall, {row['user_s']:4.2f} user, "
-                  f"{row['sys_s']:4.2f} sys, {row['disk_mb']:6.0f} MB from disk, load {row['load']:.1f}"
+                  f"{row['sys_s']:4.2f} sys, {row['minor_faults']}/{row['major_faults']} faults "
+                  "(minor/major), "
+                  f"{row['disk_mb']:6.0f} MB from disk, load {row['load']:.1f}"
                   f"{'' if row['equal'] else ', NOT EQUAL'}", flush=True)
     for text in args.configs:
         walls = [r["wall_s"] for r in rows if r["config"] == (text or "defaults")]

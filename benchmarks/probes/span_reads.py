@@ -6,8 +6,7 @@ session 8" in ../BENCHMARKS.md).
 A configuration is `name=value` pairs of the read settings (`gap`, `range`, `spans`: the
 module defaults `GAP_BYTES`, `RANGE_BYTES`, `SPANS_IN_FLIGHT` of `graph.byte_ranges`;
 `threads`: the I/O pool's `READ_THREADS`; `map`: `file_spans.MAPPED`, 0 or 1; `cover`:
-`stored.WHOLE_COVER` in percent, where a store lazyfuel wrote is read whole; `workers`: dask's threads;
-`direct`: `file_spans.DIRECT`, 0 or 1),
+`stored.WHOLE_COVER` in percent, where a store lazyfuel wrote is read whole; `workers`: dask's threads),
 separated by commas, e.g. `spans=4,range=4M` (the empty one is the defaults); `catN` reads the
 store's chunk files through N `cat`s at once instead (the disk's own pace, as `out_of_core.py`'s
 `cat-parallel`). Each round reads `--idx`'s rows of `--store` with
@@ -36,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from disk_depth import drop_caches, size_of  # this folder (drop_caches: out_of_core.py's)
 
-KEYS = ("gap", "range", "spans", "threads", "map", "cover", "workers", "direct")
+KEYS = ("gap", "range", "spans", "threads", "map", "cover", "workers")
 
 
 def parsed(text: str) -> dict[str, int]:
@@ -61,7 +60,6 @@ def applied(settings: dict[str, int]) -> dict[str, Any]:
             if hasattr(module, name):
                 setattr(module, name, values[key])
     file_spans.MAPPED = bool(values["map"])
-    file_spans.DIRECT = bool(values["direct"])
     stored.WHOLE_COVER = values["cover"] / 100
     if file_spans.READ_THREADS != values["threads"]:
         file_spans.READ_THREADS = values["threads"]
@@ -103,7 +101,6 @@ def main() -> None:
     applied.defaults = {"gap": byte_ranges.GAP_BYTES, "range": byte_ranges.RANGE_BYTES,  # type: ignore
                         "spans": byte_ranges.SPANS_IN_FLIGHT, "threads": file_spans.READ_THREADS,
                         "map": int(getattr(file_spans, "MAPPED", 0)),
-                        "direct": int(getattr(file_spans, "DIRECT", 0)),
                         "cover": round(getattr(stored, "WHOLE_COVER", 1) * 100),
                         "workers": os.cpu_count() or 1}
     idx = np.load(args.idx)

@@ -18,15 +18,9 @@ Where a file cannot be mapped its spans are copied instead (what `MAPPED = False
 up to `SPANS_IN_FLIGHT` `os.preadv` at once on a small pool of I/O threads shared by the process
 (`READ_THREADS`, as many as TensorStore's default `file_io_concurrency`: max(4, CPUs)), each into
 its own kept buffer, the calling thread placing each span as it arrives, in order, while the next
-are read. With `DIRECT` on, a call whose spans are long (`DIRECT_SPAN` on average) reads them
-the same way past the page cache (`O_DIRECT`, each span widened to whole blocks, `ALIGN`, into
-kept page-aligned buffers), and through the page cache where the file system refuses that. It is
-off: on this VM's virtio disk the page cache's readahead read 2.1 GB/s where `O_DIRECT` read
-1.3-1.8 at the same sizes and depths, and a 262k-row read of the 1.95 GB store took medians of
-1.96-3.45 s against 1.66-1.94 mapped (out_of_core, session 10 in benchmarks/BENCHMARKS.md), for all the
-page-cache work and copy it saves. Either way, how many windows (spans) one call keeps in
-flight is bounded by the bytes it took from the read budget (`room`, `depth_for`); `IN_FLIGHT`
-counts those requested and not yet placed (its peak is what the tests check).
+are read. Either way, how many windows (spans) one call keeps in flight is bounded by the bytes
+it took from the read budget (`room`, `depth_for`); `IN_FLIGHT` counts those requested and not
+yet placed (its peak is what the tests check).
 """
 
 from __future__ import annotations
@@ -59,30 +53,6 @@ READ_THREADS = max(4, os.cpu_count() or 1)
 
 SPAN_SCRATCH = _Scratch(keep=2 * READ_THREADS)
 """Kept span buffers (`RANGE_BYTES` each): every call in flight takes up to `SPANS_IN_FLIGHT`."""
-
-DIRECT = False
-"""Whether long spans are read past the page cache (`O_DIRECT`, where the file system allows it)."""
-
-DIRECT_SPAN = 256 * 2**10
-"""Spans of a call at least this long on average are read `O_DIRECT` when `DIRECT` is on."""
-
-ALIGN = 4096
-"""The offsets, lengths and buffer addresses an `O_DIRECT` read takes are multiples of this."""
-
-
-class _AlignedScratch(_Scratch):
-    """Kept buffers that start on a page (anonymous mappings), as `O_DIRECT` reads want."""
-
-    def take(self, nbytes: int) -> np.ndarray:
-        with self._lock:
-            for i, buf in enumerate(self.free):
-                if buf.nbytes == nbytes:
-                    return self.free.pop(i)
-        return np.frombuffer(mmap.mmap(-1, nbytes), np.uint8)
-
-
-DIRECT_SCRATCH = _AlignedScratch(keep=2 * READ_THREADS)
-"""Kept `O_DIRECT` buffers (`RANGE_BYTES` and two blocks more each)."""
 
 
 class InFlight:
@@ -152,9 +122,6 @@ def read_file_spans(fd: int, name: str, spans: Sequence[Span],
     before it placed first). Every read this started has finished when it returns or raises."""
     if not spans:
         return
-    if DIRECT and sum(hi - lo for lo, hi, _ in spans) >= DIRECT_SPAN * len(spans) and \
-            _direct(name, spans, place, room):
-        return
     if not MAPPED:
         _copied_spans(fd, name, spans, place, room)
         return
@@ -165,26 +132,6 @@ def read_file_spans(fd: int, name: str, spans: Sequence[Span],
         _copied_spans(fd, name, spans[done:short], place, room)
     if short < len(spans):
         raise ShortFile(f"zarr chunk {name} is shorter than its rows ({spans[short][1]} bytes)")
-
-
-def _direct(name: str, spans: Sequence[Span], place: Callable[[int, slice, np.ndarray], None],
-            room: int) -> bool:
-    """`read_file_spans` past the page cache: `name` opened `O_DIRECT` and each span read by
-    `_direct_read`; False (nothing read) where the system or file system refuses `O_DIRECT`."""
-    try:
-        fd = _open_direct(name)
-    except (OSError, AttributeError):  # EINVAL: a file system without it; AttributeError: macOS
-        return False
-    try:
-        _copied_spans(fd, name, spans, place, room, _direct_read, DIRECT_SCRATCH, RANGE_BYTES + 2 * ALIGN)
-    finally:
-        os.close(fd)
-    return True
-
-
-def _open_direct(name: str) -> int:
-    """`name` opened for reads past the page cache (`O_DIRECT`)."""
-    return os.open(name, os.O_RDONLY | os.O_DIRECT)
 
 
 def windows_of(spans: Sequence[Span], limit: int) -> list[Sequence[Span]]:
@@ -285,30 +232,14 @@ def mapped_file(fd: int, size: int) -> Iterator[np.ndarray]:
             pass
 
 
-def _buffered_read(fd: int, buf: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
-    """Bytes `lo:hi` of `fd` read into `buf` through the page cache (None when the file ends
-    before `hi`)."""
-    return buf[:hi - lo] if os.preadv(fd, [buf[:hi - lo]], lo) == hi - lo else None
-
-
-def _direct_read(fd: int, buf: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
-    """Bytes `lo:hi` of `fd` (opened `O_DIRECT`) read into the page-aligned `buf` by one read of
-    the blocks holding them, past the page cache (None when the file ends before `hi`)."""
-    first, end = lo - lo % ALIGN, -(-hi // ALIGN) * ALIGN
-    got = os.preadv(fd, [buf[:end - first]], first)
-    return buf[lo - first:hi - first] if got >= hi - first else None
-
-
 def _copied_spans(fd: int, name: str, spans: Sequence[Span], place: Callable[[int, slice, np.ndarray], None],
-                  room: int, read: Callable[[int, np.ndarray, int, int], np.ndarray | None] = _buffered_read,
-                  scratch: _Scratch | None = None, size: int = RANGE_BYTES) -> None:
-    """`read_file_spans` by copies: each span read into a kept buffer by `read` (`os.preadv`),
+                  room: int) -> None:
+    """`read_file_spans` by copies: each span read into a kept buffer by `os.preadv`,
     `depth_for(spans, room)` at once (one span alone in this thread), and placed from there."""
     depth = depth_for(spans, room)
     if depth == 0:
         return
-    scratch = SPAN_SCRATCH if scratch is None else scratch
-    buffers = [scratch.take(size) for _ in range(depth)]
+    buffers = [SPAN_SCRATCH.take(RANGE_BYTES) for _ in range(depth)]
     pending: deque[tuple[int, int, slice, np.ndarray, Future[int] | None]] = deque()  # .., buffer, read
     todo = iter(spans)
     pool = _POOL.get() if depth > 1 else None
@@ -319,7 +250,7 @@ def _copied_spans(fd: int, name: str, spans: Sequence[Span], place: Callable[[in
         if span is None:
             return
         lo, hi, part = span
-        job = None if pool is None else pool.submit(read, fd, buf, lo, hi)
+        job = None if pool is None else pool.submit(os.preadv, fd, [buf[:hi - lo]], lo)
         IN_FLIGHT.enter()
         pending.append((lo, hi, part, buf, job))
 
@@ -329,12 +260,12 @@ def _copied_spans(fd: int, name: str, spans: Sequence[Span], place: Callable[[in
         while pending:
             lo, hi, part, buf, job = pending.popleft()
             try:
-                got = read(fd, buf, lo, hi) if job is None else job.result()
+                got = os.preadv(fd, [buf[:hi - lo]], lo) if job is None else job.result()
             finally:
                 IN_FLIGHT.leave()
-            if got is None:
+            if got != hi - lo:
                 raise ShortFile(f"zarr chunk {name} is shorter than its rows ({hi} bytes)")
-            place(lo, part, got)
+            place(lo, part, buf[:hi - lo])
             start(buf)
     finally:
         for *_, job in pending:  # a read still under way writes into its buffer: wait for it
@@ -342,4 +273,4 @@ def _copied_spans(fd: int, name: str, spans: Sequence[Span], place: Callable[[in
                 job.exception()
             IN_FLIGHT.leave()
         for buf in buffers:
-            scratch.give(buf)
+            SPAN_SCRATCH.give(buf)

@@ -1,9 +1,8 @@
 """Local chunk files are read with several spans in flight (`graph.file_spans`), placed from
-mappings of the file, (where it cannot be mapped) copied, or (`DIRECT`) read past the page cache:
-reads counted while under way, as many at once as the read budget allows, every read finished
-before the call returns or raises, only the touched rows copied out of a mapping; results
-bit-equal to numpy across formats, dtypes, row sizes and index orders, every way; where the file
-system refuses `O_DIRECT` the same bytes through the page cache."""
+mappings of the file or (where it cannot be mapped) copied: reads counted while under way, as
+many at once as the read budget allows, every read finished before the call returns or raises,
+only the touched rows copied out of a mapping; results bit-equal to numpy across formats, dtypes
+and index orders, both ways."""
 
 from __future__ import annotations
 
@@ -28,13 +27,11 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> file_spans.InFlight:
     return file_spans.IN_FLIGHT
 
 
-@pytest.fixture(params=["mapped", "copied", "direct"])
+@pytest.fixture(params=[True, False], ids=["mapped", "copied"])
 def mapped(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Spans placed from mappings of their file (the default), copied out of it by preadv, or
-    (`file_spans.DIRECT`) read past the page cache into aligned buffers; whether mapped."""
-    monkeypatch.setattr(file_spans, "MAPPED", request.param != "copied")
-    monkeypatch.setattr(file_spans, "DIRECT", request.param == "direct")
-    return request.param == "mapped"
+    """Spans placed from mappings of their file (the default) or copied out of it by preadv."""
+    monkeypatch.setattr(file_spans, "MAPPED", request.param)
+    return request.param
 
 
 def big_store(path, dtype: str, fmt: int, codec: str) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -201,60 +198,3 @@ def test_compute_puts_the_rows_read_straight_into_the_result(tmp_path, bits_equa
     # the result, index arrays and the graph (~5 MB here); each task's rows held apart before they
     # were copied into it added as much again as the distinct rows (9 MB sorted or random)
     assert peak - got.nbytes < got.nbytes / 2
-
-
-def direct_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """The (first byte, end byte) of every `O_DIRECT` read from now on, as the kernel took them."""
-    seen: list[tuple[int, int]] = []
-    read = file_spans._direct_read
-
-    def counted_read(fd: int, buf: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
-        seen.append((lo, hi))
-        return read(fd, buf, lo, hi)
-
-    monkeypatch.setattr(file_spans, "_direct_read", counted_read)
-    return seen
-
-
-@pytest.mark.parametrize("row_bytes", [4, 12, 1000, 4096])
-@pytest.mark.parametrize("order", ["sorted", "random", "repeated"])
-def test_direct_reads_of_any_row_size_and_an_uneven_last_chunk_are_bit_equal(tmp_path, bits_equal,
-                                                                              monkeypatch, row_bytes, order):
-    cols = row_bytes // 4
-    rows = (3 << 20) // row_bytes + 123  # two chunks of ~1.5 MiB, the last one uneven
-    data = np.random.default_rng(row_bytes).standard_normal((rows, cols)).astype("<f4")
-    zarr.create_array(store=str(tmp_path / "t.zarr"), shape=data.shape, dtype=data.dtype,
-                      chunks=(rows // 2, cols), compressors=None)[...] = data
-    idx = np.random.default_rng(len(order)).integers(0, rows, rows // 2)
-    idx = {"sorted": np.sort(idx), "random": idx, "repeated": np.repeat(idx[: rows // 6], 3)}[order]
-    monkeypatch.setattr(file_spans, "DIRECT", True)
-    seen = direct_reads(monkeypatch)
-    bits_equal(lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx).compute(), data[idx])
-    assert seen  # read past the page cache (tmp_path's file system takes O_DIRECT)
-
-
-def test_direct_reads_where_the_file_system_refuses_them_give_the_same_bytes(tmp_path, bits_equal,
-                                                                             monkeypatch):
-    # (tmpfs took O_DIRECT from Linux 6.6 on: this VM's 6.18 has no file system that refuses it)
-    data = big_store(tmp_path / "t.zarr", "float32", 3, "raw")
-    idx = dense_rows("random")
-    refused: list[str] = []
-
-    def no_direct(name: str) -> int:  # what open(2) says where a file system has no O_DIRECT
-        refused.append(name)
-        raise OSError(22, "Invalid argument")
-
-    monkeypatch.setattr(file_spans, "DIRECT", True)
-    monkeypatch.setattr(file_spans, "_open_direct", no_direct)
-    seen = direct_reads(monkeypatch)
-    bits_equal(lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx).compute(), data[idx])
-    assert len(refused) == 2 and seen == []  # once per chunk file, then through the page cache
-
-
-def test_sparse_spans_are_not_read_direct(tmp_path, bits_equal, monkeypatch):
-    data = big_store(tmp_path / "t.zarr", "float32", 3, "raw")
-    idx = np.sort(np.random.default_rng(7).choice(ROWS, 20, replace=False))  # spans of one row each
-    monkeypatch.setattr(file_spans, "DIRECT", True)
-    seen = direct_reads(monkeypatch)
-    bits_equal(lf.index_select(lf.from_zarr(tmp_path / "t.zarr"), 0, idx).compute(), data[idx])
-    assert seen == []  # a 4 KiB block read for each 1 KiB row would cost more than the page cache

@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="W2 configurations to run: name prefixes, comma-separated (=NAME: exactly)")
     parser.add_argument("--w2-child", default="", help=argparse.SUPPRESS)  # one W2 configuration (JSON)
     parser.add_argument("--resident-gib", type=float, default=16.0, help="W3/W4: size of resident x")
+    parser.add_argument("--w3-row-bytes", default="1024,64", help="W3's row sizes, bytes, in order")
     parser.add_argument("--resident-chunk-mib", type=int, default=1024, help="W3/W4: chunk size, MiB")
     args = parser.parse_args(argv)
     if args.w2_child:
@@ -579,7 +580,7 @@ def resident_workloads(args: argparse.Namespace, pool: Any) -> dict[str, Any]:
     if "w4" in args.workloads:  # first: the shortest, so a call cut short still has it
         results["w4"] = _w4(pool, gib, chunk_mib, max(args.rounds, 10))
         gc.collect()
-    for row_bytes in (1024, 64) if "w3" in args.workloads else ():
+    for row_bytes in [int(b) for b in args.w3_row_bytes.split(",")] if "w3" in args.workloads else ():
         results[f"w3 {row_bytes}"] = _w3(pool, gib, chunk_mib, row_bytes, max(args.rounds, 2), rows_out)
         gc.collect()  # x, its torch tensor and y go before the next
     if rows_out:

@@ -14,7 +14,9 @@ calling thread (a pool of more threads only where the blocks lie on several pool
 result viewed as its recipe says (`task.finished`), wrapped as the same dask array (name, keys,
 chunks, dtype, meta) as the held run gives. The executor still records, submits and checks each
 program as ever: a bad index raises its IndexError, host inputs (a mask in host memory) are
-uploaded each time (`lf.profile` counts them), a spilled input block comes back when bound.
+read each time (`lf.profile` counts them; on a discrete GPU from their second use through their
+pages kept imported, `kept.py`, so the replaying thread copies none of them into staging), a
+spilled input block comes back when bound.
 
 A replay is used only while it can be the same run (`Replay.run` returns None otherwise, and
 the caller runs the held graph, which notes a new replay):

@@ -245,3 +245,37 @@ def test_a_hold_of_a_range_being_imported_waits_for_that_import_and_shares_it(po
     waiter.join(10)
     assert calls == [x.nbytes], "imported once"
     assert found["first"] is not None and found["second"] == found["first"], "and shared"
+
+
+def test_a_host_mask_read_in_small_blocks_is_kept_whole_and_reads_its_live_pages(pool, discrete, monkeypatch):
+    """W3's host mask: its blocks' spans are under `KEEP_MIN` but the mask's range is not, so a
+    repeated device persist reads it from its kept import (no staging copy) from its second use,
+    bit-exact on poisoned outputs, an in-place change seen, its bytes still counted as uploaded."""
+    from tests.backends.vulkan.test_vulkan_residency_persist_device import _same
+    from tests.graph.test_replay import _poisoned_memory_freed
+
+    blocks, rows, cols = 8, 2048, 8
+    monkeypatch.setattr(kept, "KEEP_MIN", blocks * rows // 2)  # each block's mask span under it
+    monkeypatch.setattr(discrete, "import_min", 4096)  # the mask (16 KiB here) may be imported
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((blocks * rows, cols), dtype=np.float32)
+    idx = _permutation(rng, blocks * rows, rows)
+    mask = rng.random((blocks * rows, 1)) < 0.5
+    x = lf.from_array(a, chunks=(rows, cols)).persist(device=True)
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    made, held = pool.kept.made, []
+    for round_ in range(5):
+        mask[:] = rng.random(mask.shape) < 0.5  # in place: a kept import reads the live pages
+        _poisoned_memory_freed(pool)
+        with lf.profile() as p:
+            r = y.persist(device=True)
+        assert _same(r.compute(), _expected(a, idx, mask)), f"persist {round_}"
+        assert p.bytes_uploaded >= mask.nbytes, "the mask's bytes are counted as they are read"
+        if round_ % 2:
+            held.append((r, mask.copy()))
+    assert pool.kept.made == made + 1, "the mask is imported once, whole, and kept"
+    for r, was in held:
+        assert _same(r.compute(), _expected(a, idx, was))
+    del mask, y, held
+    gc.collect()
+    assert pool.kept.live == 0, "the import goes with the mask"

@@ -143,9 +143,12 @@ def _recipe_of(graph: Mapping[Hashable, Any], key: Hashable) -> BlockRecipe | No
 
 def plan_of(arr: da.Array) -> Plan | None:
     """The `Plan` of the lowered `arr` (its last layer's tasks), or None where no block can be
-    written in its place (a task of another kind, a view after the program, an empty result)."""
+    written in its place (a task of another kind, a view after the program, an empty result), or
+    that needs no placing: a one-block result is its block (the assembly hands it over as it is),
+    where placing would reserve a second allocation of it and copy a program's block into that
+    (W4 on the H200: 2.1 -> 3.0 ms a 1 GiB compute)."""
     shape, dtype = tuple(int(n) for n in arr.shape), np.dtype(arr.dtype)
-    if not math.prod(shape):
+    if not math.prod(shape) or arr.npartitions == 1:
         return None
     graph = dict(arr.__dask_graph__())
     starts = [np.concatenate(([0], np.cumsum(c)))[:-1] for c in arr.chunks]

@@ -164,3 +164,21 @@ def test_a_part_views_its_range_and_frees_nothing(pool, bits_equal) -> None:
 ])
 def test_a_block_is_one_run_only_where_its_later_axes_are_whole(block, origin, shape, want) -> None:
     assert contiguous_offset(block, origin, shape) == want
+
+
+def test_a_one_block_result_is_its_block_with_nothing_reserved_or_copied(pool, bits_equal, copies) -> None:
+    """A one-block `compute(device=True)` (W4: a program over one resident block) hands over the
+    program's own block: no result allocation placed beside it and no copy into one (placing
+    would reserve a second allocation of the whole result and copy the program's block into it)."""
+    table = random_rows(2048, (64,), np.float32, seed=41)
+    x = lf.from_array(table, chunks=(2048, 64)).persist(device=True)
+    idx = np.random.default_rng(42).permutation(2048)
+    mask = np.random.default_rng(43).random((2048, 1)) < 0.5
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    for _ in range(2):
+        result = y.compute(device=True)
+        bits_equal(_host(result).copy(), np.where(mask, np.float32(-1), table[idx]))
+        assert copies == [], copies
+        assert result._block.whole and result._block.nbytes == table.nbytes
+        del result
+        gc.collect()

@@ -10,7 +10,7 @@ the H200's 16 CPUs, while page-locked memory moves at the link's 35-38 GB/s.
 `KeptImports.find(batch, span)` returns, for a span (1-d uint8, a program input's bytes or a
 result's destination) whose kept range (below) holds at least `KEEP_MIN` bytes, an allocation over
 its pages imported once and kept, or None (then the span moves its mode's usual way). The range,
-not the span, decides: W3's host mask (16 MiB, read 1 MiB a block) is kept whole, so a replayed
+not the span, decides (a span under `KEEP_MIN / SPAN_SHARE`, a few rows, is always copied): W3's host mask (16 MiB, read 1 MiB a block) is kept whole, so a replayed
 persist reads each block's mask in place instead of the CPU copying it into staging on the one
 replaying thread (0.35 ms of the 0.5 ms a block the host took on the H200):
 
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
 
 KEEP_MIN = 4 << 20  # a smaller kept range (a small mask or indices) is copied: pinning it saves little
+# A span under KEEP_MIN / SPAN_SHARE is copied whatever its range: a few rows of a large array would
+# otherwise pin a whole segment on their second use (W3's 1 MiB mask blocks are well above it).
+SPAN_SHARE = 16
 SEGMENT = 1 << 30  # an owner is imported in ranges of this many bytes (under maxMemoryAllocationSize)
 
 
@@ -144,7 +147,8 @@ class KeptImports:
         closes; None where it is not kept (see the module docstring). `note=False`: a look that
         does not count as a use (a result's destination is looked at again where it is not kept)."""
         allocator = batch.pool.allocator
-        if allocator.direct or allocator.imports is None or self.closed or not config.kept_imports:
+        if span.nbytes < KEEP_MIN // SPAN_SHARE or allocator.direct or allocator.imports is None \
+                or self.closed or not config.kept_imports:
             return None
         owner = owner_of(span)
         if owner is None:

@@ -279,3 +279,22 @@ def test_a_host_mask_read_in_small_blocks_is_kept_whole_and_reads_its_live_pages
     del mask, y, held
     gc.collect()
     assert pool.kept.live == 0, "the import goes with the mask"
+
+
+def test_a_few_rows_of_a_large_array_are_copied_not_kept(pool, discrete, monkeypatch):
+    """A span under `KEEP_MIN / SPAN_SHARE` is copied on every use, however large its owner's kept
+    range: a few rows read again must not pin a whole segment of the array."""
+    blocks, rows, cols = 8, 2048, 8
+    monkeypatch.setattr(kept, "KEEP_MIN", blocks * rows // 2)  # the mask's range over it
+    monkeypatch.setattr(discrete, "import_min", 4096)
+    rng = np.random.default_rng(22)
+    a = rng.standard_normal((blocks * rows, cols), dtype=np.float32)
+    idx = _permutation(rng, blocks * rows, rows)
+    mask = rng.random((blocks * rows, 1)) < 0.5
+    x = lf.from_array(a, chunks=(rows, cols)).persist(device=True)
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    monkeypatch.setattr(kept, "SPAN_SHARE", 2)  # the floor 4 KiB: each block's 2 KiB of mask under it
+    made = pool.kept.made
+    for _ in range(3):
+        assert np.array_equal(y.persist(device=True).compute(), _expected(a, idx, mask))
+    assert pool.kept.made == made, "a span under the floor is never kept"

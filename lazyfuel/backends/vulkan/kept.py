@@ -10,9 +10,10 @@ the H200's 16 CPUs, while page-locked memory moves at the link's 35-38 GB/s.
 `KeptImports.find(batch, span)` returns, for a span (1-d uint8, a program input's bytes or a
 result's destination) whose kept range (below) holds at least `KEEP_MIN` bytes, an allocation over
 its pages imported once and kept, or None (then the span moves its mode's usual way). The range,
-not the span, decides (a span under `KEEP_MIN / SPAN_SHARE`, a few rows, is always copied): W3's host mask (16 MiB, read 1 MiB a block) is kept whole, so a replayed
-persist reads each block's mask in place instead of the CPU copying it into staging on the one
-replaying thread (0.35 ms of the 0.5 ms a block the host took on the H200):
+not the span, decides (a span under `KEEP_MIN / SPAN_SHARE`, a few rows, is always copied): W3's
+host mask (16 MiB, read 1 MiB a block) is kept whole, so a replayed persist reads each block's
+mask in place instead of the CPU copying it into staging on the one replaying thread (0.35 ms of
+the 0.5 ms a block the host took on the H200):
 
 - the owner is imported in segments of `SEGMENT` (1 GiB) bytes from its start, so every chunk
   inside one segment, of whatever chunking, shares its import and the pages are pinned once (a

@@ -247,6 +247,21 @@ def test_a_hold_of_a_range_being_imported_waits_for_that_import_and_shares_it(po
     assert found["first"] is not None and found["second"] == found["first"], "and shared"
 
 
+def _small_mask_blocks(monkeypatch, discrete, seed: int):
+    """W3 in small: 8 resident blocks of 2048 x 8 f32, y = masked_fill(index_select(x), host mask
+    (N, 1)), with `KEEP_MIN` lowered so each block's 2 KiB mask span is under it and the mask's
+    16 KiB range over it, and the mask importable; (rng, a, idx, mask, y)."""
+    blocks, rows, cols = 8, 2048, 8
+    monkeypatch.setattr(kept, "KEEP_MIN", blocks * rows // 2)
+    monkeypatch.setattr(discrete, "import_min", 4096)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((blocks * rows, cols), dtype=np.float32)
+    idx = _permutation(rng, blocks * rows, rows)
+    mask = rng.random((blocks * rows, 1)) < 0.5
+    x = lf.from_array(a, chunks=(rows, cols)).persist(device=True)
+    return rng, a, idx, mask, x.index_select(0, idx).masked_fill(mask, -1.0)
+
+
 def test_a_host_mask_read_in_small_blocks_is_kept_whole_and_reads_its_live_pages(pool, discrete, monkeypatch):
     """W3's host mask: its blocks' spans are under `KEEP_MIN` but the mask's range is not, so a
     repeated device persist reads it from its kept import (no staging copy) from its second use,
@@ -254,15 +269,7 @@ def test_a_host_mask_read_in_small_blocks_is_kept_whole_and_reads_its_live_pages
     from tests.backends.vulkan.test_vulkan_residency_persist_device import _same
     from tests.graph.test_replay import _poisoned_memory_freed
 
-    blocks, rows, cols = 8, 2048, 8
-    monkeypatch.setattr(kept, "KEEP_MIN", blocks * rows // 2)  # each block's mask span under it
-    monkeypatch.setattr(discrete, "import_min", 4096)  # the mask (16 KiB here) may be imported
-    rng = np.random.default_rng(21)
-    a = rng.standard_normal((blocks * rows, cols), dtype=np.float32)
-    idx = _permutation(rng, blocks * rows, rows)
-    mask = rng.random((blocks * rows, 1)) < 0.5
-    x = lf.from_array(a, chunks=(rows, cols)).persist(device=True)
-    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    rng, a, idx, mask, y = _small_mask_blocks(monkeypatch, discrete, seed=21)
     made, held = pool.kept.made, []
     for round_ in range(5):
         mask[:] = rng.random(mask.shape) < 0.5  # in place: a kept import reads the live pages
@@ -284,15 +291,7 @@ def test_a_host_mask_read_in_small_blocks_is_kept_whole_and_reads_its_live_pages
 def test_a_few_rows_of_a_large_array_are_copied_not_kept(pool, discrete, monkeypatch):
     """A span under `KEEP_MIN / SPAN_SHARE` is copied on every use, however large its owner's kept
     range: a few rows read again must not pin a whole segment of the array."""
-    blocks, rows, cols = 8, 2048, 8
-    monkeypatch.setattr(kept, "KEEP_MIN", blocks * rows // 2)  # the mask's range over it
-    monkeypatch.setattr(discrete, "import_min", 4096)
-    rng = np.random.default_rng(22)
-    a = rng.standard_normal((blocks * rows, cols), dtype=np.float32)
-    idx = _permutation(rng, blocks * rows, rows)
-    mask = rng.random((blocks * rows, 1)) < 0.5
-    x = lf.from_array(a, chunks=(rows, cols)).persist(device=True)
-    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    _, a, idx, mask, y = _small_mask_blocks(monkeypatch, discrete, seed=22)
     monkeypatch.setattr(kept, "SPAN_SHARE", 2)  # the floor 4 KiB: each block's 2 KiB of mask under it
     made = pool.kept.made
     for _ in range(3):

@@ -378,7 +378,7 @@ class VulkanExecutor:
         per = max(PROGRAMS_PER_SUBMIT, 1)
         blocks: list[ResidentBlock] = []
         opened: list[Any] = []  # batches not closed yet
-        started: list[tuple[Any, list[_Recorded], _Status]] = []
+        started: list[tuple[Any, list[_Recorded], _Status, list[ResidentBlock]]] = []  # and its blocks
         try:
             try:
                 for first in range(0, len(runs), per):
@@ -401,7 +401,7 @@ class VulkanExecutor:
                                                      status))
                     status.read_back(batch)
                     batch.start()
-                    started.append((batch, recorded, status, blocks[first:]))
+                    started.append((batch, recorded, status, blocks[first:first + len(group)]))
                 results, waited = [], None
                 while started:
                     batch, recorded, status, made = started.pop(0)

@@ -62,14 +62,28 @@ layout(buffer_reference, std430, buffer_reference_align = 1) buffer OneMaskByte 
             continue;                                                           \
         }                                                                       \
         U from = ((t / U(p.n_idx)) * U(p.dim_size) + U(v)) * U(p.R) + e % U(p.R); \
-        uvec4 data = OneVec4(p.src + uint64_t(from) * 16ul).w;                  \
         uvec4 sel;                                                              \
         MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                        \
-        OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
+        STORE_FILLED(e, sel, from)                                              \
     }
 
 layout(constant_id = 9) const bool ROW_WALK = false;
 layout(constant_id = 10) const bool MASK_BY_ROW = false;
+layout(constant_id = 11) const bool SKIP_FILLED = true;
+
+// Output word e's bits: the fill's where the selector is set, source word `from`'s elsewhere. A
+// word the mask covers whole (every element filled) is not read (SKIP_FILLED): a masked row costs
+// its write alone, and for rows picked at random (each a random read) that is most of its cost.
+// (A branch, not ?:, so that the compiler cannot hoist the load above the test.)
+#define STORE_FILLED(e, sel, from)                                              \
+    {                                                                           \
+        uvec4 out_ = p.fill;                                                    \
+        if (!SKIP_FILLED || !all(equal(sel, uvec4(0xFFFFFFFFu)))) {             \
+            uvec4 data_ = OneVec4(p.src + uint64_t(from) * 16ul).w;             \
+            out_ = (data_ & ~(sel)) | (p.fill & (sel));                         \
+        }                                                                       \
+        OneVec4(p.dst + uint64_t(e) * 16ul).w = out_;                           \
+    }
 
 // The walk: positions e of this invocation advance by STEP words; (o, j, r) is e's (outer, index
 // position, word in row) and t = o * n_idx + j its output row, carried forward without dividing.
@@ -103,7 +117,6 @@ layout(constant_id = 10) const bool MASK_BY_ROW = false;
             continue;                                                           \
         }                                                                       \
         U from = (o * U(p.dim_size) + U(v)) * U(R) + U(r);                      \
-        uvec4 data = OneVec4(p.src + uint64_t(from) * 16ul).w;                  \
         uvec4 sel;                                                              \
         if (MASK_BY_ROW) {                                                      \
             uint at_;                                                           \
@@ -112,7 +125,7 @@ layout(constant_id = 10) const bool MASK_BY_ROW = false;
         } else {                                                                \
             MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                    \
         }                                                                       \
-        OneVec4(p.dst + uint64_t(e) * 16ul).w = (data & ~sel) | (p.fill & sel); \
+        STORE_FILLED(e, sel, from)                                              \
     }
 
 void select_fill_wide() { SELECT_FILL(uint64_t) }

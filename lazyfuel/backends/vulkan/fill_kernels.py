@@ -114,14 +114,20 @@ class SelectFillKernel(IndexSelectKernel):
     With `row_walk` (the default; specialisation constant 9) each invocation divides once and walks
     its words, carrying row, index position and outer forward, and a mask the same over each output
     row (a row mask (N, 1)) is read by row (constant 10); without it, the general path of five
-    runtime divisions per word (kept to be timed against: `benchmarks/probes/w3_kernel_probe.py`)."""
+    runtime divisions per word (kept to be timed against: `benchmarks/probes/w3_kernel_probe.py`).
+
+    With `skip_filled` (the default; constant 11) a 16-byte word the mask covers whole is not read:
+    its fill is written alone (off: every word is read, to be timed against)."""
 
     family = "select_fill"
     row_walk: bool = True
+    skip_filled: bool = True
 
-    def __init__(self, row_walk: bool | None = None) -> None:
+    def __init__(self, row_walk: bool | None = None, skip_filled: bool | None = None) -> None:
         if row_walk is not None:
             self.row_walk = row_walk
+        if skip_filled is not None:
+            self.skip_filled = skip_filled
 
     def code(self) -> bytes:
         """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
@@ -148,9 +154,10 @@ class SelectFillKernel(IndexSelectKernel):
                              mask_div=runs.divs, mask_ext=runs.exts)
         # launch shape: masked_fill's (the same 16-byte words per invocation)
         spec = (*spec_constants(batch, "masked_fill", wide), *runs.spec, int(self.row_walk),
-                int(per_row is not None))
+                int(per_row is not None), int(self.skip_filled))
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
 
     def __repr__(self) -> str:
-        return "SelectFillKernel()" if self.row_walk else "SelectFillKernel(row_walk=False)"
+        off = [f"{name}=False" for name in ("row_walk", "skip_filled") if not getattr(self, name)]
+        return f"SelectFillKernel({', '.join(off)})"

@@ -745,7 +745,7 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
     - main's select_fill (`SelectFillKernel.row_walk` off: five runtime divisions per word), the
       same pipeline otherwise: the kernel fix before / after in one process;
     - select_fill reading the rows its mask fills too (`SelectFillKernel.skip_filled` off), as
-      before session 11;
+      before session 11, and with each position's loads in turn (`loads_first` off);
     - the mask resident too, as torch has it (a CUDA tensor through `lf.from_array`, chunks
       (chunk_rows, 1); without CUDA persisted): read in place, nothing uploaded per compute."""
     from lazyfuel.backends.vulkan.fill_kernels import SelectFillKernel
@@ -764,12 +764,13 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
         timed("general select_fill kernel (main's, before)", x.index_select(0, idx).masked_fill(mask, -1.0))
     finally:
         SelectFillKernel.row_walk = True
-    SelectFillKernel.skip_filled = False
-    try:
-        timed("every row read, filled ones too (skip_filled off: before session 11)",
-              x.index_select(0, idx).masked_fill(mask, -1.0))
-    finally:
-        SelectFillKernel.skip_filled = True
+    for switch, name in (("skip_filled", "every row read, filled too (skip_filled off: before session 11)"),
+                         ("loads_first", "loads in turn (loads_first off)")):
+        setattr(SelectFillKernel, switch, False)
+        try:
+            timed(name, x.index_select(0, idx).masked_fill(mask, -1.0))
+        finally:
+            setattr(SelectFillKernel, switch, True)
     # the default again, after it: the first timed row of a width ran 0.6-3.6 ms slower in the
     # first H200 calls of branch w3kern, whichever kernel it had (host-bound: an order effect)
     timed("row walk again (the default, timed after main's)", x.index_select(0, idx).masked_fill(mask, -1.0))

@@ -55,11 +55,10 @@
 #   1 GiB block at 1 KiB and 64 B rows: copy shader, select_fill general vs row walk under each launch shape,
 #   index_select and masked_fill alone, 4 blocks per command buffer and on 4 queues, clocks sampled
 #   (W3K_ARGS; output w3_kernel_probe.txt / .json). About 1-2 minutes on the H200.
-# w3scatter (not in the default list): benchmarks/probes/w3_scatter.py, W3's kernel on one resident 1 GiB block
-#   at 64 B, 128 B and 1 KiB rows: select_fill reading every row vs not reading the rows its mask fills
-#   (mask half set, none set), select_fill_scatter (rows read in order, writes scattered) with the mask at
-#   the output row, permuted, none, reading from[k]; the copy shader and index_select beside (W3S_ARGS;
-#   output w3_scatter.txt / .json). About a minute on the H200.
+# w3narrow (not in the default list): benchmarks/probes/w3_narrow.py, W3's kernel on one resident 1 GiB block
+#   at 64 B, 128 B and 1 KiB rows: select_fill reading every row vs not reading the rows its mask fills,
+#   loads in turn vs in passes, the mask half set and none set; the copy shader and index_select beside
+#   (W3N_ARGS; output w3_narrow.txt / .json). About a minute on the H200.
 # w3timeline (not in the default list): benchmarks/probes/w3_timeline.py, one W3 persist(device=True) as a
 #   timeline per thread (lowering, task bodies, recording, submits, fence waits, device ms of each batch),
 #   host mask and mask resident (W3T_ARGS; output w3_timeline.txt, w3_timeline_mask.txt). About a minute.
@@ -169,8 +168,8 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 | tee "$OUT/w3_rounds.txt" ;;
     w3kernel) timeout ${W3K_S:-240} python3 benchmarks/probes/w3_kernel_probe.py --out "$OUT" ${W3K_ARGS:-} \
                 2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
-    w3scatter) timeout ${W3S_S:-200} python3 benchmarks/probes/w3_scatter.py --out "$OUT" ${W3S_ARGS:-} \
-                2>&1 | tee "$OUT/w3_scatter.txt" ;;
+    w3narrow) timeout ${W3N_S:-200} python3 benchmarks/probes/w3_narrow.py --out "$OUT" ${W3N_ARGS:-} \
+                2>&1 | tee "$OUT/w3_narrow.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;

@@ -26,8 +26,7 @@ DEFAULT_OUT = HERE.parent / "lazyfuel" / "backends" / "vulkan" / "spirv"
 KERNELS = tuple(sorted(p.stem for p in HERE.glob("*.comp")))  # every shader here: a new op adds its file
 WIDTHS = (1, 2, 4, 8, 16)
 MODES = {"": [], "_ssbo": ["-DSSBO"]}  # file-name suffix -> extra glslc flags
-# kernels built for device addresses only (no `_ssbo` variant)
-ADDRESS_ONLY = ("host_gather", "select_fill", "select_fill_scatter")
+ADDRESS_ONLY = ("host_gather", "select_fill")  # kernels built for device addresses only (no `_ssbo` variant)
 TARGET = "vulkan1.2"
 
 

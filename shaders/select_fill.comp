@@ -128,13 +128,82 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
         STORE_FILLED(e, sel, from)                                              \
     }
 
+// LOADS_FIRST (specialisation constant 12, the host's default): the walk in three passes over the
+// invocation's positions: every index and mask load first, then every source load, then every
+// store. A source word is read only once its mask byte says the word is not filled whole
+// (STORE_FILLED), so taken in turn each position would wait for its mask and then its source; in
+// passes the waits overlap across positions. That matters most where the mask is host memory read
+// over the link (a host mask read in place, kept): its latency is several times HBM's. The loops
+// run to the constant ELEMS, so the per-position arrays stay in registers once unrolled.
+#define SELECT_FILL_WALK_PASSES(U)                                              \
+    const uint STEP = COALESCED ? gl_WorkGroupSize.x : 1u;                      \
+    U n = U(p.n);                                                               \
+    U e = POSITION(U, 0);                                                       \
+    if (e >= n) return;                                                         \
+    U first = e;                                                                \
+    uint R = p.R, n_idx = p.n_idx;                                              \
+    U t = e / U(R);                                                             \
+    uint r = uint(e - t * U(R));                                                \
+    U o = t / U(n_idx);                                                         \
+    uint j = uint(t - o * U(n_idx));                                            \
+    uint rows_per_step = STEP / R, words_past = STEP - rows_per_step * R;       \
+    uint live = 0u;                                                             \
+    uint v_[ELEMS], j_[ELEMS], r_[ELEMS];                                       \
+    U o_[ELEMS];                                                                \
+    uvec4 sel_[ELEMS], data_[ELEMS];                                            \
+    for (uint q = 0; q < ELEMS; ++q) {                                          \
+        if (q > 0) {                                                            \
+            e += U(STEP);                                                       \
+            if (e >= n) break;                                                  \
+            r += words_past;                                                    \
+            uint rows_ = rows_per_step;                                         \
+            if (r >= R) { r -= R; ++rows_; }                                    \
+            t += U(rows_);                                                      \
+            j += rows_;                                                         \
+            while (j >= n_idx) { j -= n_idx; ++o; }                             \
+        }                                                                       \
+        live = q + 1u;                                                          \
+        j_[q] = j; r_[q] = r; o_[q] = o;                                        \
+        v_[q] = OneU32(p.aux + uint64_t(j) * 4ul).v;                            \
+        if (MASK_BY_ROW) {                                                      \
+            uint at_;                                                           \
+            MASK_OFFSET(U, t, p.mask_div, p.mask_ext, at_)                      \
+            sel_[q] = uvec4(uint(LOAD_MASK_BYTE(at_)) != 0u ? 0xFFFFFFFFu : 0u); \
+        } else {                                                                \
+            MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel_[q])                \
+        }                                                                       \
+    }                                                                           \
+    for (uint q = 0; q < ELEMS; ++q) {                                          \
+        data_[q] = p.fill;                                                      \
+        if (q < live && v_[q] < p.dim_size                                      \
+            && !(SKIP_FILLED && all(equal(sel_[q], uvec4(0xFFFFFFFFu))))) {     \
+            U from = (o_[q] * U(p.dim_size) + U(v_[q])) * U(R) + U(r_[q]);      \
+            data_[q] = OneVec4(p.src + uint64_t(from) * 16ul).w;                \
+        }                                                                       \
+    }                                                                           \
+    for (uint q = 0; q < ELEMS; ++q) {                                          \
+        if (q >= live) break;                                                   \
+        if (v_[q] >= p.dim_size) {                                              \
+            atomicMin(Status(p.status).first_bad, j_[q]);                       \
+            continue;                                                           \
+        }                                                                       \
+        OneVec4(p.dst + uint64_t(first + U(q) * U(STEP)) * 16ul).w =           \
+            (data_[q] & ~sel_[q]) | (p.fill & sel_[q]);                         \
+    }
+
+layout(constant_id = 12) const bool LOADS_FIRST = true;
+
 void select_fill_wide() { SELECT_FILL(uint64_t) }
 void select_fill_narrow() { SELECT_FILL(uint) }
 void select_fill_walk_wide() { SELECT_FILL_WALK(uint64_t) }
 void select_fill_walk_narrow() { SELECT_FILL_WALK(uint) }
+void select_fill_passes_wide() { SELECT_FILL_WALK_PASSES(uint64_t) }
+void select_fill_passes_narrow() { SELECT_FILL_WALK_PASSES(uint) }
 
 void main() {
-    if (ROW_WALK) {
+    if (ROW_WALK && LOADS_FIRST) {
+        if (WIDE) select_fill_passes_wide(); else select_fill_passes_narrow();
+    } else if (ROW_WALK) {
         if (WIDE) select_fill_walk_wide(); else select_fill_walk_narrow();
     } else {
         if (WIDE) select_fill_wide(); else select_fill_narrow();

@@ -9,7 +9,7 @@ Which layouts the planner hands them is their contracts' business (`vulkan.md`,
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.compute_pipelines import spirv
@@ -117,17 +117,22 @@ class SelectFillKernel(IndexSelectKernel):
     runtime divisions per word (kept to be timed against: `benchmarks/probes/w3_kernel_probe.py`).
 
     With `skip_filled` (the default; constant 11) a 16-byte word the mask covers whole is not read:
-    its fill is written alone (off: every word is read, to be timed against)."""
+    its fill is written alone (off: every word is read, to be timed against). With `loads_first`
+    (the default; constant 12) the walk issues every index and mask load of an invocation, then
+    every source load, then every store, so that the waits for a mask (on the link where it is
+    host memory) overlap across its positions."""
 
     family = "select_fill"
     row_walk: bool = True
     skip_filled: bool = True
+    loads_first: bool = True
+    SWITCHES: ClassVar[tuple[str, ...]] = ("row_walk", "skip_filled", "loads_first")
 
-    def __init__(self, row_walk: bool | None = None, skip_filled: bool | None = None) -> None:
-        if row_walk is not None:
-            self.row_walk = row_walk
-        if skip_filled is not None:
-            self.skip_filled = skip_filled
+    def __init__(self, row_walk: bool | None = None, skip_filled: bool | None = None,
+                 loads_first: bool | None = None) -> None:
+        for name, value in zip(self.SWITCHES, (row_walk, skip_filled, loads_first)):
+            if value is not None:
+                setattr(self, name, value)
 
     def code(self) -> bytes:
         """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
@@ -154,10 +159,10 @@ class SelectFillKernel(IndexSelectKernel):
                              mask_div=runs.divs, mask_ext=runs.exts)
         # launch shape: masked_fill's (the same 16-byte words per invocation)
         spec = (*spec_constants(batch, "masked_fill", wide), *runs.spec, int(self.row_walk),
-                int(per_row is not None), int(self.skip_filled))
+                int(per_row is not None), int(self.skip_filled), int(self.loads_first))
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
 
     def __repr__(self) -> str:
-        off = [f"{name}=False" for name in ("row_walk", "skip_filled") if not getattr(self, name)]
+        off = [f"{name}=False" for name in self.SWITCHES if not getattr(self, name)]
         return f"SelectFillKernel({', '.join(off)})"

@@ -1,27 +1,30 @@
-"""W3's kernel at narrow rows, three ways of paying for random rows: skip what the mask fills, or
-read in source order and scatter the writes.
+"""W3's kernel at narrow rows: what not reading the rows a mask fills, and the order of the loads,
+are worth, on one resident block.
 
 W3 at 64-byte rows (`y = x.index_select(0, idx).masked_fill(mask (N, 1), -1.0)`, idx permuting
-rows within each 1 GiB block, half the rows masked) stays at ~2.6 TB/s end to end: select_fill
-reads each row at random, and random rows up to 64 B are read at ~36-38 G rows/s whatever the
+rows within each 1 GiB block, half the rows masked) stayed at ~2.6 TB/s end to end: select_fill
+read each row at random, and random rows up to 64 B are read at ~36-38 G rows/s whatever the
 kernel (BENCHMARKS.md, "W3 at 64-byte rows"). This probe times on one resident 1 GiB block, by
-GPU timestamps (best and median of `--reps`, copy-shader load before each row):
+GPU timestamps (best and median of `--reps`, copy-shader load before each row), for each
+`--row-bytes`:
 
 - the copy shader (the block's rate limit for a read and a write of every byte);
-- select_fill (the row walk) reading every row (`skip_filled=False`: main's before), and not
-  reading a row its mask fills (`skip_filled=True`), each with the (N, 1) mask half set and with
-  no row set (nothing to skip: what it costs where the mask does not help);
-- `select_fill_scatter.comp`: source order, the writes scattered (the rows of the block read in
-  order, each written to `order[k]`, idx's inverse permutation), with the mask read at the
-  output row (random byte reads from a resident 16 MiB mask), with no mask, with the mask
-  permuted beforehand (read at k), and reading `from[k]` (the general form, any idx: its argsort);
+- select_fill (the row walk) reading every row (`skip_filled=False`, as before session 11) and
+  not reading a row its mask fills (`skip_filled=True`), with the loads in turn position by
+  position (`loads_first=False`) and in passes (`loads_first=True`), each with the (N, 1) mask
+  half set and with no row set (nothing to skip: what it costs where the mask does not help);
 - index_select alone (every row read at random, nothing filled).
+
+A kernel in source order was timed here too and removed (commit c6144f8 has it,
+`select_fill_scatter.comp`): rows read in order and written to idx's inverse permutation. Random
+64-byte writes were slower than random reads (BENCHMARKS.md, "W3 at 64-byte rows: skip what the
+mask fills").
 
 Every output is poisoned first and compared with numpy bit for bit. TB/s counts x read + y
 written (2 x block bytes), as data_path does, whatever a kernel skips.
 
-    python benchmarks/probes/w3_scatter.py --out $OUT                 # the H200 run
-    python benchmarks/probes/w3_scatter.py --mib 8 --warmup 0.1 --reps 3
+    python benchmarks/probes/w3_narrow.py --out $OUT                 # the H200 run
+    python benchmarks/probes/w3_narrow.py --mib 8 --warmup 0.1 --reps 3
 """
 
 from __future__ import annotations
@@ -44,18 +47,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the r
 from benchmarks.kernels import BenchStep, Device, copy_shader
 from benchmarks.probes.gpu_clocks import Clocks, vulkan_uuid
 from lazyfuel.backends.vulkan.fill_kernels import SelectFillKernel
-from lazyfuel.backends.vulkan.kernels import DeviceValue, IndexSelectKernel, StatusSlot, dispatch
+from lazyfuel.backends.vulkan.kernels import DeviceValue, IndexSelectKernel, StatusSlot
 from lazyfuel.backends.vulkan.timestamps import Timestamps
 from lazyfuel.dtypes import DType
 from lazyfuel.layout import Layout, broadcast_to
-from lazyfuel.ops.push import PushLayout
 
 POISON = 0xA5A5A5A5
 FILL = np.float32(-1.0)
 HOLD_S = 0.3  # copy-shader load right before each timed row: the SM clock falls within ~1 s of idle
-SCATTER_PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t order", "uint64_t from",
-                             "uint64_t base", "uint64_t n", "uvec4 fill", "uint64_t mask", "uint R")
-MASK_NONE, MASK_AT_ROW, MASK_AT_K = 0, 1, 2
 
 
 class Block:
@@ -68,15 +67,12 @@ class Block:
         self.nbytes = self.rows * row_bytes
         self.x = rng.integers(0, 1 << 32, (self.rows, self.cols), dtype=np.uint32).view(np.float32)
         self.idx = rng.permutation(self.rows).astype(np.uint32)
-        self.order = np.argsort(self.idx, kind="stable").astype(np.uint32)  # idx's inverse permutation
         self.masks = {"half set": rng.random((self.rows, 1)) < 0.5,
                       "none set": np.zeros((self.rows, 1), bool)}
         self.xd = dev.put(self.x)
         self.out = dev.empty(self.nbytes)
-        self.idx_d, self.order_d = dev.put(self.idx), dev.put(self.order)
-        self.from_d = dev.put(self.idx[self.order])  # = arange for a permutation, read all the same
+        self.idx_d = dev.put(self.idx)
         self.mask_rows = {name: self._row_mask(m) for name, m in self.masks.items()}
-        self.mask_k = {name: dev.put(m[self.order]) for name, m in self.masks.items()}
         self.status = StatusSlot(dev.empty(256), 0)
         self.got = np.empty((self.rows, self.cols), np.uint32)
         self.stamps = Timestamps(self.pool, 2 * reps)
@@ -122,28 +118,10 @@ class Block:
             batch.run()
         return "bitwise ok" if np.array_equal(self.got, self.want(mask)) else "WRONG"
 
-    def select_fill(self, skip: bool, mask: str) -> Callable[[Any], None]:
-        kernel = SelectFillKernel(row_walk=True, skip_filled=skip)
+    def select_fill(self, skip: bool, passes: bool, mask: str) -> Callable[[Any], None]:
+        kernel = SelectFillKernel(row_walk=True, skip_filled=skip, loads_first=passes)
         return lambda b: kernel.record(b, self.sf_step, [self.xd, self.idx_d, self.mask_rows[mask]], self.out,
                                        self.status)
-
-    def scatter(self, mask_at: int, mask: str, identity: bool = True) -> Callable[[Any], None]:
-        """select_fill_scatter.comp over the block (its launch shape: masked_fill's)."""
-        masks = {MASK_NONE: self.mask_rows["none set"].allocation,
-                 MASK_AT_ROW: self.mask_rows[mask].allocation, MASK_AT_K: self.mask_k[mask].allocation}
-        n = self.rows * self.row_words
-
-        def record(batch: Any) -> None:
-            local, elems = batch.pool.groups["masked_fill"]
-            values = SCATTER_PUSH.values(src=self.xd.allocation.address, dst=self.out.address,
-                                         order=self.order_d.allocation.address,
-                                         **{"from": self.from_d.allocation.address}, base=0, n=n,
-                                         fill=[int(FILL.view(np.uint32))] * 4,
-                                         mask=masks[mask_at].address, R=self.row_words)
-            spec = (local, elems, 0, 1, int(batch.pool.coalesced), mask_at, int(identity), self.row_words)
-            pipeline = batch.pool.pipelines.get("select_fill_scatter_w4", spec)
-            dispatch(batch, pipeline, SCATTER_PUSH, values, n, local * elems)
-        return record
 
 
 def warm(block: Block, seconds: float) -> None:
@@ -179,13 +157,10 @@ def one_width(block: Block, warmup: float, clocks: Clocks) -> dict:
     clocks.mark(f"{tag} warm-up", t0, time.time())
     row("copy shader", lambda b: copy_shader(b, block.xd.allocation, block.out, block.nbytes))
     for mask in block.masks:
-        row(f"select_fill, every row read, mask {mask}", block.select_fill(False, mask), mask)
-        row(f"select_fill, filled rows not read, mask {mask}", block.select_fill(True, mask), mask)
-    row("scatter, mask at the output row, half set", block.scatter(MASK_AT_ROW, "half set"), "half set")
-    row("scatter, mask permuted (at k), half set", block.scatter(MASK_AT_K, "half set"), "half set")
-    row("scatter, reading from[k], mask at the output row", block.scatter(MASK_AT_ROW, "half set", False),
-        "half set")
-    row("scatter, no mask", block.scatter(MASK_NONE, "none set"), None)
+        for passes in (False, True):
+            loads = "loads in passes" if passes else "loads in turn"
+            row(f"every row read, {loads}, mask {mask}", block.select_fill(False, passes, mask), mask)
+            row(f"filled rows not read, {loads}, mask {mask}", block.select_fill(True, passes, mask), mask)
     select = IndexSelectKernel()
     row("index_select alone", lambda b: select.record(b, block.is_step, [block.xd, block.idx_d], block.out,
                                                       block.status), None)
@@ -204,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = Device(1, 0.0)
     pool = dev.pool
     uuid = vulkan_uuid(pool)
-    clocks = Clocks(args.out / "w3_scatter_clocks.csv")
+    clocks = Clocks(args.out / "w3_narrow_clocks.csv")
     print(f"{datetime.now():%Y-%m-%d %H:%M:%S}; {pool.info.name} ({pool.info.driver} "
           f"{pool.info.driver_info}); {'coalesced' if pool.coalesced else 'sequential'} mapping; "
           f"masked_fill shape {pool.groups['masked_fill']}; {args.mib} MiB blocks, {args.reps} reps; "
@@ -219,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     report["clocks"] = clocks.stop(uuid)
     for name, text in report["clocks"].items():
         print(f"  clocks {name}: {text}")
-    (args.out / "w3_scatter.json").write_text(json.dumps(report, indent=1, default=str))
+    (args.out / "w3_narrow.json").write_text(json.dumps(report, indent=1, default=str))
     return 0
 
 

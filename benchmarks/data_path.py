@@ -766,11 +766,12 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
         SelectFillKernel.row_walk = True
     for switch, name in (("skip_filled", "every row read, filled too (skip_filled off: before session 11)"),
                          ("loads_first", "loads in turn (loads_first off)")):
+        saved = getattr(SelectFillKernel, switch)
         setattr(SelectFillKernel, switch, False)
         try:
             timed(name, x.index_select(0, idx).masked_fill(mask, -1.0))
         finally:
-            setattr(SelectFillKernel, switch, True)
+            setattr(SelectFillKernel, switch, saved)
     # the default again, after it: the first timed row of a width ran 0.6-3.6 ms slower in the
     # first H200 calls of branch w3kern, whichever kernel it had (host-bound: an order effect)
     timed("row walk again (the default, timed after main's)", x.index_select(0, idx).masked_fill(mask, -1.0))

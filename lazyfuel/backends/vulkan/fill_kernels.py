@@ -9,7 +9,7 @@ Which layouts the planner hands them is their contracts' business (`vulkan.md`,
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 from lazyfuel.backends.vulkan.batch import Batch
 from lazyfuel.backends.vulkan.compute_pipelines import spirv
@@ -118,21 +118,24 @@ class SelectFillKernel(IndexSelectKernel):
 
     With `skip_filled` (the default; constant 11) a 16-byte word the mask covers whole is not read:
     its fill is written alone (off: every word is read, to be timed against). With `loads_first`
-    (the default; constant 12) the walk issues every index and mask load of an invocation, then
-    every source load, then every store, so that the waits for a mask (on the link where it is
-    host memory) overlap across its positions."""
+    (constant 12) the walk issues every index and mask load of an invocation, then every source
+    load, then every store, so that the waits for a mask overlap across its positions. By default
+    (None) on GPUs only (the coalesced mapping): on lavapipe the passes cost more than they hide
+    (1.3-1.6x the walk in turn at 64 MiB blocks, `benchmarks/probes/w3_narrow.py`)."""
 
     family = "select_fill"
     row_walk: bool = True
     skip_filled: bool = True
-    loads_first: bool = True
-    SWITCHES: ClassVar[tuple[str, ...]] = ("row_walk", "skip_filled", "loads_first")
+    loads_first: bool | None = None
 
     def __init__(self, row_walk: bool | None = None, skip_filled: bool | None = None,
                  loads_first: bool | None = None) -> None:
-        for name, value in zip(self.SWITCHES, (row_walk, skip_filled, loads_first)):
-            if value is not None:
-                setattr(self, name, value)
+        if row_walk is not None:
+            self.row_walk = row_walk
+        if skip_filled is not None:
+            self.skip_filled = skip_filled
+        if loads_first is not None:
+            self.loads_first = loads_first
 
     def code(self) -> bytes:
         """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
@@ -158,11 +161,13 @@ class SelectFillKernel(IndexSelectKernel):
                              mask=mask.allocation.address, R=row // 16, n_idx=n_idx, dim_size=dim,
                              mask_div=runs.divs, mask_ext=runs.exts)
         # launch shape: masked_fill's (the same 16-byte words per invocation)
+        passes = batch.pool.coalesced if self.loads_first is None else self.loads_first
         spec = (*spec_constants(batch, "masked_fill", wide), *runs.spec, int(self.row_walk),
-                int(per_row is not None), int(self.skip_filled), int(self.loads_first))
+                int(per_row is not None), int(self.skip_filled), int(passes))
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
 
     def __repr__(self) -> str:
-        off = [f"{name}=False" for name in self.SWITCHES if not getattr(self, name)]
-        return f"SelectFillKernel({', '.join(off)})"
+        off = [f"{name}=False" for name in ("row_walk", "skip_filled") if not getattr(self, name)]
+        loads = [] if self.loads_first is None else [f"loads_first={self.loads_first}"]
+        return f"SelectFillKernel({', '.join(off + loads)})"

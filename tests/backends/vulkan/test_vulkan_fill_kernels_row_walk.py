@@ -40,10 +40,12 @@ class _Step:
 
 
 def select_fill(pool, x: np.ndarray, dim: int, idx: np.ndarray, small: np.ndarray, fill: bytes,
-                row_walk: bool, shape: tuple[int, int] | None = None) -> tuple[np.ndarray, int]:
-    """Record select_fill by hand on the pool (`shape`: masked_fill's launch shape for it), the
-    output poisoned; (the output, the status word). The mask is `small` broadcast to the output's
-    shape, read in place (only its own bytes on the device)."""
+                row_walk: bool, shape: tuple[int, int] | None = None,
+                **switches: bool) -> tuple[np.ndarray, int]:
+    """Record select_fill by hand on the pool (`shape`: masked_fill's launch shape for it;
+    `switches`: SelectFillKernel's others), the output poisoned; (the output, the status word).
+    The mask is `small` broadcast to the output's shape, read in place (only its own bytes on the
+    device)."""
     outer, n_idx = math.prod(x.shape[:dim]), idx.size
     out_shape = (*x.shape[:dim], n_idx, *x.shape[dim + 1:])
     step = _Step({"outer_count": outer, "source_dim_size": x.shape[dim], "n_indices": n_idx,
@@ -63,7 +65,8 @@ def select_fill(pool, x: np.ndarray, dim: int, idx: np.ndarray, small: np.ndarra
             layout = broadcast_to(Layout.of(small), out_shape)
             args = [DeviceValue(src, DType.from_numpy(x.dtype), Layout.of(x)),
                     DeviceValue(ids, DType.U32, Layout.of(idx)), DeviceValue(mbuf, DType.BOOL, layout)]
-            SelectFillKernel(row_walk=row_walk).record(batch, step, args, out, StatusSlot(status, 0))
+            kernel = SelectFillKernel(row_walk=row_walk, **switches)
+            kernel.record(batch, step, args, out, StatusSlot(status, 0))
             batch.barrier()
             got = np.empty(out_shape, x.dtype)
             word = np.empty(1, np.uint32)
@@ -98,6 +101,12 @@ def case(seed: int, width: int, outer: int, dim_size: int, row_words: int, n_idx
 
 
 KINDS = ("row", "column", "one", "dense", "outer")
+# (row_walk, the other switches): the walk with its loads in passes and in turn (whatever the
+# mapping), filled words read or not, and the general path
+VARIANTS = ((True, {"loads_first": True}), (True, {"loads_first": False}),
+            (True, {"loads_first": True, "skip_filled": False}),
+            (True, {"loads_first": False, "skip_filled": False}), (False, {}),
+            (False, {"skip_filled": False}))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -106,10 +115,10 @@ KINDS = ("row", "column", "one", "dense", "outer")
 def test_bit_equal_to_numpy_and_the_general_path(pool, width, row_words, kind):
     x, idx, mask, fill = case(width * 1000 + row_words, width, 2, 9, row_words, 13, kind)
     want = expected(x, 1, idx, mask, fill)
-    for walk in (True, False):
-        got, status = select_fill(pool, x, 1, idx, mask, fill, walk)
+    for walk, switches in VARIANTS:
+        got, status = select_fill(pool, x, 1, idx, mask, fill, walk, **switches)
         assert status == NO_BAD
-        assert got.tobytes() == want.tobytes(), f"row_walk={walk}"
+        assert got.tobytes() == want.tobytes(), f"row_walk={walk} {switches}"
 
 
 @pytest.mark.parametrize("shape", [(64, 4), (16, 8), (7, 4), (256, 16), (1, 4)],
@@ -124,11 +133,11 @@ def test_steps_across_many_rows_and_short_index_lists(pool, shape, n_idx):
     assert got.tobytes() == expected(x, 1, idx, mask, fill).tobytes()
 
 
-@pytest.mark.parametrize("walk", [True, False], ids=["row-walk", "general"])
-def test_a_bad_index_reports_its_first_position_and_writes_nothing_there(pool, walk):
+@pytest.mark.parametrize(("walk", "switches"), VARIANTS, ids=str)
+def test_a_bad_index_reports_its_first_position_and_writes_nothing_there(pool, walk, switches):
     x, idx, mask, fill = case(5, 4, 1, 10, 3, 40, "row")
     idx[[7, 31]] = [10, 12]
-    got, status = select_fill(pool, x, 1, idx, mask, fill, walk)
+    got, status = select_fill(pool, x, 1, idx, mask, fill, walk, **switches)
     assert status == 7
     good = np.ones(40, bool)
     good[[7, 31]] = False
@@ -161,10 +170,12 @@ def test_a_row_mask_is_read_by_row_and_a_column_mask_is_not():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(width=st.sampled_from(sorted(WIDTHS)), outer=st.integers(1, 3), dim_size=st.integers(1, 9),
        row_words=st.integers(1, 70), n_idx=st.integers(1, 50), kind=st.sampled_from(KINDS),
-       shape=st.sampled_from([None, (64, 4), (5, 8), (32, 12)]), seed=st.integers(0, 2**16))
-def test_any_shape_is_bit_equal_to_numpy(pool, width, outer, dim_size, row_words, n_idx, kind, shape, seed):
+       shape=st.sampled_from([None, (64, 4), (5, 8), (32, 12)]), seed=st.integers(0, 2**16),
+       passes=st.booleans())
+def test_any_shape_is_bit_equal_to_numpy(pool, width, outer, dim_size, row_words, n_idx, kind, shape, seed,
+                                         passes):
     x, idx, mask, fill = case(seed, width, outer, dim_size, row_words, n_idx, kind)
-    got, status = select_fill(pool, x, 1, idx, mask, fill, True, shape)
+    got, status = select_fill(pool, x, 1, idx, mask, fill, True, shape, loads_first=passes)
     assert status == NO_BAD
     assert got.tobytes() == expected(x, 1, idx, mask, fill).tobytes()
 

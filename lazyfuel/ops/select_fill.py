@@ -62,22 +62,10 @@ PUSH = PushLayout.of("uint64_t src", "uint64_t dst", "uint64_t aux", "uint64_t s
                      "uint mask_div[4]", "uint mask_ext[4]")
 
 
-def reads_as_stream(params: Mapping[str, Any], k: int, itemsize: int) -> bool:
-    """The select's arguments as index_select reads them (`index_select.reads_as_stream`); the mask
-    (k == 2) once, in order, over rows of at least `STREAMED_ROW_BYTES`. A source word waits for its
-    mask (a word the mask fills is not read: select_fill.comp), so over narrow rows, where a wait
-    comes every few words and the mask is read a few bytes at a time, a mask read in place over the
-    link (page-locked or kept host memory) would set the pace: it is copied to the device first."""
-    if k == 2:
-        return int(params["inner_count"]) * itemsize >= select_op.STREAMED_ROW_BYTES
-    return select_op.reads_as_stream(params, k, itemsize)
-
-
 SPEC = register(data_mover(
     _inputs, 0, kind=OpKind.SelectFill, name="select_fill",
     inputs=(*select_op.SPEC.inputs, ("mask", frozenset({DType.BOOL}))), dtype_rule=DtypeRule("source"),
     params_type=SelectFillParams, plan=plan,
     reference=lambda a, at: masked_fill(select_op.index_select(a[0], at["dim"], a[1]), a[2], at["value"]),
     chunking=by_indices, cases=CASES, view_cases=(), shader="select_fill", push=PUSH,
-    streams=reads_as_stream))
-
+    streams=lambda params, k, itemsize: k == 2 or select_op.reads_as_stream(params, k, itemsize)))  # the mask

@@ -9,8 +9,7 @@ plan (`Program.streamed_inputs`), not a choice of the executor; each op spec say
 - masked_fill reads its data and mask once, in order;
 - index_select (contiguous or strided source) and select_fill read their indices once, and their
   source as a stream when they pick no more rows than it has and each row holds at least
-  `STREAMED_ROW_BYTES` (`ops/index_select.py`); select_fill reads its mask once, in order, a stream
-  over rows of at least `STREAMED_ROW_BYTES` (over narrower ones its source reads wait on it);
+  `STREAMED_ROW_BYTES` (`ops/index_select.py`); select_fill reads its mask once, in order;
 - gather's scattered elements, Contiguize's views and the FFTs are not streams.
 """
 

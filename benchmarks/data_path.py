@@ -746,7 +746,6 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
       same pipeline otherwise: the kernel fix before / after in one process;
     - select_fill reading the rows its mask fills too (`SelectFillKernel.skip_filled` off), as
       before session 11, and with each position's loads in turn (`loads_first` off);
-    - select_fill's launch shape (masked_fill's) at 8 and 16 positions an invocation;
     - the mask resident too, as torch has it (a CUDA tensor through `lf.from_array`, chunks
       (chunk_rows, 1); without CUDA persisted): read in place, nothing uploaded per compute."""
     from lazyfuel.backends.vulkan.fill_kernels import SelectFillKernel
@@ -773,15 +772,6 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
             timed(name, x.index_select(0, idx).masked_fill(mask, -1.0))
         finally:
             setattr(SelectFillKernel, switch, saved)
-    groups = get_pool().groups
-    shape = groups["masked_fill"]
-    for elems in (8, 16):  # more positions an invocation: more host-mask reads in flight at once
-        groups["masked_fill"] = (shape[0], elems)
-        try:
-            timed(f"launch shape {shape[0]}x{elems} (default {shape[0]}x{shape[1]})",
-                  x.index_select(0, idx).masked_fill(mask, -1.0))
-        finally:
-            groups["masked_fill"] = shape
     # the default again, after it: the first timed row of a width ran 0.6-3.6 ms slower in the
     # first H200 calls of branch w3kern, whichever kernel it had (host-bound: an order effect)
     timed("row walk again (the default, timed after main's)", x.index_select(0, idx).masked_fill(mask, -1.0))

@@ -59,6 +59,9 @@
 #   at 64 B, 128 B and 1 KiB rows: select_fill reading every row vs not reading the rows its mask fills,
 #   loads in turn vs in passes, the mask half set and none set; the copy shader and index_select beside
 #   (W3N_ARGS; output w3_narrow.txt / .json). About a minute on the H200.
+# w4handoff (not in the default list): benchmarks/probes/w4_handoff.py, W4's torch hand-off piece by piece
+#   (compute, __dlpack__, torch.from_dlpack, synchronize, drop) and cProfile of hand-offs against computes
+#   alone (W4H_ARGS; output w4_handoff.txt). Under a minute.
 # w3timeline (not in the default list): benchmarks/probes/w3_timeline.py, one W3 persist(device=True) as a
 #   timeline per thread (lowering, task bodies, recording, submits, fence waits, device ms of each batch),
 #   host mask and mask resident (W3T_ARGS; output w3_timeline.txt, w3_timeline_mask.txt). About a minute.
@@ -170,6 +173,8 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
     w3narrow) timeout ${W3N_S:-200} python3 benchmarks/probes/w3_narrow.py --out "$OUT" ${W3N_ARGS:-} \
                 2>&1 | tee "$OUT/w3_narrow.txt" ;;
+    w4handoff) timeout ${W4H_S:-120} python3 benchmarks/probes/w4_handoff.py ${W4H_ARGS:-} 2>&1 \
+                | tee "$OUT/w4_handoff.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;
     zerocopy) python3 benchmarks/probes/zero_copy.py ${ZEROCOPY_ARGS:-} 2>&1 | tee "$OUT/zero_copy.txt" ;;
     fftcuda)  fftcuda ;;

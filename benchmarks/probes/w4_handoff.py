@@ -1,0 +1,100 @@
+"""W4's hand-off piece by piece: where `torch.from_dlpack(y.compute(device=True))` spends the time
+the compute alone does not.
+
+data_path's W4 (one 1 GiB block of a resident x, index_select + masked_fill, result on the GPU)
+put the hand-off at 1.03-1.07x the compute alone in session 11, against 1.006x in session 10: the
+compute got faster (a filled row is no longer read) and the hand-off's own cost did not. This
+probe times, after `--warm` s of computes, `--rounds` rounds of each piece back to back with
+`time.perf_counter`: the compute, `__dlpack__` (the capsule), `torch.from_dlpack` of the array
+(the capsule made inside), `torch.cuda.synchronize()`, and dropping the tensor and the array; then
+cProfile of `--rounds` hand-offs (the compute included) and of as many computes alone, the top
+functions by own time of each.
+
+    python benchmarks/probes/w4_handoff.py                    # the H200 run (needs torch with CUDA)
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # the repository root
+
+import lazyfuel as lf
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=1024, help="the block, MiB")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--warm", type=float, default=1.0, help="seconds of computes first")
+    parser.add_argument("--top", type=int, default=25, help="functions listed per profile")
+    args = parser.parse_args(argv)
+    import torch
+
+    cols = 256
+    rows = (args.mib << 20) // (cols * 4)
+    xt = torch.rand((2 * rows, cols), device="cuda", dtype=torch.float32)
+    x = lf.from_array(xt, chunks=(rows, cols))
+    idx = np.random.default_rng(4).permutation(rows).astype(np.int64)
+    mask = np.random.default_rng(5).random((rows, 1)) < 0.5
+    y = x.index_select(0, idx).masked_fill(mask, -1.0)
+    end = time.perf_counter() + args.warm
+    while time.perf_counter() < end:
+        r = y.compute(device=True)
+        del r
+    pieces: dict[str, list[float]] = {k: [] for k in ("compute", "__dlpack__", "torch.from_dlpack",
+                                                      "synchronize", "drop")}
+    stream = torch.cuda.current_stream().cuda_stream
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        r = y.compute(device=True)
+        t1 = time.perf_counter()
+        capsule = r.__dlpack__(stream=stream)
+        t2 = time.perf_counter()
+        t = torch.from_dlpack(r)
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        t4 = time.perf_counter()
+        del t, r, capsule
+        t5 = time.perf_counter()
+        for name, a, b in zip(pieces, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
+            pieces[name].append(b - a)
+    print(f"{args.mib} MiB block, {args.rounds} rounds; ms per piece: best / median")
+    for name, v in pieces.items():
+        print(f"  {name:<20}{min(v) * 1e3:8.3f}{statistics.median(v) * 1e3:8.3f}")
+
+    def handed() -> None:
+        t = torch.from_dlpack(y.compute(device=True))
+        torch.cuda.synchronize()
+        del t
+
+    def alone() -> None:
+        r = y.compute(device=True)
+        torch.cuda.synchronize()
+        del r
+
+    for name, run in (("hand-off", handed), ("compute alone", alone)):
+        profile = cProfile.Profile()
+        start = time.perf_counter()
+        profile.enable()
+        for _ in range(args.rounds):
+            run()
+        profile.disable()
+        wall = (time.perf_counter() - start) / args.rounds
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)
+        print(f"\n=== cProfile, {name}: {wall * 1e3:.3f} ms a round under the profiler\n{text.getvalue()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -745,7 +745,8 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
     - main's select_fill (`SelectFillKernel.row_walk` off: five runtime divisions per word), the
       same pipeline otherwise: the kernel fix before / after in one process;
     - select_fill reading the rows its mask fills too (`SelectFillKernel.skip_filled` off), as
-      before session 11, and with each position's loads in turn (`loads_first` off);
+      before session 11, with each position's loads in turn (`loads_first` off), and with each
+      position reading its own mask byte (`mask_tile` off);
     - the mask resident too, as torch has it (a CUDA tensor through `lf.from_array`, chunks
       (chunk_rows, 1); without CUDA persisted): read in place, nothing uploaded per compute."""
     from lazyfuel.backends.vulkan.fill_kernels import SelectFillKernel
@@ -765,7 +766,8 @@ def _w3_variants(x: Any, idx: np.ndarray, mask: np.ndarray, chunk_rows: int, rou
     finally:
         SelectFillKernel.row_walk = True
     for switch, name in (("skip_filled", "every row read, filled too (skip_filled off: before session 11)"),
-                         ("loads_first", "loads in turn (loads_first off)")):
+                         ("loads_first", "loads in turn (loads_first off)"),
+                         ("mask_tile", "mask bytes read by each position (mask_tile off)")):
         saved = getattr(SelectFillKernel, switch)
         setattr(SelectFillKernel, switch, False)
         try:

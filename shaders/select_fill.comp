@@ -138,10 +138,25 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
 #define SELECT_FILL_WALK_PASSES(U)                                              \
     const uint STEP = COALESCED ? gl_WorkGroupSize.x : 1u;                      \
     U n = U(p.n);                                                               \
+    uint R = p.R, n_idx = p.n_idx;                                              \
+    U tile_t = U(0);                                                            \
+    if (MASK_BY_ROW && MASK_TILE) {                                             \
+        U tile_e = U(p.base) + U(gl_WorkGroupID.x) * U(gl_WorkGroupSize.x * ELEMS); \
+        if (tile_e >= n) return;                                                \
+        U tile_end = min(tile_e + U(gl_WorkGroupSize.x * ELEMS), n) - U(1);     \
+        tile_t = tile_e / U(R);                                                 \
+        uint rows_ = uint(tile_end / U(R) - tile_t) + 1u;                       \
+        for (uint k = gl_LocalInvocationID.x; k < rows_; k += gl_WorkGroupSize.x) { \
+            uint at_;                                                           \
+            MASK_OFFSET(U, tile_t + U(k), p.mask_div, p.mask_ext, at_)          \
+            mask_tile[k] = uint(LOAD_MASK_BYTE(at_));                           \
+        }                                                                       \
+        memoryBarrierShared();                                                  \
+        barrier();                                                              \
+    }                                                                           \
     U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     U first = e;                                                                \
-    uint R = p.R, n_idx = p.n_idx;                                              \
     U t = e / U(R);                                                             \
     uint r = uint(e - t * U(R));                                                \
     U o = t / U(n_idx);                                                         \
@@ -165,7 +180,9 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
         live = q + 1u;                                                          \
         j_[q] = j; r_[q] = r; o_[q] = o;                                        \
         v_[q] = OneU32(p.aux + uint64_t(j) * 4ul).v;                            \
-        if (MASK_BY_ROW) {                                                      \
+        if (MASK_BY_ROW && MASK_TILE) {                                         \
+            sel_[q] = uvec4(mask_tile[uint(t - tile_t)] != 0u ? 0xFFFFFFFFu : 0u); \
+        } else if (MASK_BY_ROW) {                                               \
             uint at_;                                                           \
             MASK_OFFSET(U, t, p.mask_div, p.mask_ext, at_)                      \
             sel_[q] = uvec4(uint(LOAD_MASK_BYTE(at_)) != 0u ? 0xFFFFFFFFu : 0u); \
@@ -192,6 +209,13 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
     }
 
 layout(constant_id = 12) const bool LOADS_FIRST = true;
+// MASK_TILE (constant 13, with LOADS_FIRST and MASK_BY_ROW): the workgroup reads the mask bytes of
+// all its rows at once before the walk, neighbouring invocations neighbouring bytes, into
+// mask_tile (its rows from tile_t on), and each position takes its byte from there. A host mask
+// read in place over the link then comes in whole sectors, a few requests a workgroup, where
+// each step of each subgroup would ask for the few bytes of its own rows (over 64-byte rows: 8).
+layout(constant_id = 13) const bool MASK_TILE = true;
+shared uint mask_tile[gl_WorkGroupSize.x * ELEMS + 1u];  // a workgroup's rows: at most its words + 1
 
 void select_fill_wide() { SELECT_FILL(uint64_t) }
 void select_fill_narrow() { SELECT_FILL(uint) }

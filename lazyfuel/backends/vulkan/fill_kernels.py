@@ -121,21 +121,27 @@ class SelectFillKernel(IndexSelectKernel):
     (constant 12) the walk issues every index and mask load of an invocation, then every source
     load, then every store, so that the waits for a mask overlap across its positions. By default
     (None) on GPUs only (the coalesced mapping): on lavapipe the passes cost more than they hide
-    (1.3-1.6x the walk in turn at 64 MiB blocks, `benchmarks/probes/w3_narrow.py`)."""
+    (1.3-1.6x the walk in turn at 64 MiB blocks, `benchmarks/probes/w3_narrow.py`). With
+    `mask_tile` (the default; constant 13) the passes read a row mask's bytes for the whole
+    workgroup at once into shared memory first: a host mask read in place comes over the link in
+    whole sectors instead of a few bytes a subgroup step."""
 
     family = "select_fill"
     row_walk: bool = True
     skip_filled: bool = True
     loads_first: bool | None = None
+    mask_tile: bool = True
 
     def __init__(self, row_walk: bool | None = None, skip_filled: bool | None = None,
-                 loads_first: bool | None = None) -> None:
+                 loads_first: bool | None = None, mask_tile: bool | None = None) -> None:
         if row_walk is not None:
             self.row_walk = row_walk
         if skip_filled is not None:
             self.skip_filled = skip_filled
         if loads_first is not None:
             self.loads_first = loads_first
+        if mask_tile is not None:
+            self.mask_tile = mask_tile
 
     def code(self) -> bytes:
         """The SPIR-V of every width (device addresses only: no storage-buffer variant)."""
@@ -163,11 +169,12 @@ class SelectFillKernel(IndexSelectKernel):
         # launch shape: masked_fill's (the same 16-byte words per invocation)
         passes = batch.pool.coalesced if self.loads_first is None else self.loads_first
         spec = (*spec_constants(batch, "masked_fill", wide), *runs.spec, int(self.row_walk),
-                int(per_row is not None), int(self.skip_filled), int(passes))
+                int(per_row is not None), int(self.skip_filled), int(passes), int(self.mask_tile))
         pipeline = batch.pool.pipelines.get(f"{self.family}_w{width}", spec)
         dispatch(batch, pipeline, push, values, n, per_group(batch, "masked_fill"))
 
     def __repr__(self) -> str:
-        off = [f"{name}=False" for name in ("row_walk", "skip_filled") if not getattr(self, name)]
+        off = [f"{name}=False" for name in ("row_walk", "skip_filled", "mask_tile")
+               if not getattr(self, name)]
         loads = [] if self.loads_first is None else [f"loads_first={self.loads_first}"]
         return f"SelectFillKernel({', '.join(off + loads)})"

@@ -101,9 +101,11 @@ def case(seed: int, width: int, outer: int, dim_size: int, row_words: int, n_idx
 
 
 KINDS = ("row", "column", "one", "dense", "outer")
-# (row_walk, the other switches): the walk with its loads in passes and in turn (whatever the
-# mapping), filled words read or not, and the general path
-VARIANTS = ((True, {"loads_first": True}), (True, {"loads_first": False}),
+# (row_walk, the other switches): the walk with its loads in passes (a row mask's bytes read by
+# the workgroup at once or by each position) and in turn (whatever the mapping), filled words
+# read or not, and the general path
+VARIANTS = ((True, {"loads_first": True}), (True, {"loads_first": True, "mask_tile": False}),
+            (True, {"loads_first": False}),
             (True, {"loads_first": True, "skip_filled": False}),
             (True, {"loads_first": False, "skip_filled": False}), (False, {}),
             (False, {"skip_filled": False}))
@@ -171,11 +173,11 @@ def test_a_row_mask_is_read_by_row_and_a_column_mask_is_not():
 @given(width=st.sampled_from(sorted(WIDTHS)), outer=st.integers(1, 3), dim_size=st.integers(1, 9),
        row_words=st.integers(1, 70), n_idx=st.integers(1, 50), kind=st.sampled_from(KINDS),
        shape=st.sampled_from([None, (64, 4), (5, 8), (32, 12)]), seed=st.integers(0, 2**16),
-       passes=st.booleans())
+       passes=st.booleans(), tile=st.booleans())
 def test_any_shape_is_bit_equal_to_numpy(pool, width, outer, dim_size, row_words, n_idx, kind, shape, seed,
-                                         passes):
+                                         passes, tile):
     x, idx, mask, fill = case(seed, width, outer, dim_size, row_words, n_idx, kind)
-    got, status = select_fill(pool, x, 1, idx, mask, fill, True, shape, loads_first=passes)
+    got, status = select_fill(pool, x, 1, idx, mask, fill, True, shape, loads_first=passes, mask_tile=tile)
     assert status == NO_BAD
     assert got.tobytes() == expected(x, 1, idx, mask, fill).tobytes()
 

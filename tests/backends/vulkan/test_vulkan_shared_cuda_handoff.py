@@ -537,3 +537,19 @@ def test_a_cuda_hand_off_imports_once_and_its_capsules_keep_the_array(vulkan, ex
         assert kept() is not None and dlpack.live() == live + 1
         capsules.clear()
         assert kept() is None and dlpack.live() == live
+
+
+@pytest.mark.parametrize("mode", [None, Mode.STAGED], ids=["mapped", "staged"])
+def test_the_pools_hand_off_is_one_object_equal_to_the_rule(vulkan, pool, no_cuda_lookup, mode):
+    """`hand_off(pool)` makes each answer once (the same frozen HandOff again), equal to `choose`
+    asked afresh with what the device and CUDA say; CUDA asked once, as before."""
+    asked = no_cuda_lookup()
+    with in_mode(pool, mode) if mode else lf.config():
+        found = [hand_off(pool) for _ in range(3)]
+        assert found[0] is found[1] is found[2]
+        exportable = supported(pool) or f"{pool.label} cannot export memory (no {shared.EXTENSION})"
+        cuda = "not asked"
+        if not pool.allocator.direct and exportable is True:
+            cuda = f"none of the 0 CUDA device(s) is the GPU {shared.device_uuid(pool.physical).hex()}"
+        assert found[0] == choose(pool.allocator.direct, exportable, cuda)
+        assert len(asked) == (1 if cuda != "not asked" else 0)

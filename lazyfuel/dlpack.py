@@ -9,11 +9,11 @@ Python code of ours runs when a capsule or its tensor is freed: the capsule is t
 a private array whose base, an `_Export`, holds `keep`; only what differs from numpy's CPU export
 is then written in (the device, an empty array's NULL data, a versioned capsule's flags), so a CPU
 capsule takes no ctypes work at all. A consumer (torch, CuPy, numpy) that takes the capsule calls
-the deleter when it lets go; an unconsumed capsule, also one a consumer refused with an exception set (numpy's
-BufferError for a CUDA capsule), frees it as it dies. Either way `keep` is released by plain
-reference counting, so the memory behind `pointer` stays valid exactly as long as a consumer holds
-it; what `keep` then runs (a `weakref.finalize`) runs as every finalizer does, the pending
-exception saved. `live()` counts the exports still held (what leak tests read).
+the deleter when it lets go; an unconsumed capsule, also one a consumer refused with an exception
+set (numpy's BufferError for a CUDA capsule), frees it as it dies. Either way `keep` is released
+by plain reference counting, so the memory behind `pointer` stays valid exactly as long as a
+consumer holds it; what `keep` then runs (a `weakref.finalize`) runs as every finalizer does, the
+pending exception saved. `live()` counts the exports still held (what leak tests read).
 
 `read(capsule)` is the other direction, for producers that offer DLPack only: the pointer, device,
 shape, byte strides and dtype of a capsule's tensor (`flags(capsule)` its flags); the capsule
@@ -149,20 +149,22 @@ def capsule(pointer: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple
 
 _TENSOR_AT = {_CAPSULE_NAME: DLManagedTensor.dl_tensor.offset,
               _VERSIONED_NAME: DLManagedTensorVersioned.dl_tensor.offset}
-_DEVICE_AT, _FLAGS_AT = DLTensor.device.offset, DLManagedTensorVersioned.flags.offset
+_DATA_AT, _DEVICE_AT = DLTensor.data.offset, DLTensor.device.offset
+_FLAGS_AT = DLManagedTensorVersioned.flags.offset
 
 
 def _write(made: Any, name: bytes, pointer: int, device: tuple[int, int], copied: bool) -> None:
     """Write into numpy's capsule `made` (named `name`) what differs from a CPU export of ours:
     the data pointer where `pointer` is NULL (an empty array), the device, and the flags of a
     versioned one (IS_COPIED where `copied`, else writeable)."""
-    tensor = _pointer_of(made, name) + _TENSOR_AT[name]
+    managed = _pointer_of(made, name)
+    tensor = managed + _TENSOR_AT[name]
     if not pointer:
-        ctypes.c_void_p.from_address(tensor + DLTensor.data.offset).value = None
+        ctypes.c_void_p.from_address(tensor + _DATA_AT).value = None
     at = DLDevice.from_address(tensor + _DEVICE_AT)
     at.device_type, at.device_id = device
     if name == _VERSIONED_NAME:
-        ctypes.c_uint64.from_address(tensor - _TENSOR_AT[name] + _FLAGS_AT).value = IS_COPIED if copied else 0
+        ctypes.c_uint64.from_address(managed + _FLAGS_AT).value = IS_COPIED if copied else 0
 
 
 def _track(export: _Export) -> None:

@@ -6,13 +6,14 @@ PyCapsule over `pointer` (C-contiguous `shape` of numpy `dtype` on DLPack device
 where `copied`) where the consumer's `max_version` allows it, else the legacy "dltensor". No
 Python code of ours runs when a capsule or its tensor is freed: the capsule is the one numpy's
 `ndarray.__dlpack__` makes (its destructor and the tensor's deleter are numpy's C functions) over
-a private array whose base, an `_Export`, holds `keep`; only the tensor's device (and data pointer)
-are then written in. A consumer (torch, CuPy, numpy) that takes the capsule calls the deleter when
-it lets go; an unconsumed capsule, also one a consumer refused with an exception set (numpy's
-BufferError for a CUDA capsule), frees it as it dies. Either way `keep` is released by plain
-reference counting, so the memory behind `pointer` stays valid exactly as long as a consumer holds
-it; what `keep` then runs (a `weakref.finalize`) runs as every finalizer does, the pending
-exception saved. `live()` counts the exports still held (what leak tests read).
+a private array whose base, an `_Export`, holds `keep`; only what differs from numpy's CPU export
+is then written in (the device, an empty array's NULL data, a versioned capsule's flags), so a CPU
+capsule takes no ctypes work at all. A consumer (torch, CuPy, numpy) that takes the capsule calls
+the deleter when it lets go; an unconsumed capsule, also one a consumer refused with an exception
+set (numpy's BufferError for a CUDA capsule), frees it as it dies. Either way `keep` is released
+by plain reference counting, so the memory behind `pointer` stays valid exactly as long as a
+consumer holds it; what `keep` then runs (a `weakref.finalize`) runs as every finalizer does, the
+pending exception saved. `live()` counts the exports still held (what leak tests read).
 
 `read(capsule)` is the other direction, for producers that offer DLPack only: the pointer, device,
 shape, byte strides and dtype of a capsule's tensor (`flags(capsule)` its flags); the capsule
@@ -119,27 +120,51 @@ def capsule(pointer: int, shape: tuple[int, ...], dtype: np.dtype, device: tuple
     """A PyCapsule over C-contiguous, writeable `shape` x `dtype` at `pointer` on `device`,
     keeping `keep` alive until the consumer lets go (see the module docstring): "dltensor"
     (legacy), or "dltensor_versioned" (DLPack 1.0, IS_COPIED where `copied`) where the
-    consumer's `max_version` allows it."""
-    dtype = np.dtype(dtype)
-    dtype_of(dtype)  # our error text for a dtype DLPack cannot carry
+    consumer's `max_version` allows it.
+
+    numpy's capsule already says what a CPU one must (the data at `pointer`, byte_offset 0, device
+    (kDLCPU, 0), flags 0: the view is writeable and not a copy), so only a capsule on another
+    device, of an empty array (numpy's data is a byte it allocated) or `copied` is written to; a
+    CPU capsule (the host-visible hand-off) costs no ctypes work at all."""
+    if not isinstance(dtype, np.dtype) or dtype.kind not in _CODES or not dtype.isnative:
+        dtype = np.dtype(dtype)
+        dtype_of(dtype)  # our error text for a dtype DLPack cannot carry
     if not pointer and math.prod(shape):
         raise BufferError(f"a DLPack export of {shape} x {dtype} needs the memory's address, got NULL")
     export = _Export(pointer, shape, dtype, keep)
     view = np.asarray(export)  # over `pointer`, never read: numpy's exporter only takes its layout
-    versioned = max_version is not None and tuple(max_version) >= VERSION
-    try:
-        made = view.__dlpack__(max_version=VERSION) if versioned else view.__dlpack__()
-    except TypeError:  # numpy < 2.1 exports legacy capsules only, which a DLPack 1 consumer takes too
+    name = _CAPSULE_NAME
+    if max_version is not None and tuple(max_version) >= VERSION:
+        try:
+            made, name = view.__dlpack__(max_version=VERSION), _VERSIONED_NAME
+        except TypeError:  # numpy < 2.1 exports legacy capsules only, which a DLPack 1 consumer takes too
+            made = view.__dlpack__()
+    else:
         made = view.__dlpack__()
-    name, managed = _managed(made)
-    tensor = managed.dl_tensor
-    tensor.data = pointer or None  # numpy's own (a byte it allocated) where an empty array has none
-    tensor.byte_offset = 0
-    tensor.device = DLDevice(*device)
-    if name == _VERSIONED_NAME:
-        managed.flags = IS_COPIED if copied else 0  # writeable
+    if not pointer or copied or device[0] != CPU or device[1] != 0:
+        _write(made, name, pointer, device, copied)
     _track(export)
     return made
+
+
+_TENSOR_AT = {_CAPSULE_NAME: DLManagedTensor.dl_tensor.offset,
+              _VERSIONED_NAME: DLManagedTensorVersioned.dl_tensor.offset}
+_DATA_AT, _DEVICE_AT = DLTensor.data.offset, DLTensor.device.offset
+_FLAGS_AT = DLManagedTensorVersioned.flags.offset
+
+
+def _write(made: Any, name: bytes, pointer: int, device: tuple[int, int], copied: bool) -> None:
+    """Write into numpy's capsule `made` (named `name`) what differs from a CPU export of ours:
+    the data pointer where `pointer` is NULL (an empty array), the device, and the flags of a
+    versioned one (IS_COPIED where `copied`, else writeable)."""
+    managed = _pointer_of(made, name)
+    tensor = managed + _TENSOR_AT[name]
+    if not pointer:
+        ctypes.c_void_p.from_address(tensor + _DATA_AT).value = None
+    at = DLDevice.from_address(tensor + _DEVICE_AT)
+    at.device_type, at.device_id = device
+    if name == _VERSIONED_NAME:
+        ctypes.c_uint64.from_address(managed + _FLAGS_AT).value = IS_COPIED if copied else 0
 
 
 def _track(export: _Export) -> None:

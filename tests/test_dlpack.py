@@ -159,3 +159,46 @@ def test_torch_on_the_cpu_shares_the_memory_and_lets_go(legacy):
     del t
     gc.collect()
     assert kept() is None and dlpack.live() == live
+
+
+@pytest.mark.parametrize("max_version", [None, (1, 0), (1, 3)], ids=["legacy", "v1.0", "v1.3"])
+@pytest.mark.parametrize("device", [(dlpack.CPU, 0), (dlpack.CUDA, 0), (dlpack.CUDA, 3), (dlpack.VULKAN, 1)])
+@pytest.mark.parametrize("copied", [False, True], ids=["in-place", "copied"])
+def test_every_field_of_a_capsule_is_what_dlpack_h_says(max_version, device, copied):
+    """`capsule` writes into numpy's capsule only what differs from numpy's CPU export (the device,
+    an empty array's NULL data, the flags): every field read back raw is ours, and the bytes are
+    the memory's own."""
+    a = np.random.default_rng().standard_normal((7, 3)).astype(np.float32)
+    for x, pointer in ((a, a.ctypes.data), (np.empty((0, 4), np.int32), 0)):
+        made = dlpack.capsule(pointer, x.shape, x.dtype, device, x, max_version=max_version, copied=copied)
+        name, managed = dlpack._managed(made)
+        versioned = max_version is not None
+        assert name == (b"dltensor_versioned" if versioned else b"dltensor")
+        t = managed.dl_tensor
+        assert (t.data or 0) == pointer and t.byte_offset == 0 and t.ndim == x.ndim
+        assert (t.device.device_type, t.device.device_id) == device
+        assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (2 if x is a else 0, 32, 1)
+        assert tuple(t.shape[k] for k in range(t.ndim)) == x.shape
+        assert dlpack.flags(made) == (dlpack.IS_COPIED if copied and versioned else 0)
+        if versioned:
+            assert (managed.version.major, managed.version.minor) == dlpack.VERSION
+        if device == (dlpack.CPU, 0) and x.size:
+            got = np.from_dlpack(_Held(made))
+            assert np.shares_memory(got, x) and got.tobytes() == x.tobytes()
+            del got
+        del made
+    gc.collect()
+    assert dlpack.live() == 0
+
+
+class _Held:
+    """A producer handing out one capsule made already (what numpy's `from_dlpack` takes)."""
+
+    def __init__(self, made) -> None:
+        self.made = made
+
+    def __dlpack_device__(self):
+        return (dlpack.CPU, 0)
+
+    def __dlpack__(self, **kwargs):
+        return self.made

@@ -59,6 +59,14 @@ from lazyfuel.backends.vulkan.shared import CUDA, HOST, NONE, HandOff, cuda_may_
 class DeviceArray(CArrayMeta):
     """A C-contiguous array in a Vulkan pool's memory; see the module docstring."""
 
+    # What a hand-off asks, found once, on first use (`_find`; a compute asks none of it): none of
+    # it changes while the array lives, its block pinned (never spilled: the memory, its mapping
+    # and exportable buffer stay) and the CUDA device asked once a process. `torch.from_dlpack(r)`
+    # asks the device twice and the address once (`__dlpack_device__`, then `__dlpack__`).
+    _hand_off: HandOff | None = None
+    _device_pair: tuple[int, int] | None = None
+    _address: int | None = None  # the memory's address on `__dlpack_device__()` (`_pointer`)
+
     def __init__(self, block: ResidentBlock) -> None:
         """Hold `block` (pinned here until this array and its exports are gone)."""
         block.pin_while(self)
@@ -82,21 +90,33 @@ class DeviceArray(CArrayMeta):
     @property
     def hand_off(self) -> HandOff:
         """How the memory reaches other libraries (`shared.HandOff`: host, cuda or none, and why);
-        CUDA only where the memory is an exportable buffer."""
-        if self.host_visible:
-            return HandOff(HOST, None, "the memory is host-visible: a CPU DLPack over it")
-        found = hand_off(self.pool)
-        if found.kind == CUDA and self._block.shared_buffer is None:
-            return HandOff(NONE, None, "the memory is not exportable (it was not reserved for CUDA)")
-        return found
+        CUDA only where the memory is an exportable buffer. Found once (see the class's fields)."""
+        found = self._hand_off
+        return self._find() if found is None else found
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        found = self.hand_off
-        if found.kind == HOST:
-            return (dlpack.CPU, 0)
-        if found.kind == CUDA:
-            return (dlpack.CUDA, int(found.cuda_device))
-        return (dlpack.VULKAN, self.pool.info.index)
+        """The DLPack (device type, number) pair of the memory, by `hand_off`: (kDLCPU, 0),
+        (kDLCUDA, CUDA device) or (kDLVulkan, physical index). Found once."""
+        pair = self._device_pair
+        if pair is None:
+            self._find()
+            pair = self._device_pair
+        return pair
+
+    def _find(self) -> HandOff:
+        """Work out `hand_off` and the DLPack device pair and keep them; the hand-off."""
+        if self._block.allocation.host is not None:
+            found, pair = _HOST, (dlpack.CPU, 0)
+        else:
+            found = hand_off(self.pool)
+            if found.kind == CUDA and self._block.shared_buffer is None:
+                found = _NOT_EXPORTABLE
+            if found.kind == CUDA:
+                pair = (dlpack.CUDA, int(found.cuda_device))
+            else:
+                pair = (dlpack.VULKAN, self.pool.info.index)
+        self._device_pair, self._hand_off = pair, found
+        return found
 
     def __dlpack__(self, *, stream: int | Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
@@ -144,16 +164,22 @@ class DeviceArray(CArrayMeta):
                 "strides": None, "version": 3, "stream": None}
 
     def _pointer(self, device: tuple[int, int]) -> int:
-        """The address of the memory on DLPack `device`: the mapped host address, or CUDA's
-        (imported the first time); BufferError where there is neither."""
-        if device[0] == dlpack.CPU:
-            return int(self._block.allocation.host.__array_interface__["data"][0])
-        buffer = self._block.shared_buffer
-        if device[0] != dlpack.CUDA or buffer is None:
-            raise BufferError(f"this DeviceArray lives in device-local memory of {self.device}, which "
-                              f"no DLPack consumer reads in place ({self.hand_off.why}); use "
-                              "np.asarray(r) or r.to_host() for a host copy")
-        return buffer.cuda_pointer(device[1])
+        """The address of the memory on DLPack `device` (`__dlpack_device__()`): the mapped host
+        address, or CUDA's (imported the first time); found once; BufferError where there is
+        neither."""
+        address = self._address
+        if address is None:
+            if device[0] == dlpack.CPU:
+                address = int(self._block.allocation.host.__array_interface__["data"][0])
+            else:
+                buffer = self._block.shared_buffer
+                if device[0] != dlpack.CUDA or buffer is None:
+                    raise BufferError(f"this DeviceArray lives in device-local memory of {self.device}, "
+                                      f"which no DLPack consumer reads in place ({self.hand_off.why}); "
+                                      "use np.asarray(r) or r.to_host() for a host copy")
+                address = buffer.cuda_pointer(device[1])
+            self._address = address
+        return address
 
     def to_host(self) -> np.ndarray:
         """A host copy."""
@@ -165,6 +191,10 @@ class DeviceArray(CArrayMeta):
 
     def __repr__(self) -> str:
         return f"lazyfuel.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
+
+
+_HOST = HandOff(HOST, None, "the memory is host-visible: a CPU DLPack over it")
+_NOT_EXPORTABLE = HandOff(NONE, None, "the memory is not exportable (it was not reserved for CUDA)")
 
 
 def _device_pair(dl_device: Any) -> tuple[int, int]:

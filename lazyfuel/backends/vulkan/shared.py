@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from lazyfuel.backends.vkfft.external import cuda_device_with_uuid
 from lazyfuel.backends.vulkan.check import VulkanMemoryError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported, vendor_id
 from lazyfuel.backends.vulkan.memory import size_class
@@ -76,17 +77,16 @@ def choose(host_visible: bool, exportable: bool | str, cuda: int | str) -> HandO
 
 def hand_off(pool: DevicePool) -> HandOff:
     """`choose` for `pool` (asks CUDA only for device-local memory that can be exported). What
-    the device says of itself is asked once per pool (`_DeviceFacts`): every DLPack export asks
-    this twice (`__dlpack_device__`, then `__dlpack__`), on W4's path of ~3 ms."""
+    the device says of itself is asked once per pool (`_DeviceFacts`), and each answer is one
+    HandOff made once (`_chosen`): a DeviceArray asks this on its first hand-off, on W4's path,
+    where each of these microseconds runs cold right after the compute."""
     host_visible = pool.allocator.direct
     facts = _FACTS.for_pool(pool)
     exportable: bool | str = facts.exportable or f"{pool.label} cannot export memory (no {EXTENSION})"
     cuda: int | str = "not asked"
     if not host_visible and exportable is True:
-        from lazyfuel.backends.vkfft.external import cuda_device_with_uuid
-
         cuda = cuda_device_with_uuid(facts.uuid)
-    return choose(host_visible, exportable, cuda)
+    return _chosen(host_visible, exportable, cuda)
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,9 @@ class _DeviceFacts:
     @classmethod
     def of(cls, pool: DevicePool) -> _DeviceFacts:
         return cls(pool, supported(pool), device_uuid(pool.physical))
+
+
+_chosen = cache(choose)  # HandOffs are frozen, and the answers few (a pool's, a CUDA device's)
 
 
 def may_import(host_visible: bool, exportable: bool, vendor_id: int, cuda_findable: bool) -> bool:

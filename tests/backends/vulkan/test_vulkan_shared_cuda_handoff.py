@@ -449,3 +449,107 @@ def test_from_array_refuses_a_strided_cuda_tensor(cuda_pool):
     t = torch.zeros((64, 32), device=f"cuda:{device}").t()
     with pytest.raises(TypeError, match=r"C-contiguous.*contiguous"):
         lf.from_array(t)
+
+
+# -- what a DeviceArray's hand-off finds once -------------------------------------------------------
+def _expected_pair(r: DeviceArray) -> tuple[int, int]:
+    """The DLPack device of `r` worked out afresh, by the rule (not by `r`'s cached fields)."""
+    if r._block.allocation.host is not None:
+        return (dlpack.CPU, 0)
+    found = hand_off(r.pool)
+    if found.kind == CUDA and r._block.shared_buffer is not None:
+        return (dlpack.CUDA, found.cuda_device)
+    return (dlpack.VULKAN, r.pool.info.index)
+
+
+@pytest.mark.parametrize("mode", [None, Mode.STAGED], ids=["mapped", "staged"])
+def test_the_hand_off_is_found_once_and_is_what_a_fresh_look_finds(vulkan, pool, no_cuda_lookup,
+                                                                  monkeypatch, mode):
+    """`hand_off`, `__dlpack_device__` and the address are worked out on the first ask and kept:
+    equal to the rule asked afresh, the pool's `hand_off` asked once however often a consumer asks,
+    never by the compute; a host-visible array's capsules are over the mapped memory, bit-equal."""
+    from lazyfuel.backends.vulkan import device_array
+
+    no_cuda_lookup()
+    asked: list[object] = []
+    monkeypatch.setattr(device_array, "hand_off", lambda p: asked.append(p) or hand_off(p))
+    want = np.random.default_rng().standard_normal((48, 20)).astype(np.float32)
+    with in_mode(pool, mode) if mode else lf.config():
+        r = lf.from_array(want, chunks=(16, 20)).compute(device=True)
+        assert r._hand_off is None and r._device_pair is None and not asked  # the compute asks nothing
+        pairs = [r.__dlpack_device__() for _ in range(3)]
+        found = [r.hand_off for _ in range(3)]
+        assert pairs[0] == pairs[1] == pairs[2] == _expected_pair(r)
+        assert found[0] is found[1] is found[2] and found[0].kind == (HOST if r.host_visible else NONE)
+        assert len(asked) == (0 if r.host_visible else 1)
+        if r.host_visible:
+            views = [np.from_dlpack(r) for _ in range(3)]
+            assert r._address == r._block.allocation.host.ctypes.data
+            assert all(_same(v, want) and np.shares_memory(v, views[0]) for v in views)
+        else:
+            with pytest.raises(BufferError, match="which no DLPack consumer reads in place"):
+                r.__dlpack__()
+            assert r._address is None
+
+
+def test_a_cuda_hand_off_imports_once_and_its_capsules_keep_the_array(vulkan, exporting, no_cuda_lookup,
+                                                                      monkeypatch):
+    """The H200's path as far as lavapipe goes: the result in an exportable buffer, CUDA made to
+    say the pool's GPU is device 0 and CUDA's import faked (an address of our own, counted): every
+    capsule and `__cuda_array_interface__` are on (kDLCUDA, 0) at that address, imported once; each
+    capsule keeps the DeviceArray alive until it dies, and `live()` comes back to where it was."""
+    from lazyfuel.backends.vkfft import external
+
+    pool = exporting
+    monkeypatch.setattr(shared, "vendor_id", lambda physical: NVIDIA_VENDOR)
+    monkeypatch.setattr(shared, "_cuda_findable", lambda: True)
+    no_cuda_lookup()
+    monkeypatch.setattr(external, "_find_device", lambda uuid: 0)
+    imports: list[int] = []
+
+    def imported(buffer, device: int) -> int:
+        imports.append(device)
+        return int(buffer.memory.allocation.address) + 4096  # anything but the host's or 0
+
+    monkeypatch.setattr(shared.SharedBuffer, "cuda_pointer", imported)
+    want = np.random.default_rng().standard_normal((40, 12)).astype(np.float32)
+    live = dlpack.live()
+    with in_mode(pool, Mode.STAGED), lf.config(backend="vulkan"):
+        r = lf.from_array(want, chunks=(10, 12)).compute(device=True)
+        assert r._block.shared_buffer is not None and not imports
+        assert r.__dlpack_device__() == (dlpack.CUDA, 0) == _expected_pair(r) and r.hand_off.kind == CUDA
+        address = int(r._block.shared_buffer.memory.allocation.address) + 4096
+        capsules = [r.__dlpack__(stream=7), r.__dlpack__(stream=None, max_version=(1, 0))]
+        assert r.__cuda_array_interface__["data"] == (address, False) and imports == [0]
+        for made in capsules:
+            pointer, device, shape, strides, dtype = dlpack.read(made)
+            assert (pointer, device, shape, strides, dtype) == (address, (dlpack.CUDA, 0), want.shape,
+                                                               (48, 4), want.dtype)
+        del made
+        assert dlpack.flags(capsules[1]) == 0 and dlpack.live() == live + 2
+        kept = weakref.ref(r)
+        assert _same(np.asarray(r), want)
+        del r
+        gc.collect()
+        assert kept() is not None  # the capsules hold it
+        capsules.pop()
+        gc.collect()
+        assert kept() is not None and dlpack.live() == live + 1
+        capsules.clear()
+        assert kept() is None and dlpack.live() == live
+
+
+@pytest.mark.parametrize("mode", [None, Mode.STAGED], ids=["mapped", "staged"])
+def test_the_pools_hand_off_is_one_object_equal_to_the_rule(vulkan, pool, no_cuda_lookup, mode):
+    """`hand_off(pool)` makes each answer once (the same frozen HandOff again), equal to `choose`
+    asked afresh with what the device and CUDA say; CUDA asked once, as before."""
+    asked = no_cuda_lookup()
+    with in_mode(pool, mode) if mode else lf.config():
+        found = [hand_off(pool) for _ in range(3)]
+        assert found[0] is found[1] is found[2]
+        exportable = supported(pool) or f"{pool.label} cannot export memory (no {shared.EXTENSION})"
+        cuda = "not asked"
+        if not pool.allocator.direct and exportable is True:
+            cuda = f"none of the 0 CUDA device(s) is the GPU {shared.device_uuid(pool.physical).hex()}"
+        assert found[0] == choose(pool.allocator.direct, exportable, cuda)
+        assert len(asked) == (1 if cuda != "not asked" else 0)

@@ -55,7 +55,7 @@
 #   1 GiB block at 1 KiB and 64 B rows: copy shader, select_fill general vs row walk under each launch shape,
 #   index_select and masked_fill alone, 4 blocks per command buffer and on 4 queues, clocks sampled
 #   (W3K_ARGS; output w3_kernel_probe.txt / .json). About 1-2 minutes on the H200.
-# w3narrow (not in the default list): benchmarks/probes/w3_narrow.py, W3's kernel on one resident 1 GiB block
+# w3narrow (not in the default list): benchmarks/probes/w3_kernel_probe.py --narrow, W3's kernel on one resident 1 GiB block
 #   at 64 B, 128 B and 1 KiB rows: select_fill reading every row vs not reading the rows its mask fills,
 #   loads in turn vs in passes, the mask half set and none set; the copy shader and index_select beside
 #   (W3N_ARGS; output w3_narrow.txt / .json). About a minute on the H200.
@@ -171,7 +171,7 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 | tee "$OUT/w3_rounds.txt" ;;
     w3kernel) timeout ${W3K_S:-240} python3 benchmarks/probes/w3_kernel_probe.py --out "$OUT" ${W3K_ARGS:-} \
                 2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
-    w3narrow) timeout ${W3N_S:-200} python3 benchmarks/probes/w3_narrow.py --out "$OUT" ${W3N_ARGS:-} \
+    w3narrow) timeout ${W3N_S:-200} python3 benchmarks/probes/w3_kernel_probe.py --narrow --out "$OUT" ${W3N_ARGS:-} \
                 2>&1 | tee "$OUT/w3_narrow.txt" ;;
     w4handoff) timeout ${W4H_S:-120} python3 benchmarks/probes/w4_handoff.py ${W4H_ARGS:-} 2>&1 \
                 | tee "$OUT/w4_handoff.txt" ;;

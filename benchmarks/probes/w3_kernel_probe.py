@@ -21,6 +21,15 @@ for rows of each `--row-bytes`:
   from the first start stamp to the last end stamp);
 
 with `nvidia-smi` sampling the SM and memory clocks every 100 ms meanwhile (per-row clock ranges).
+
+With `--narrow` (stage `w3narrow`; row widths 64, 128, 1024 B by default) it times instead what
+decision 109 settled: select_fill's row walk reading every row (`skip_filled=False`, as before
+session 11) against not reading the rows its mask fills, with its loads in turn position by
+position (`loads_first=False`) against in passes, the (N, 1) mask half set and with no row set
+(nothing to skip), beside the copy shader and index_select alone. A kernel in source order was
+timed that way too and removed (`select_fill_scatter.comp`, commit c6144f8: rows read in order,
+written to idx's inverse permutation; random 64-byte writes were slower than random reads).
+
 The dense-mask, masked_fill, cold and 4-block rows run only at the row widths of `--extras`. A
 kernel shaped for narrow rows (`select_fill_rows.comp`, commit bc50257: lanes per row, rows per
 invocation, every load before any store) was timed here at 16-128 B rows and removed: at best
@@ -30,6 +39,7 @@ counts x read + y written (2 x block bytes); index and mask bytes are left out, 
 
     python benchmarks/probes/w3_kernel_probe.py --out $OUT                 # the H200 run
     python benchmarks/probes/w3_kernel_probe.py --mib 8 --warmup 0.1 --reps 3 --groups 64x4
+    python benchmarks/probes/w3_kernel_probe.py --narrow --mib 8 --warmup 0.1 --reps 3
 """
 
 from __future__ import annotations
@@ -76,13 +86,14 @@ class Probe:
         self.x = rng.integers(0, 1 << 32, (self.rows, self.cols), dtype=np.uint32).view(np.float32)
         self.idx = rng.permutation(self.rows).astype(np.uint32)
         self.row_mask = rng.random((self.rows, 1)) < 0.5
+        self.no_mask = np.zeros((self.rows, 1), bool)
         self.xs = [dev.put(self.x) for _ in range(BLOCKS)]
         self.outs = [dev.empty(self.nbytes) for _ in range(BLOCKS)]
         self.idx_d = dev.put(self.idx)
-        small = dev.put(self.row_mask)
-        # the (N, 1) mask as a user gives it: a broadcast view over (N, C) of N bytes
-        self.mask_rows = DeviceValue(small.allocation, DType.BOOL,
-                                     broadcast_to(Layout.of(self.row_mask), (self.rows, self.cols)))
+        # the (N, 1) masks as a user gives them: broadcast views over (N, C) of N bytes
+        self.mask_rows, self.mask_none = (
+            DeviceValue(dev.put(m).allocation, DType.BOOL, broadcast_to(Layout.of(m), (self.rows, self.cols)))
+            for m in (self.row_mask, self.no_mask))
         self._dense: DeviceValue | None = None
         self.status = StatusSlot(dev.empty(256), 0)
         picked = self.x[self.idx].view(np.uint32)
@@ -167,9 +178,13 @@ class Probe:
             batch.run()
         return "bitwise ok" if np.array_equal(self.got, self.want[fill]) else "WRONG"
 
-    def select_fill(self, walk: bool, dense: bool = False) -> Callable[[Any, int], None]:
-        kernel = SelectFillKernel(row_walk=walk)
-        mask = self.dense_mask() if dense else self.mask_rows
+    def select_fill(self, walk: bool, dense: bool = False, none: bool = False,
+                    **switches: bool) -> Callable[[Any, int], None]:
+        """select_fill (`SelectFillKernel(row_walk=walk, **switches)`) with the (N, 1) mask half
+        set, the dense (N, C) one, or the (N, 1) mask with no row set (`none`: checked by
+        `bitwise(fill=False)`)."""
+        kernel = SelectFillKernel(row_walk=walk, **switches)
+        mask = self.dense_mask() if dense else self.mask_none if none else self.mask_rows
         return lambda b, k: kernel.record(b, self.sf_step, [self.xs[k], self.idx_d, mask], self.outs[k],
                                           self.status)
 
@@ -192,28 +207,59 @@ def warm(probe: Probe, seconds: float) -> None:
             batch.run()
 
 
-def one_width(probe: Probe, groups: list[tuple[int, int]], warmup: float, clocks: Clocks,
-              extras: bool) -> dict:
-    pool, rows = probe.pool, {}
-    tag = f"{probe.cols * 4} B rows"
-    default = pool.groups["masked_fill"]
+class Rows:
+    """The timed rows of one row width: each printed as it is measured and kept by name."""
 
-    def row(name: str, record: Callable[[Any, int], None], check: Callable[[], str] | None = None) -> None:
+    def __init__(self, probe: Probe, clocks: Clocks, warmup: float) -> None:
+        self.probe, self.clocks, self.found = probe, clocks, {}
+        self.tag = f"{probe.cols * 4} B rows"
+        t0 = time.time()
+        warm(probe, warmup)
+        clocks.mark(f"{self.tag} warm-up", t0, time.time())
+
+    def __call__(self, name: str, record: Callable[[Any, int], None],
+                 check: Callable[[], str] | None = None) -> None:
+        """Time `record` (best and median GPU ms, TB/s), the output poisoned first and checked
+        after where `check` is given."""
+        probe, tag = self.probe, self.tag
         if check is not None:
             probe.poison()
         warm(probe, HOLD_S)  # the host work of the last row let the clock fall: back to working clock
         t0 = time.time()
         best, median = probe.timed(record)
-        clocks.mark(f"{tag} {name}", t0, time.time())
+        self.clocks.mark(f"{tag} {name}", t0, time.time())
         ok = check() if check is not None else ""
-        rows[name] = {"best_ms": best * 1e3, "median_ms": median * 1e3, "best_tbs": probe.tb(best),
-                      "median_tbs": probe.tb(median), "check": ok}
-        print(f"  {tag:<12}{name:<44}{best * 1e3:>8.3f}{median * 1e3:>8.3f}{probe.tb(best):>8.2f}"
+        self.found[name] = {"best_ms": best * 1e3, "median_ms": median * 1e3, "best_tbs": probe.tb(best),
+                            "median_tbs": probe.tb(median), "check": ok}
+        print(f"  {tag:<12}{name:<52}{best * 1e3:>8.3f}{median * 1e3:>8.3f}{probe.tb(best):>8.2f}"
               f"{probe.tb(median):>8.2f}  {ok}", flush=True)
 
-    t0 = time.time()
-    warm(probe, warmup)
-    clocks.mark(f"{tag} warm-up", t0, time.time())
+
+def narrow(probe: Probe, warmup: float, clocks: Clocks) -> dict:
+    """`--narrow`'s rows at one width: filled rows read or not, loads in turn or in passes, the
+    mask half set or none set, beside the copy shader and index_select alone (decision 109)."""
+    row = Rows(probe, clocks, warmup)
+    row("copy shader", lambda b, k: copy_shader(b, probe.xs[k].allocation, probe.outs[k], probe.nbytes))
+    for none in (False, True):
+        check = (lambda: probe.bitwise(fill=False)) if none else probe.bitwise
+        for passes in (False, True):
+            tail = f"loads {'in passes' if passes else 'in turn'}, mask {'none' if none else 'half'} set"
+            for skip in (False, True):
+                name = f"{'filled rows not read' if skip else 'every row read'}, {tail}"
+                row(name, probe.select_fill(True, none=none, skip_filled=skip, loads_first=passes), check)
+    select = IndexSelectKernel()
+    row("index_select alone", lambda b, k: select.record(
+        b, probe.is_step, [probe.xs[k], probe.idx_d], probe.outs[k], probe.status),
+        lambda: probe.bitwise(fill=False))
+    return row.found
+
+
+def one_width(probe: Probe, groups: list[tuple[int, int]], warmup: float, clocks: Clocks,
+              extras: bool) -> dict:
+    pool = probe.pool
+    row = Rows(probe, clocks, warmup)
+    rows, tag = row.found, row.tag
+    default = pool.groups["masked_fill"]
     row("vkCmdCopyBuffer", lambda b, k: b.copy(probe.xs[k].allocation, 0, probe.outs[k], 0, probe.nbytes))
     row("copy shader", lambda b, k: copy_shader(b, probe.xs[k].allocation, probe.outs[k], probe.nbytes))
     for local, elems in groups:
@@ -294,7 +340,10 @@ def cold(probe: Probe, select: IndexSelectKernel, fill: MaskedFillKernel, clocks
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=1024, help="block size in MiB (default 1024)")
-    parser.add_argument("--row-bytes", default="1024,64")
+    parser.add_argument("--row-bytes", default="",
+                        help="row widths, bytes (default 1024,64; with --narrow 64,128,1024)")
+    parser.add_argument("--narrow", action="store_true",
+                        help="time decision 109's rows (filled rows read or not, loads in turn or in passes)")
     parser.add_argument("--warmup", type=float, default=1.5, help="seconds of copy load per row width")
     parser.add_argument("--reps", type=int, default=24, help="timed repetitions per figure")
     parser.add_argument("--groups", default="64x4,128x4,256x4,64x8,64x16,512x4")
@@ -315,16 +364,19 @@ def main(argv: list[str] | None = None) -> int:
           f"median ms, best TB/s, median TB/s (x read + y written)", flush=True)
     rng = np.random.default_rng(18)
     report: dict[str, Any] = {}
-    for row_bytes in (int(b) for b in args.row_bytes.split(",")):
+    widths = args.row_bytes or ("64,128,1024" if args.narrow else "1024,64")
+    for row_bytes in (int(b) for b in widths.split(",")):
         probe = Probe(dev, args.mib, row_bytes, args.reps, rng)
-        report[f"{row_bytes} B rows"] = one_width(probe, groups, args.warmup, clocks,
-                                                  str(row_bytes) in args.extras.split(","))
+        report[f"{row_bytes} B rows"] = (narrow(probe, args.warmup, clocks) if args.narrow else
+                                         one_width(probe, groups, args.warmup, clocks,
+                                                   str(row_bytes) in args.extras.split(",")))
         probe.stamps.destroy()
         dev.free()
     report["clocks"] = clocks.stop(uuid)
     for name, text in report["clocks"].items():
         print(f"  clocks {name}: {text}")
-    (args.out / "w3_kernel_probe.json").write_text(json.dumps(report, indent=1, default=str))
+    name = "w3_narrow" if args.narrow else "w3_kernel_probe"
+    (args.out / f"{name}.json").write_text(json.dumps(report, indent=1, default=str))
     return 0
 
 

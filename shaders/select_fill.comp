@@ -128,9 +128,9 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
         STORE_FILLED(e, sel, from)                                              \
     }
 
-// LOADS_FIRST (specialisation constant 12, the host's default): the walk in three passes over the
-// invocation's positions: every index and mask load first, then every source load, then every
-// store. A source word is read only once its mask byte says the word is not filled whole
+// LOADS_FIRST (specialisation constant 12, the host's default on GPUs): the walk in three passes
+// over the invocation's positions: every index and mask load first, then every source load, then
+// every store. A source word is read only once its mask byte says the word is not filled whole
 // (STORE_FILLED), so taken in turn each position would wait for its mask and then its source; in
 // passes the waits overlap across positions. That matters most where the mask is host memory read
 // over the link (a host mask read in place, kept): its latency is several times HBM's. The loops

@@ -121,10 +121,10 @@ class SelectFillKernel(IndexSelectKernel):
     (constant 12) the walk issues every index and mask load of an invocation, then every source
     load, then every store, so that the waits for a mask overlap across its positions. By default
     (None) on GPUs only (the coalesced mapping): on lavapipe the passes cost more than they hide
-    (1.3-1.6x the walk in turn at 64 MiB blocks, `benchmarks/probes/w3_kernel_probe.py
-    --narrow`). With `mask_tile` (the default; constant 13) the passes read a row mask's bytes for the whole
+    (1.3-1.6x the walk in turn at 64 MiB blocks, `benchmarks/probes/w3_kernel_probe.py --narrow`).
+    With `mask_tile` (the default; constant 13) the passes read a row mask's bytes for the whole
     workgroup at once into shared memory first: a host mask read in place comes over the link in
-    whole sectors instead of a few bytes a subgroup step."""
+    whole sectors instead of a few bytes a subgroup step (decision 109)."""
 
     family = "select_fill"
     row_walk: bool = True

@@ -39,13 +39,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from lazyfuel.backends.vkfft.external import cuda_device_with_uuid
+from lazyfuel.backends.vkfft.external import ExternalBuffer, cuda_device_with_uuid
 from lazyfuel.backends.vulkan.check import VulkanMemoryError
 from lazyfuel.backends.vulkan.export import EXTENSION, ExportedMemory, device_uuid, supported, vendor_id
 from lazyfuel.backends.vulkan.memory import size_class
 
 if TYPE_CHECKING:
-    from lazyfuel.backends.vkfft.external import ExternalBuffer
     from lazyfuel.backends.vulkan.pool import DevicePool
 
 HOST, CUDA, NONE = "host", "cuda", "none"
@@ -142,8 +141,6 @@ class SharedBuffer:
     def cuda_pointer(self, device: int) -> int:
         """The memory's CUDA device pointer on CUDA device `device` (imported the first time)."""
         if self.mapping is None:
-            from lazyfuel.backends.vkfft.external import ExternalBuffer
-
             fd = self.memory.fd()
             try:
                 self.mapping = ExternalBuffer.import_fd(fd, self.memory.size, device)

@@ -55,7 +55,7 @@ layout(buffer_reference, std430, buffer_reference_align = 1) buffer OneMaskByte 
         U e = POSITION(U, q);                                                   \
         if (e >= n) return;                                                     \
         U t = e / U(p.R);                                                       \
-        uint j = uint(t % U(p.n_idx));                                         \
+        uint j = uint(t % U(p.n_idx));                                          \
         uint v = OneU32(p.aux + uint64_t(j) * 4ul).v;                           \
         if (v >= p.dim_size) {                                                  \
             atomicMin(Status(p.status).first_bad, j);                           \
@@ -71,6 +71,20 @@ layout(constant_id = 9) const bool ROW_WALK = false;
 layout(constant_id = 10) const bool MASK_BY_ROW = false;
 layout(constant_id = 11) const bool SKIP_FILLED = true;
 
+// Whether the selector covers the whole word, so that its source need not be read (SKIP_FILLED).
+#define FILLED_WHOLE(sel) (SKIP_FILLED && all(equal(sel, uvec4(0xFFFFFFFFu))))
+
+// The selector of output word e in output row t: by row (MASK_BY_ROW: the row's mask byte) or by
+// word (MASK_SELECTOR).
+#define SELECTOR_OF(U, t, e, sel)                                               \
+    if (MASK_BY_ROW) {                                                          \
+        uint at_;                                                               \
+        MASK_OFFSET(U, t, p.mask_div, p.mask_ext, at_)                          \
+        sel = uvec4(uint(LOAD_MASK_BYTE(at_)) != 0u ? 0xFFFFFFFFu : 0u);         \
+    } else {                                                                    \
+        MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                        \
+    }
+
 // Output word e's bits: the fill's where the selector is set, source word `from`'s elsewhere. A
 // word the mask covers whole (every element filled) is not read (SKIP_FILLED): a masked row costs
 // its write alone, and for rows picked at random (each a random read) that is most of its cost.
@@ -78,11 +92,31 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
 #define STORE_FILLED(e, sel, from)                                              \
     {                                                                           \
         uvec4 out_ = p.fill;                                                    \
-        if (!SKIP_FILLED || !all(equal(sel, uvec4(0xFFFFFFFFu)))) {             \
+        if (!FILLED_WHOLE(sel)) {                                               \
             uvec4 data_ = OneVec4(p.src + uint64_t(from) * 16ul).w;             \
             out_ = (data_ & ~(sel)) | (p.fill & (sel));                         \
         }                                                                       \
         OneVec4(p.dst + uint64_t(e) * 16ul).w = out_;                           \
+    }
+
+// The walk's start (e, R and n_idx given): e's row t, word in row r, outer o and index position
+// j, and what one step carries; and one step (q > 0), leaving by END (return or break) past n.
+#define WALK_START(U)                                                           \
+    U t = e / U(R);                                                             \
+    uint r = uint(e - t * U(R));                                                \
+    U o = t / U(n_idx);                                                         \
+    uint j = uint(t - o * U(n_idx));                                            \
+    uint rows_per_step = STEP / R, words_past = STEP - rows_per_step * R;
+#define WALK_ADVANCE(U, END)                                                    \
+    if (q > 0) {                                                                \
+        e += U(STEP);                                                           \
+        if (e >= n) END;                                                        \
+        r += words_past;                                                        \
+        uint rows_ = rows_per_step;                                             \
+        if (r >= R) { r -= R; ++rows_; }                                        \
+        t += U(rows_);                                                          \
+        j += rows_;                                                             \
+        while (j >= n_idx) { j -= n_idx; ++o; }                                 \
     }
 
 // The walk: positions e of this invocation advance by STEP words; (o, j, r) is e's (outer, index
@@ -95,22 +129,9 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
     U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     uint R = p.R, n_idx = p.n_idx;                                              \
-    U t = e / U(R);                                                             \
-    uint r = uint(e - t * U(R));                                                \
-    U o = t / U(n_idx);                                                         \
-    uint j = uint(t - o * U(n_idx));                                            \
-    uint rows_per_step = STEP / R, words_past = STEP - rows_per_step * R;       \
+    WALK_START(U)                                                               \
     for (uint q = 0; q < ELEMS; ++q) {                                          \
-        if (q > 0) {                                                            \
-            e += U(STEP);                                                       \
-            if (e >= n) return;                                                 \
-            r += words_past;                                                    \
-            uint rows_ = rows_per_step;                                         \
-            if (r >= R) { r -= R; ++rows_; }                                    \
-            t += U(rows_);                                                      \
-            j += rows_;                                                         \
-            while (j >= n_idx) { j -= n_idx; ++o; }                             \
-        }                                                                       \
+        WALK_ADVANCE(U, return)                                                 \
         uint v = OneU32(p.aux + uint64_t(j) * 4ul).v;                           \
         if (v >= p.dim_size) {                                                  \
             atomicMin(Status(p.status).first_bad, j);                           \
@@ -118,13 +139,7 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
         }                                                                       \
         U from = (o * U(p.dim_size) + U(v)) * U(R) + U(r);                      \
         uvec4 sel;                                                              \
-        if (MASK_BY_ROW) {                                                      \
-            uint at_;                                                           \
-            MASK_OFFSET(U, t, p.mask_div, p.mask_ext, at_)                      \
-            sel = uvec4(uint(LOAD_MASK_BYTE(at_)) != 0u ? 0xFFFFFFFFu : 0u);     \
-        } else {                                                                \
-            MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel)                    \
-        }                                                                       \
+        SELECTOR_OF(U, t, e, sel)                                               \
         STORE_FILLED(e, sel, from)                                              \
     }
 
@@ -157,43 +172,26 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
     U e = POSITION(U, 0);                                                       \
     if (e >= n) return;                                                         \
     U first = e;                                                                \
-    U t = e / U(R);                                                             \
-    uint r = uint(e - t * U(R));                                                \
-    U o = t / U(n_idx);                                                         \
-    uint j = uint(t - o * U(n_idx));                                            \
-    uint rows_per_step = STEP / R, words_past = STEP - rows_per_step * R;       \
+    WALK_START(U)                                                               \
     uint live = 0u;                                                             \
     uint v_[ELEMS], j_[ELEMS], r_[ELEMS];                                       \
     U o_[ELEMS];                                                                \
     uvec4 sel_[ELEMS], data_[ELEMS];                                            \
     for (uint q = 0; q < ELEMS; ++q) {                                          \
-        if (q > 0) {                                                            \
-            e += U(STEP);                                                       \
-            if (e >= n) break;                                                  \
-            r += words_past;                                                    \
-            uint rows_ = rows_per_step;                                         \
-            if (r >= R) { r -= R; ++rows_; }                                    \
-            t += U(rows_);                                                      \
-            j += rows_;                                                         \
-            while (j >= n_idx) { j -= n_idx; ++o; }                             \
-        }                                                                       \
+        WALK_ADVANCE(U, break)                                                  \
         live = q + 1u;                                                          \
         j_[q] = j; r_[q] = r; o_[q] = o;                                        \
         v_[q] = OneU32(p.aux + uint64_t(j) * 4ul).v;                            \
         if (MASK_BY_ROW && MASK_TILE) {                                         \
             sel_[q] = uvec4(mask_tile[uint(t - tile_t)] != 0u ? 0xFFFFFFFFu : 0u); \
-        } else if (MASK_BY_ROW) {                                               \
-            uint at_;                                                           \
-            MASK_OFFSET(U, t, p.mask_div, p.mask_ext, at_)                      \
-            sel_[q] = uvec4(uint(LOAD_MASK_BYTE(at_)) != 0u ? 0xFFFFFFFFu : 0u); \
         } else {                                                                \
-            MASK_SELECTOR(U, e, p.mask_div, p.mask_ext, sel_[q])                \
+            SELECTOR_OF(U, t, e, sel_[q])                                       \
         }                                                                       \
     }                                                                           \
     for (uint q = 0; q < ELEMS; ++q) {                                          \
         data_[q] = p.fill;                                                      \
         if (q < live && v_[q] < p.dim_size                                      \
-            && !(SKIP_FILLED && all(equal(sel_[q], uvec4(0xFFFFFFFFu))))) {     \
+            && !FILLED_WHOLE(sel_[q])) {                                        \
             U from = (o_[q] * U(p.dim_size) + U(v_[q])) * U(R) + U(r_[q]);      \
             data_[q] = OneVec4(p.src + uint64_t(from) * 16ul).w;                \
         }                                                                       \
@@ -204,7 +202,7 @@ layout(constant_id = 11) const bool SKIP_FILLED = true;
             atomicMin(Status(p.status).first_bad, j_[q]);                       \
             continue;                                                           \
         }                                                                       \
-        OneVec4(p.dst + uint64_t(first + U(q) * U(STEP)) * 16ul).w =           \
+        OneVec4(p.dst + uint64_t(first + U(q) * U(STEP)) * 16ul).w =            \
             (data_[q] & ~sel_[q]) | (p.fill & sel_[q]);                         \
     }
 

@@ -105,7 +105,7 @@ class DeviceArray(CArrayMeta):
 
     def _find(self) -> HandOff:
         """Work out `hand_off` and the DLPack device pair and keep them; the hand-off."""
-        if self._block.allocation.host is not None:
+        if self.host_visible:
             found, pair = _HOST, (dlpack.CPU, 0)
         else:
             found = hand_off(self.pool)

@@ -6,9 +6,12 @@ put the hand-off at 1.03-1.07x the compute alone in session 11, against 1.006x i
 compute got faster (a filled row is no longer read) and the hand-off's own cost did not. This
 probe times, after `--warm` s of computes, `--rounds` rounds of each piece back to back with
 `time.perf_counter`: the compute, `__dlpack__` (the capsule), `torch.from_dlpack` of the array
-(the capsule made inside), `torch.cuda.synchronize()`, and dropping the tensor and the array; then
-cProfile of `--rounds` hand-offs (the compute included) and of as many computes alone, the top
-functions by own time of each.
+(the capsule made inside), `torch.cuda.synchronize()`, and dropping the tensor and the array;
+then `torch.from_dlpack`'s own steps on a fresh array, each timed (`__dlpack_device__`,
+`torch.cuda.current_stream`, `__dlpack__(stream=, max_version=)`, torch's C import of the capsule)
+beside the whole call on the next array, and the same call on a torch tensor and a CuPy array (the
+floor: producers whose export is C); then cProfile of `--rounds` hand-offs (the compute included)
+and of as many computes alone, the top functions by own time of each.
 
     python benchmarks/probes/w4_handoff.py                    # the H200 run (needs torch with CUDA)
 """
@@ -68,9 +71,53 @@ def main(argv: list[str] | None = None) -> int:
         t5 = time.perf_counter()
         for name, a, b in zip(pieces, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
             pieces[name].append(b - a)
-    print(f"{args.mib} MiB block, {args.rounds} rounds; ms per piece: best / median")
-    for name, v in pieces.items():
-        print(f"  {name:<20}{min(v) * 1e3:8.3f}{statistics.median(v) * 1e3:8.3f}")
+    _report(f"{args.mib} MiB block, {args.rounds} rounds; ms per piece: best / median", pieces)
+    # torch.from_dlpack's own steps on a fresh array, each timed: what torch's Python asks of the
+    # producer (the device, the consumer stream, the capsule) and torch's C import of the capsule
+    steps: dict[str, list[float]] = {k: [] for k in (
+        "compute", "__dlpack_device__", "torch.cuda.current_stream", "__dlpack__(stream, max_version)",
+        "torch._C._from_dlpack(capsule)", "synchronize", "whole torch.from_dlpack, next array")}
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        r = y.compute(device=True)
+        t1 = time.perf_counter()
+        _, number = r.__dlpack_device__()
+        t2 = time.perf_counter()
+        s = torch.cuda.current_stream(f"cuda:{number}").cuda_stream
+        t3 = time.perf_counter()
+        capsule = r.__dlpack__(stream=s, max_version=(1, 0))
+        t4 = time.perf_counter()
+        t = torch._C._from_dlpack(capsule)
+        t5 = time.perf_counter()
+        torch.cuda.synchronize()
+        t6 = time.perf_counter()
+        del t, r, capsule
+        r = y.compute(device=True)
+        torch.cuda.synchronize()
+        t7 = time.perf_counter()
+        t = torch.from_dlpack(r)
+        t8 = time.perf_counter()
+        del t, r
+        for name, a, b in zip(steps, (t0, t1, t2, t3, t4, t5, t7), (t1, t2, t3, t4, t5, t6, t8)):
+            steps[name].append(b - a)
+    _report("torch.from_dlpack step by step on a fresh array (the next row: the whole call)", steps)
+    # the floor: torch.from_dlpack of producers whose export is C (a torch tensor, a CuPy array)
+    floor: dict[str, list[float]] = {"torch.from_dlpack(torch tensor)": []}
+    tt = torch.empty((rows, cols), device="cuda")
+    try:
+        import cupy
+        cp = cupy.empty((rows, cols), dtype=cupy.float32)
+        floor["torch.from_dlpack(cupy array)"] = []
+    except Exception:  # CuPy absent or unusable: the torch floor alone
+        cp = None
+    for _ in range(args.rounds):
+        for name, source in zip(floor, (tt, cp)):
+            torch.cuda.synchronize()
+            a = time.perf_counter()
+            t = torch.from_dlpack(source)
+            floor[name].append(time.perf_counter() - a)
+            del t
+    _report("the floor: the same call on producers exporting in C", floor)
 
     def handed() -> None:
         t = torch.from_dlpack(y.compute(device=True))
@@ -94,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)
         print(f"\n=== cProfile, {name}: {wall * 1e3:.3f} ms a round under the profiler\n{text.getvalue()}")
     return 0
+
+
+def _report(title: str, pieces: dict[str, list[float]]) -> None:
+    """Print `title` and each piece's best and median, ms."""
+    print(f"\n{title}", flush=True)
+    width = max(map(len, pieces)) + 2
+    for name, v in pieces.items():
+        print(f"  {name:<{width}}{min(v) * 1e3:8.3f}{statistics.median(v) * 1e3:8.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--warm", type=float, default=1.0, help="seconds of computes first")
     parser.add_argument("--top", type=int, default=25, help="functions listed per profile")
+    parser.add_argument("--spin-us", type=int, default=300, help="CPU spin before one hand-off variant")
     args = parser.parse_args(argv)
     import torch
 
@@ -101,6 +102,33 @@ def main(argv: list[str] | None = None) -> int:
         for name, a, b in zip(steps, (t0, t1, t2, t3, t4, t5, t7), (t1, t2, t3, t4, t5, t6, t8)):
             steps[name].append(b - a)
     _report("torch.from_dlpack step by step on a fresh array (the next row: the whole call)", steps)
+    # cold or fresh: the first hand-off right after a compute against a second one on another fresh
+    # array (the code warm, the array as new), and one after the CPU spun `--spin-us` after the compute
+    fresh: dict[str, list[float]] = {k: [] for k in (
+        "from_dlpack, first after the compute", "from_dlpack, a second fresh array",
+        f"from_dlpack after {args.spin_us} us spun")}
+    names = list(fresh)
+    for _ in range(args.rounds):
+        r1 = y.compute(device=True)
+        r2 = y.compute(device=True)
+        t0 = time.perf_counter()
+        t1_ = torch.from_dlpack(r1)
+        t1 = time.perf_counter()
+        t2_ = torch.from_dlpack(r2)
+        t2 = time.perf_counter()
+        fresh[names[0]].append(t1 - t0)
+        fresh[names[1]].append(t2 - t1)
+        del t1_, t2_, r1, r2
+        r = y.compute(device=True)
+        end = time.perf_counter() + args.spin_us * 1e-6
+        while time.perf_counter() < end:
+            pass
+        t0 = time.perf_counter()
+        t = torch.from_dlpack(r)
+        fresh[names[2]].append(time.perf_counter() - t0)
+        del t, r
+    _report("cold or fresh: the hand-off's cost by what ran just before it", fresh)
+    _polling(y, args.rounds)
     # the floor: torch.from_dlpack of producers whose export is C (a torch tensor, a CuPy array)
     floor: dict[str, list[float]] = {"torch.from_dlpack(torch tensor)": []}
     tt = torch.empty((rows, cols), device="cuda")
@@ -141,6 +169,58 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)
         print(f"\n=== cProfile, {name}: {wall * 1e3:.3f} ms a round under the profiler\n{text.getvalue()}")
     return 0
+
+
+def _polling(y: lf.Array, rounds: int) -> None:
+    """W4's two sides interleaved (`rounds` each after a second of load: the compute alone, and
+    `torch.from_dlpack` of it, each synchronised), with the pool waiting on its fences as it does
+    (vkWaitForFences, the thread asleep) and with the wait replaced, in this probe only, by polling
+    vkGetFenceStatus (the thread awake, as CUDA's default spin is): whether the hand-off's cost is
+    the CPU woken cold after the wait."""
+    import torch
+    import vulkan as vk
+
+    from lazyfuel.backends.vulkan import get_pool
+
+    pool = get_pool()
+    asleep = pool.wait
+
+    def awake(context: object) -> None:
+        while vk.lib.vkGetFenceStatus(pool.device, context.fence_ptr[0]) == 1:  # VK_NOT_READY
+            pass
+        asleep(context)  # signalled: returns at once, and checks the result as the pool does
+
+    def alone() -> None:
+        r = y.compute(device=True)
+        torch.cuda.synchronize()
+        del r
+
+    def handed() -> None:
+        t = torch.from_dlpack(y.compute(device=True))
+        torch.cuda.synchronize()
+        del t
+
+    times: dict[str, list[float]] = {}
+    for wait_name, wait in (("vkWaitForFences", asleep), ("polling vkGetFenceStatus", awake)):
+        pool.wait = wait
+        try:
+            end = time.perf_counter() + 1.0
+            while time.perf_counter() < end:
+                alone()
+            runs = {f"{wait_name}: compute alone": [], f"{wait_name}: torch.from_dlpack(compute)": []}
+            for _ in range(rounds):
+                for name, run in zip(runs, (alone, handed)):
+                    a = time.perf_counter()
+                    run()
+                    runs[name].append(time.perf_counter() - a)
+            times.update(runs)
+        finally:
+            del pool.wait  # the class's method again
+    _report("the fence wait asleep or awake: the compute alone and handed to torch, interleaved", times)
+    for wait_name in ("vkWaitForFences", "polling vkGetFenceStatus"):
+        a, h = times[f"{wait_name}: compute alone"], times[f"{wait_name}: torch.from_dlpack(compute)"]
+        print(f"  {wait_name}: hand-off vs alone, best {min(h) / min(a):.3f}x, "
+              f"median {statistics.median(h) / statistics.median(a):.3f}x", flush=True)
 
 
 def _report(title: str, pieces: dict[str, list[float]]) -> None:

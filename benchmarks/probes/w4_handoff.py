@@ -173,22 +173,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _polling(y: lf.Array, rounds: int) -> None:
     """W4's two sides interleaved (`rounds` each after a second of load: the compute alone, and
-    `torch.from_dlpack` of it, each synchronised), with the pool waiting on its fences as it does
-    (vkWaitForFences, the thread asleep) and with the wait replaced, in this probe only, by polling
-    vkGetFenceStatus (the thread awake, as CUDA's default spin is): whether the hand-off's cost is
-    the CPU woken cold after the wait."""
+    `torch.from_dlpack` of it, each synchronised), with the pool's fence waits asleep at once
+    (`fence_spin` 0, vkWaitForFences alone) and polling first as a GPU pool does by default
+    (`fence_wait.FenceWaiter`): what the driver's wake-up costs the compute and the hand-off."""
     import torch
-    import vulkan as vk
 
     from lazyfuel.backends.vulkan import get_pool
 
-    pool = get_pool()
-    asleep = pool.wait
-
-    def awake(context: object) -> None:
-        while vk.lib.vkGetFenceStatus(pool.device, context.fence_ptr[0]) == 1:  # VK_NOT_READY
-            pass
-        asleep(context)  # signalled: returns at once, and checks the result as the pool does
+    fences = get_pool().fences
+    default = fences.spin_s
 
     def alone() -> None:
         r = y.compute(device=True)
@@ -201,8 +194,9 @@ def _polling(y: lf.Array, rounds: int) -> None:
         del t
 
     times: dict[str, list[float]] = {}
-    for wait_name, wait in (("vkWaitForFences", asleep), ("polling vkGetFenceStatus", awake)):
-        pool.wait = wait
+    waits = (("asleep (fence_spin 0)", 0.0), (f"polling first (fence_spin {default:g} s)", default))
+    for wait_name, spin in waits:
+        fences.spin_s = spin
         try:
             end = time.perf_counter() + 1.0
             while time.perf_counter() < end:
@@ -215,9 +209,10 @@ def _polling(y: lf.Array, rounds: int) -> None:
                     runs[name].append(time.perf_counter() - a)
             times.update(runs)
         finally:
-            del pool.wait  # the class's method again
-    _report("the fence wait asleep or awake: the compute alone and handed to torch, interleaved", times)
-    for wait_name in ("vkWaitForFences", "polling vkGetFenceStatus"):
+            fences.spin_s = default
+    _report("the fence wait asleep or polled first: the compute alone and handed to torch, interleaved",
+            times)
+    for wait_name, _ in waits:
         a, h = times[f"{wait_name}: compute alone"], times[f"{wait_name}: torch.from_dlpack(compute)"]
         print(f"  {wait_name}: hand-off vs alone, best {min(h) / min(a):.3f}x, "
               f"median {statistics.median(h) / statistics.median(a):.3f}x", flush=True)

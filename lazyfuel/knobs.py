@@ -100,7 +100,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "(over the judge's picks; checked against the device when a pool opens)"),
     Knob("fence_spin", "LAZYFUEL_VULKAN_FENCE_SPIN", _optional_seconds, None, "seconds >= 0, or auto",
          "how long a thread waiting for Vulkan work polls its fence before it sleeps (one thread "
-         "a pool at a time; default 0.002 on GPUs, where a sleeping wait wakes 0.3-0.5 ms late, "
+         "a pool at a time; default 0.002 on GPUs, where a sleeping wait wakes late, "
          "0 on CPU devices; 0: always asleep)"),
     _one_of("vulkan_mapping", "LAZYFUEL_VULKAN_MAPPING", MAPPINGS,
             "how invocations map to elements (default per device kind)"),

@@ -1,10 +1,11 @@
 """How a thread waits for a Vulkan fence: awake for a short while first, then asleep.
 
-`vkWaitForFences` puts the thread to sleep until the driver wakes it, and on the H200 that wake
-came 0.3-0.5 ms after the work was done: one resident 1 GiB block's `compute(device=True)` took
-1.60 ms best (1.87 median) waiting so, and 1.31 (1.37) with the thread polling `vkGetFenceStatus`
-instead (`benchmarks/probes/w4_handoff.py`, session 12). CUDA's own default wait spins the same
-way where a core is free (`cudaDeviceScheduleAuto`).
+`vkWaitForFences` puts the thread to sleep until the driver wakes it, and a late wake delays every
+task's next step. On the H200 (session 12, BENCHMARKS "Session 12") W1 through the public API ran
+34.8 / 40.4 GB/s at 8 / 64 MiB chunks with the wait polled first, against 28.0 / 35.9 asleep (1 GiB
+chunks the same); one resident 1 GiB block's `compute(device=True)` went 1.60 -> 1.31 ms in one
+call and not in the next. CUDA's own default wait spins the same way where a core is free
+(`cudaDeviceScheduleAuto`).
 
 So `FenceWaiter.wait` polls the fence for up to `spin_s` seconds, then sleeps in
 `vkWaitForFences` for whatever is left. One thread of a pool polls at a time (the others sleep at
@@ -24,7 +25,7 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import VK_NOT_READY, VK_TIMEOUT
 
-SPIN_S = 0.002  # a GPU pool's default: the wake cost (0.3-0.5 ms) against one core kept this long
+SPIN_S = 0.002  # a GPU pool's default: most short tasks' waits, one core kept this long at most
 _WAIT_NS = 1_000_000_000  # asleep, wake up each second: a stuck device is still reported
 
 

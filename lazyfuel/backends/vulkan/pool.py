@@ -78,7 +78,7 @@ class DevicePool:
             raise
         self.queues = Queues(self.device, self.queue_family, n_queues)
         self.queue, self.queue_lock = self.queues.handles[0], self.queues.locks[0]
-        # fence waits poll first on GPUs (fence_wait.py): the driver's wake-up costs 0.3-0.5 ms
+        # fence waits poll first on GPUs (fence_wait.py): a sleeping wait wakes late
         self.fences = FenceWaiter(self.device, spin_for(config.fence_spin, self.info.kind))
         self._count_lock = threading.Lock()
         self.allocator = VulkanAllocator(self.device, physical, self.info)

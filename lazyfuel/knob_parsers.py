@@ -115,13 +115,6 @@ def _seconds(value: Any) -> float:
     return seconds
 
 
-def _optional_seconds(value: Any) -> float | None:
-    """Seconds >= 0; None (the default) when unset, empty or `auto`."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
-        return None
-    return _seconds(value)
-
-
 def _flag(value: Any) -> bool:
     if not isinstance(value, bool):
         raise Invalid("expected True or False")

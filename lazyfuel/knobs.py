@@ -20,7 +20,6 @@ from lazyfuel.knob_parsers import (
     _flag,
     _kernel_names,
     _on_off,
-    _optional_seconds,
     _optional_text,
     _path,
     _seconds,
@@ -98,10 +97,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "`256x8` or `gather=64x4,...`",
          "workgroup size x elements per invocation, for every kernel family or those listed "
          "(over the judge's picks; checked against the device when a pool opens)"),
-    Knob("fence_spin", "LAZYFUEL_VULKAN_FENCE_SPIN", _optional_seconds, None, "seconds >= 0, or auto",
-         "how long a thread waiting for Vulkan work polls its fence before it sleeps (one thread "
-         "a pool at a time; default 0.002 on GPUs, where a sleeping wait wakes late, "
-         "0 on CPU devices; 0: always asleep)"),
+    Knob("fence_spin", "LAZYFUEL_VULKAN_FENCE_SPIN", _seconds, 0.0, "seconds >= 0",
+         "how long a thread waiting for Vulkan work polls its fence before it sleeps, one thread a "
+         "pool at a time (0: asleep at once; measured on the H200 with no settled gain: "
+         "docs/decisions.md 111)"),
     _one_of("vulkan_mapping", "LAZYFUEL_VULKAN_MAPPING", MAPPINGS,
             "how invocations map to elements (default per device kind)"),
     _one_of("vulkan_memory", "LAZYFUEL_VULKAN_MEMORY", MEMORY_BINDINGS,

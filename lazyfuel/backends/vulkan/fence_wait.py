@@ -1,18 +1,18 @@
 """How a thread waits for a Vulkan fence: awake for a short while first, then asleep.
 
 `vkWaitForFences` puts the thread to sleep until the driver wakes it, and a late wake delays every
-task's next step. On the H200 (session 12, BENCHMARKS "Session 12") W1 through the public API ran
-34.8 / 40.4 GB/s at 8 / 64 MiB chunks with the wait polled first, against 28.0 / 35.9 asleep (1 GiB
-chunks the same); one resident 1 GiB block's `compute(device=True)` went 1.60 -> 1.31 ms in one
-call and not in the next. CUDA's own default wait spins the same way where a core is free
-(`cudaDeviceScheduleAuto`).
+task's next step; CUDA's own default wait spins where a core is free (`cudaDeviceScheduleAuto`).
+`FenceWaiter.wait` polls the fence for up to `spin_s` seconds (the `fence_spin` knob), then sleeps
+in `vkWaitForFences` for whatever is left. One thread of a pool polls at a time (the others sleep
+at once): a waiting pool costs one core at most, however many tasks wait. Each poll is a C call
+that releases the GIL, so the poller hands the GIL over to any thread that wants it.
 
-So `FenceWaiter.wait` polls the fence for up to `spin_s` seconds, then sleeps in
-`vkWaitForFences` for whatever is left. One thread of a pool polls at a time (the others sleep at
-once): a waiting pool costs one core at most, however many tasks wait. Each poll is a C call that
-releases the GIL, so the poller hands the GIL over to any thread that wants it. The default
-(`spin_for`) is `SPIN_S` on GPUs and none on CPU devices: lavapipe runs the work on the cores a
-poller would take.
+Off by default (`fence_spin` 0): on the H200 (session 12, BENCHMARKS "Session 12") W1 at 8 MiB
+chunks ran 35.6 against 26.6 GB/s page-locked polled vs asleep in one call, and 22.7 / 33.3 against
+25.8 / 25.9 in four processes of a later one; one 1 GiB block's `compute(device=True)` went 1.60 ->
+1.31 ms in one call and 1.84 -> 1.98 in the next. The process-to-process spread is as large as the
+gain, so polling is there to be chosen, not the default. On CPU devices (lavapipe runs the work on
+the cores a poller would take) it is never worth it.
 """
 
 from __future__ import annotations
@@ -25,16 +25,7 @@ import vulkan as vk
 
 from lazyfuel.backends.vulkan.check import VK_NOT_READY, VK_TIMEOUT
 
-SPIN_S = 0.002  # a GPU pool's default: most short tasks' waits, one core kept this long at most
 _WAIT_NS = 1_000_000_000  # asleep, wake up each second: a stuck device is still reported
-
-
-def spin_for(setting: float | None, kind: str) -> float:
-    """Seconds a pool's waiter polls before it sleeps: `setting` (the `fence_spin` knob) where
-    given, else `SPIN_S` on a GPU and 0 on a CPU device (`kind`: `DeviceInfo.kind`)."""
-    if setting is not None:
-        return float(setting)
-    return 0.0 if kind == "cpu" else SPIN_S
 
 
 class FenceWaiter:

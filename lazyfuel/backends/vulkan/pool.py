@@ -43,7 +43,7 @@ from lazyfuel.backends.vulkan.devices import (
     spread,
 )
 from lazyfuel.backends.vulkan.export import EXTENSION as EXPORT_FD
-from lazyfuel.backends.vulkan.fence_wait import FenceWaiter, spin_for
+from lazyfuel.backends.vulkan.fence_wait import FenceWaiter
 from lazyfuel.backends.vulkan.hostmem import EXTENSION as HOST_MEMORY
 from lazyfuel.backends.vulkan.instance import create_instance
 from lazyfuel.backends.vulkan.kept import KeptImports
@@ -78,8 +78,8 @@ class DevicePool:
             raise
         self.queues = Queues(self.device, self.queue_family, n_queues)
         self.queue, self.queue_lock = self.queues.handles[0], self.queues.locks[0]
-        # fence waits poll first on GPUs (fence_wait.py): a sleeping wait wakes late
-        self.fences = FenceWaiter(self.device, spin_for(config.fence_spin, self.info.kind))
+        # fence waits poll first for `fence_spin` seconds where asked (fence_wait.py; default 0)
+        self.fences = FenceWaiter(self.device, config.fence_spin)
         self._count_lock = threading.Lock()
         self.allocator = VulkanAllocator(self.device, physical, self.info)
         self.pinned = PinnedHost(self.allocator)  # page-locked host arrays (lf.empty_pinned)

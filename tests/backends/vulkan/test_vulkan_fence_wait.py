@@ -63,7 +63,7 @@ class _Gate:
         lib.vkGetDeviceQueue(self.device, pool.queue_family, 0, queue)
         self.queue = queue[0]
         self.fences: list = []
-        self.semaphores: list = []  # the first submission's (see `submit`)
+        self.semaphore = None  # the first submission's (see `submit`)
         self._queue_lock = threading.Lock()  # the queue is externally synchronised
 
     def submit(self):
@@ -75,7 +75,7 @@ class _Gate:
         check(lib.vkCreateFence(self.device, ffi.new("VkFenceCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO}), ffi.NULL, fence), "vkCreateFence")
         self.fences.append(fence)
-        if self.semaphores:
+        if self.semaphore is not None:
             with self._queue_lock:
                 check(lib.vkQueueSubmit(self.queue, 0, ffi.NULL, fence[0]), "vkQueueSubmit")
             return fence
@@ -86,7 +86,7 @@ class _Gate:
         check(lib.vkCreateSemaphore(self.device, ffi.new("VkSemaphoreCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": kind}), ffi.NULL, semaphore),
             "vkCreateSemaphore")
-        self.semaphores.append(semaphore)
+        self.semaphore = semaphore
         value = ffi.new("uint64_t[]", [1])
         timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
@@ -100,18 +100,17 @@ class _Gate:
         return fence
 
     def open(self) -> None:
-        for semaphore in self.semaphores:
-            check(vk.lib.vkSignalSemaphore(self.device, vk.ffi.new("VkSemaphoreSignalInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, "semaphore": semaphore[0],
-                "value": 1})), "vkSignalSemaphore")
+        check(vk.lib.vkSignalSemaphore(self.device, vk.ffi.new("VkSemaphoreSignalInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, "semaphore": self.semaphore[0],
+            "value": 1})), "vkSignalSemaphore")
 
     def destroy(self) -> None:
         lib = vk.lib
         lib.vkDeviceWaitIdle(self.device)
         for fence in self.fences:
             lib.vkDestroyFence(self.device, fence[0], vk.ffi.NULL)
-        for semaphore in self.semaphores:
-            lib.vkDestroySemaphore(self.device, semaphore[0], vk.ffi.NULL)
+        if self.semaphore is not None:
+            lib.vkDestroySemaphore(self.device, self.semaphore[0], vk.ffi.NULL)
         lib.vkDestroyDevice(self.device, vk.ffi.NULL)
         messages = list(self.instance.messages)
         self.instance.destroy()

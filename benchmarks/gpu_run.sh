@@ -35,6 +35,9 @@
 #   at chunks of 8 MiB-1 GiB, pageable and page-locked, beside torch at its best (pinned, 3 streams),
 #   torch as first written and numpy, and lazyfuel pageable by thread count (DATA_PATH_ARGS; output
 #   data_path.txt and data_path.json). About 3-4 minutes on the H200.
+# w1timeline (not in the default list): benchmarks/probes/w1_timeline.py, W1 page-locked as a timeline of
+#   its programs (lead, tail, programs in flight, host time between tasks) round by round beside torch at
+#   its best, by chunk size, threads and task_bytes (W1T_ARGS; W1T_S seconds at most).
 # per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
 #   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # resident (not in the default list): issue 18's CUDA hand-off and resident figures: the DLPack / CUDA
@@ -173,6 +176,8 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 2>&1 | tee "$OUT/w3_kernel_probe.txt" ;;
     w3narrow) timeout ${W3N_S:-200} python3 benchmarks/probes/w3_kernel_probe.py --narrow --out "$OUT" ${W3N_ARGS:-} \
                 2>&1 | tee "$OUT/w3_narrow.txt" ;;
+    w1timeline) timeout ${W1T_S:-300} python3 benchmarks/probes/w1_timeline.py ${W1T_ARGS:-} 2>&1 \
+                | tee "$OUT/w1_timeline.txt" ;;
     w4handoff) timeout ${W4H_S:-120} python3 benchmarks/probes/w4_handoff.py ${W4H_ARGS:-} 2>&1 \
                 | tee "$OUT/w4_handoff.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;

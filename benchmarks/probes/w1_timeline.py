@@ -38,8 +38,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
 
-import lazyfuel as lf
 from data_path import COLS, CUDA, check, make_inputs, permutation, torch, torch_best_run
+
+import lazyfuel as lf
 from lazyfuel.backends.vulkan import batch as batch_module
 from lazyfuel.backends.vulkan import get_pool, register
 from lazyfuel.backends.vulkan.pool import DevicePool

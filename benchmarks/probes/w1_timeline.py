@@ -8,17 +8,21 @@ its first submit or after its last fence. x (N, 1024) f32 of `--gib` GiB and the
 `lf.empty_pinned`, y = masked_fill(index_select(x, 0, idx), mask (N, 1), -1), idx permuting rows
 inside each chunk (as benchmarks/data_path.py's W1). The GPU is kept busy `--warm-s` first.
 
-For each variant (chunk MiB x dask threads x `task_bytes`), `--rounds` rounds, each a lazyfuel
-`compute(out=)` then (CUDA only) torch at its best on the same chunks (pinned tensors, 3 streams,
-`non_blocking`): per round the ratio of the two walls, and for lazyfuel, from `Batch.start` and
-the pool's fence wait wrapped for the round: programs, ms before the first submit (`lead`), ms
-after the last fence (`tail`), the share of the wall with a program in flight (`busy`), the
-programs in flight on average (`depth`), ms per program submit -> fence (`prog`), ms a thread
+For each variant (chunk MiB x dask threads x `task_bytes` x tasks per thread at least (the
+grouping's floor, 2 in the library) x recording gate (0: none; k: at most k threads between a
+program's first upload and its submit, a semaphore wrapped around `VulkanExecutor._record` and
+`Batch.start`: does fewer threads contending for the GIL while recording help?)), `--rounds` rounds,
+each a lazyfuel `compute(out=)` then (CUDA only) torch at its best on the same chunks (pinned
+tensors, 3 streams, `non_blocking`): per round the ratio of the two walls, and for lazyfuel, from
+`Batch.start` and the pool's fence wait wrapped for the round: programs, ms before the first submit
+(`lead`), ms after the last fence (`tail`), the share of the wall with a program in flight (`busy`),
+the programs in flight on average (`depth`), ms per program submit -> fence (`prog`), ms a thread
 spends between its last fence and its next submit (`host`: its next task's Python, dask and the
 GIL), and the queue slots used. Medians over the rounds; the result is checked bit for bit.
 
     python benchmarks/probes/w1_timeline.py [--gib 4] [--mibs 8,64] [--threads 16,8]
-                                            [--task-mibs 64,128] [--rounds 8]
+                                            [--task-mibs 64,128] [--per-thread 2,1] [--gates 0,4]
+                                            [--rounds 8]
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from data_path import COLS, CUDA, check, make_inputs, permutation, torch, torch_
 import lazyfuel as lf
 from lazyfuel.backends.vulkan import batch as batch_module
 from lazyfuel.backends.vulkan import get_pool, register
+from lazyfuel.backends.vulkan.executor import VulkanExecutor
 from lazyfuel.backends.vulkan.pool import DevicePool
+from lazyfuel.graph import lower
 
 
 class Timeline:
@@ -101,6 +107,55 @@ class Timeline:
                 "slots": len({e[1] for e in events}), "wall": wall}
 
 
+class Gate:
+    """At most `k` threads between their first `_record` and their `Batch.start` (0: no gate)."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self._held = k, threading.local()
+        self._semaphore = threading.Semaphore(max(k, 1))
+        self._record, self._start = VulkanExecutor._record, batch_module.Batch.start
+
+    def __enter__(self) -> Gate:
+        if not self.k:
+            return self
+        gate, record, start = self, self._record, self._start
+
+        def gated_record(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            if not getattr(gate._held, "on", False):
+                gate._semaphore.acquire()
+                gate._held.on = True
+            return record(executor, *args, **kwargs)
+
+        def gated_start(batch: Any) -> None:
+            try:
+                start(batch)
+            finally:
+                if getattr(gate._held, "on", False):
+                    gate._held.on = False
+                    gate._semaphore.release()
+
+        VulkanExecutor._record, batch_module.Batch.start = gated_record, gated_start
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        VulkanExecutor._record, batch_module.Batch.start = self._record, self._start
+
+
+class PerThread:
+    """The grouping's floor of tasks per worker thread set to `n` while entered (2 in lower.py)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self._grouped = n, lower.grouped
+
+    def __enter__(self) -> PerThread:
+        real, n = self._grouped, self.n
+        lower.grouped = lambda root, target, min_tasks: real(root, target, min_tasks // 2 * n)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lower.grouped = self._grouped
+
+
 def warm(seconds: float, x: np.ndarray) -> None:
     """Keep the GPU busy `seconds` (its clocks up): torch's device copies, or lazyfuel computes."""
     until = time.perf_counter() + seconds
@@ -117,7 +172,7 @@ def warm(seconds: float, x: np.ndarray) -> None:
 
 
 def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads: int, task_mib: int,
-            rounds: int, tensors: dict[str, Any]) -> None:
+            per_thread: int, gate: int, rounds: int, tensors: dict[str, Any]) -> None:
     """One row: `rounds` rounds of lazyfuel then torch, interleaved; medians printed."""
     chunk_rows = max(1, (mib << 20) // (COLS * 4))
     idx = permutation(len(x), chunk_rows, chunk_rows)
@@ -125,7 +180,7 @@ def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads:
     idx_pinned = torch.from_numpy(idx).pin_memory() if tensors else None
     rows: list[dict[str, float]] = []
     ratios: list[float] = []
-    with lf.config(task_bytes=task_mib << 20):
+    with lf.config(task_bytes=task_mib << 20), PerThread(per_thread), Gate(gate):
         y.compute(out=out, scheduler="threads", num_workers=threads)  # cold: pipelines, plans
         check(out, x, idx, mask, chunk_rows, "lazyfuel")
         if tensors:
@@ -143,7 +198,8 @@ def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads:
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     gbs = [x.nbytes / r["wall"] / 1e9 for r in rows]
     ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
-    print(f"| {mib} | {threads} | {task_mib} | {statistics.median(gbs):.1f} ({max(gbs):.1f}) | {ratio} | "
+    print(f"| {mib} | {threads} | {task_mib} | {per_thread} | {gate} | "
+          f"{statistics.median(gbs):.1f} ({max(gbs):.1f}) | {ratio} | "
           f"{med['programs']:.0f} | {med['lead']:.1f} | {med['tail']:.1f} | {med['busy']:.2f} | "
           f"{med['depth']:.1f} | {med['prog']:.2f} | {med['host']:.2f} | {med['slots']:.0f} |", flush=True)
 
@@ -154,6 +210,8 @@ def main() -> None:
     parser.add_argument("--mibs", default="8,64")
     parser.add_argument("--threads", default=str(os.cpu_count() or 1))
     parser.add_argument("--task-mibs", default="64")
+    parser.add_argument("--per-thread", default="2")
+    parser.add_argument("--gates", default="0")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-s", type=float, default=1.5)
     args = parser.parse_args()
@@ -172,14 +230,15 @@ def main() -> None:
                    "streams": [torch.cuda.Stream() for _ in range(3)]}
     print(f"{pool.label}: {x.nbytes / 2**30:.2f} GiB page-locked x and out, {len(pool.queues)} queues, "
           f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    print("\n| chunk MiB | threads | task MiB | GB/s median (best) | torch best / lazyfuel wall | programs | "
-          "lead ms | tail ms | busy | depth | prog ms | host ms | queue slots |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for mib, threads, task_mib in itertools.product(
-            [int(m) for m in args.mibs.split(",")], [int(t) for t in args.threads.split(",")],
-            [int(t) for t in args.task_mibs.split(",")]):
+    print("\n| chunk MiB | threads | task MiB | tasks a thread | gate | GB/s median (best) | "
+          "torch best / lazyfuel wall | programs | lead ms | tail ms | busy | depth | prog ms | host ms | "
+          "queue slots |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    grid = [[int(v) for v in text.split(",")]
+            for text in (args.mibs, args.threads, args.task_mibs, args.per_thread, args.gates)]
+    for mib, threads, task_mib, per_thread, gate in itertools.product(*grid):
         warm(args.warm_s, x)
-        variant(x, out, mask, mib, threads, task_mib, args.rounds, tensors)
+        variant(x, out, mask, mib, threads, task_mib, per_thread, gate, args.rounds, tensors)
     print(f"\nvalidation messages: {len(pool.validation_messages)}")
 
 

@@ -141,6 +141,53 @@ class Gate:
         VulkanExecutor._record, batch_module.Batch.start = self._record, self._start
 
 
+class PrepGate:
+    """At most `k` threads between a task's start (`store_made` / `store_block`, as lower.py's
+    graph calls them) and its first `Batch.start` (0: no gate): the first tasks of a compute
+    submit after their own Python, not after every thread's interleaved under the GIL."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self._held = k, threading.local()
+        self._semaphore = threading.Semaphore(max(k, 1))
+        self._made, self._block, self._start = lower.store_made, lower.store_block, batch_module.Batch.start
+
+    def _release(self) -> None:
+        if getattr(self._held, "on", False):
+            self._held.on = False
+            self._semaphore.release()
+
+    def _gated(self, task: Any) -> Any:
+        gate = self
+
+        def run(*args: Any) -> Any:
+            gate._semaphore.acquire()
+            gate._held.on = True
+            try:
+                return task(*args)
+            finally:
+                gate._release()
+
+        return run
+
+    def __enter__(self) -> PrepGate:
+        if not self.k:
+            return self
+        gate, start = self, self._start
+
+        def gated_start(batch: Any) -> None:
+            try:
+                start(batch)
+            finally:
+                gate._release()
+
+        lower.store_made, lower.store_block = self._gated(self._made), self._gated(self._block)
+        batch_module.Batch.start = gated_start
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lower.store_made, lower.store_block, batch_module.Batch.start = self._made, self._block, self._start
+
+
 class PerThread:
     """The grouping's floor of tasks per worker thread set to `n` while entered (2 in lower.py)."""
 
@@ -172,7 +219,7 @@ def warm(seconds: float, x: np.ndarray) -> None:
 
 
 def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads: int, task_mib: int,
-            per_thread: int, gate: int, rounds: int, tensors: dict[str, Any]) -> None:
+            per_thread: int, gate: int, prep: int, rounds: int, tensors: dict[str, Any]) -> None:
     """One row: `rounds` rounds of lazyfuel then torch, interleaved; medians printed."""
     chunk_rows = max(1, (mib << 20) // (COLS * 4))
     idx = permutation(len(x), chunk_rows, chunk_rows)
@@ -180,7 +227,7 @@ def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads:
     idx_pinned = torch.from_numpy(idx).pin_memory() if tensors else None
     rows: list[dict[str, float]] = []
     ratios: list[float] = []
-    with lf.config(task_bytes=task_mib << 20), PerThread(per_thread), Gate(gate):
+    with lf.config(task_bytes=task_mib << 20), PerThread(per_thread), Gate(gate), PrepGate(prep):
         y.compute(out=out, scheduler="threads", num_workers=threads)  # cold: pipelines, plans
         check(out, x, idx, mask, chunk_rows, "lazyfuel")
         if tensors:
@@ -198,7 +245,7 @@ def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads:
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     gbs = [x.nbytes / r["wall"] / 1e9 for r in rows]
     ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
-    print(f"| {mib} | {threads} | {task_mib} | {per_thread} | {gate} | "
+    print(f"| {mib} | {threads} | {task_mib} | {per_thread} | {gate} | {prep} | "
           f"{statistics.median(gbs):.1f} ({max(gbs):.1f}) | {ratio} | "
           f"{med['programs']:.0f} | {med['lead']:.1f} | {med['tail']:.1f} | {med['busy']:.2f} | "
           f"{med['depth']:.1f} | {med['prog']:.2f} | {med['host']:.2f} | {med['slots']:.0f} |", flush=True)
@@ -212,6 +259,7 @@ def main() -> None:
     parser.add_argument("--task-mibs", default="64")
     parser.add_argument("--per-thread", default="2")
     parser.add_argument("--gates", default="0")
+    parser.add_argument("--prep-gates", default="0")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-s", type=float, default=1.5)
     args = parser.parse_args()
@@ -230,15 +278,15 @@ def main() -> None:
                    "streams": [torch.cuda.Stream() for _ in range(3)]}
     print(f"{pool.label}: {x.nbytes / 2**30:.2f} GiB page-locked x and out, {len(pool.queues)} queues, "
           f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    print("\n| chunk MiB | threads | task MiB | tasks a thread | gate | GB/s median (best) | "
+    print("\n| chunk MiB | threads | task MiB | tasks a thread | gate | prep gate | GB/s median (best) | "
           "torch best / lazyfuel wall | programs | lead ms | tail ms | busy | depth | prog ms | host ms | "
           "queue slots |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    grid = [[int(v) for v in text.split(",")]
-            for text in (args.mibs, args.threads, args.task_mibs, args.per_thread, args.gates)]
-    for mib, threads, task_mib, per_thread, gate in itertools.product(*grid):
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    axes = (args.mibs, args.threads, args.task_mibs, args.per_thread, args.gates, args.prep_gates)
+    grid = [[int(v) for v in text.split(",")] for text in axes]
+    for mib, threads, task_mib, per_thread, gate, prep in itertools.product(*grid):
         warm(args.warm_s, x)
-        variant(x, out, mask, mib, threads, task_mib, per_thread, gate, args.rounds, tensors)
+        variant(x, out, mask, mib, threads, task_mib, per_thread, gate, prep, args.rounds, tensors)
     print(f"\nvalidation messages: {len(pool.validation_messages)}")
 
 

@@ -19,10 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from lazyfuel import prep_gate
 from lazyfuel.settings import config
 
 SPLIT_MIN = 32 << 20  # copies under this run in the caller's thread
 PIECE = 8 << 20  # the smallest piece a large copy is cut into
+RELEASE_MIN = 1 << 20  # copies of this many bytes give up the task's turn (`prep_gate`) first
 ENV = "LAZYFUEL_COPY_THREADS"
 
 _pool: ThreadPoolExecutor | None = None
@@ -48,6 +50,8 @@ def _executor() -> ThreadPoolExecutor:
 def copy(dst: np.ndarray, src: np.ndarray) -> None:
     """`dst[:] = src` for two 1-d uint8 arrays of one length, on several threads when large."""
     n = src.nbytes
+    if n >= RELEASE_MIN:
+        prep_gate.release()  # numpy copies without the GIL: another task may prepare
     n_workers = workers() if n >= SPLIT_MIN else 1
     if n_workers <= 1:
         dst[:] = src
@@ -96,6 +100,8 @@ def take_rows(src: np.ndarray, rows: np.ndarray, out: np.ndarray, mode: str = "r
     taken on the copy pool's threads (numpy's take releases the GIL), the caller's thread taking
     the first run. Returns `out`."""
     bounds = row_runs(len(rows), out.nbytes // max(len(rows), 1), split_min, piece)
+    if out.nbytes >= RELEASE_MIN:
+        prep_gate.release()
     if len(bounds) <= 1:
         np.take(src, rows, axis=0, out=out, mode=mode)
         return out

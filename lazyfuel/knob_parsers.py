@@ -64,6 +64,14 @@ def _count(what: str) -> Callable[[Any], int | None]:
     return parse
 
 
+def _count_or_off(value: Any) -> int:
+    """A number, 0 (off) or more."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        raise Invalid("expected a number (0 for off, 1, 2, …)")
+    return int(text)
+
+
 def _path(value: Any) -> Path | None:
     text = str(value).strip() if value is not None else ""
     return Path(text).expanduser() if text else None

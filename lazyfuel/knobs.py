@@ -17,6 +17,7 @@ from lazyfuel.knob_parsers import (
     _bytes_or_off,
     _choice,
     _count,
+    _count_or_off,
     _flag,
     _kernel_names,
     _on_off,
@@ -136,10 +137,15 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "fraction of host memory or bytes",
          "bytes of zarr chunk data the read tasks of a select over `lf.from_zarr` hold at once "
          "(a fraction of host memory or bytes; read when the graph is built)"),
-    Knob("task_bytes", "LAZYFUEL_TASK_BYTES", _bytes_or_off, 64 << 20, "bytes or 0",
+    Knob("task_bytes", "LAZYFUEL_TASK_BYTES", _bytes_or_off, 128 << 20, "bytes or 0",
          "a compute on dask's local schedulers runs adjacent small blocks of the result together, "
          "one task and one program per about this many bytes (at least two tasks per worker "
          "thread), the Array's chunks unchanged; 0: one task per block"),
+    Knob("prep_slots", "LAZYFUEL_PREP_SLOTS", _count_or_off, 1, "integer >= 0",
+         "tasks of a compute that run their Python at once, each until its work is handed off (its "
+         "first submit, a fence wait, a large host copy, a program on the CPU): the first tasks "
+         "submit after their own preparation, not after every thread's interleaved under the GIL "
+         "(docs/decisions.md 112); 0: no turns"),
     Knob("device_task_bytes", "LAZYFUEL_DEVICE_TASK_BYTES", _bytes_or_off, 4 << 30, "bytes or 0",
          "a graph whose results stay on the device (`persist(device=True)`, `compute(device=True)`) "
          "runs adjacent blocks of one device as one task and one command buffer, up to this many "

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyfuel import layout as layouts
+from lazyfuel import prep_gate
 from lazyfuel.backends import base
 from lazyfuel.backends.base import executor
 from lazyfuel.dtypes import DType
@@ -274,28 +275,42 @@ def _streamed(runtime: Runtime, recipe: BlockRecipe, inputs: list[Any]) -> Any |
 
 
 def run_block(recipe: BlockRecipe, runtime: Runtime, *args: Any) -> np.ndarray:
-    """The task: build the program inputs from `args`, plan, run once, view the result."""
-    return computed_block(recipe, runtime, args, None)
+    """The task: build the program inputs from `args`, plan, run once, view the result (its
+    Python in a turn of `prep_gate`)."""
+    with prep_gate.turn(prep_slots(runtime)):
+        return computed_block(recipe, runtime, args, None)
 
 
 def store_block(recipe: BlockRecipe, runtime: Runtime, dest: np.ndarray, region: tuple[slice, ...],
                 *args: Any) -> None:
     """The task of a compute into one array: the block is computed into `dest[region]`, by the
     kernels themselves (`Executor.run(out=)`) where that region is contiguous and no numpy view
-    follows the program, else copied there. Returns nothing: the result is in `dest`."""
+    follows the program, else copied there (its Python in a turn of `prep_gate`). Returns
+    nothing: the result is in `dest`."""
     target = dest[region] if dest.ndim else dest  # a 0-d array indexed by () is a scalar
     direct = recipe.chain is not None and not recipe.post and target.flags.c_contiguous
-    result = computed_block(recipe, runtime, args, target if direct else None)
+    with prep_gate.turn(prep_slots(runtime)):
+        result = computed_block(recipe, runtime, args, target if direct else None)
     if result is not target:
         target[...] = result
+
+
+def prep_slots(runtime: Runtime) -> int:
+    """`config.prep_slots` as the graph was lowered under (its `lazyfuel.config` blocks), without
+    applying them: a task's turn is taken before its runtime is applied."""
+    for name, value in getattr(runtime, "overrides", ()):
+        if name == "prep_slots":
+            return value
+    return config.prep_slots
 
 
 def store_made(made: Callable[[], tuple[BlockRecipe, list[Any]]], runtime: Runtime, dest: np.ndarray,
                region: tuple[slice, ...]) -> None:
     """`store_block` of the recipe and arguments `made()` returns: a task that makes its own
     recipe when it runs (its chunks are held in the graph, so it has nothing to wait for)."""
-    recipe, args = made()
-    store_block(recipe, runtime, dest, region, *args)
+    with prep_gate.turn(prep_slots(runtime)):
+        recipe, args = made()
+        store_block(recipe, runtime, dest, region, *args)
 
 
 def computed_block(recipe: BlockRecipe, runtime: Runtime, args: Sequence[Any],

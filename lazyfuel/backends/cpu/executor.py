@@ -16,7 +16,7 @@ from functools import cache
 
 import numpy as np
 
-from lazyfuel import profiling
+from lazyfuel import prep_gate, profiling
 from lazyfuel.backends.base import Outs, deliver, destinations, input_fits
 from lazyfuel.contracts.model import Backend
 from lazyfuel.layout import Layout
@@ -43,6 +43,7 @@ class CpuExecutor:
             TypeError: an input's dtype differs from the program's.
             IndexError: an index is out of range (from the kernel).
         """
+        prep_gate.release()  # numpy kernels from here: another task may prepare
         values = self._check_inputs(program, inputs)
         dests = destinations(program, out)
         into = {v: d for v, d in zip(program.outputs, dests) if d is not None}

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import vulkan as vk
 
+from lazyfuel import prep_gate
 from lazyfuel.backends.vulkan.check import check
 from lazyfuel.backends.vulkan.dispatch import Prepared, Recorder
 from lazyfuel.backends.vulkan.memory import Allocation
@@ -271,6 +272,7 @@ class Batch:
         self._ran = True
         self._started = time.perf_counter()
         self.pool.submit(self.context)
+        prep_gate.release()  # handed to the device: the next task may prepare
 
     @property
     def submitted(self) -> bool:

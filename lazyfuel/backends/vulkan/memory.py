@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import vulkan as vk
 
+from lazyfuel import prep_gate
 from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.cache_policy import DedicatedCache
 from lazyfuel.backends.vulkan.check import VK_ERROR_OUT_OF_DEVICE_MEMORY, VulkanMemoryError, check
@@ -187,6 +188,7 @@ class VulkanAllocator:
         `host` is None (the bytes are `data`'s) and its offset has `data`'s alignment in a page."""
         if self.imports is None or data.nbytes < max(self.import_min, 1):
             return None
+        prep_gate.release()  # the driver pins the pages: no need of the task's turn
         address = int(data.__array_interface__["data"][0])
         found = self.imports.import_range(address, data.nbytes, BUFFER_USAGE)
         if found is None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import vulkan as vk
 
+from lazyfuel import prep_gate
 from lazyfuel.backends.vulkan import faults
 from lazyfuel.backends.vulkan.batch import Batch, Context
 from lazyfuel.backends.vulkan.check import VK_ERROR_DEVICE_LOST, DeviceLostError, check
@@ -185,6 +186,7 @@ class DevicePool:
     def wait(self, context: Context) -> None:
         """Block until the context's fence signals (polled a while first, then asleep, the GIL
         released: `fence_wait.FenceWaiter`)."""
+        prep_gate.release()  # a thread waiting gives its task's turn up
         result = self.fences.wait(context.fence_ptr)
         if faults.armed:  # a test hook: report a loss after the real wait
             result = faults.due(faults.WAIT) or result

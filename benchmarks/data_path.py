@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="W2 configurations to run: name prefixes, comma-separated (=NAME: exactly)")
     parser.add_argument("--w2-child", default="", help=argparse.SUPPRESS)  # one W2 configuration (JSON)
     parser.add_argument("--resident-gib", type=float, default=16.0, help="W3/W4: size of resident x")
+    parser.add_argument("--w4-rounds", type=int, default=0,
+                        help="W4's interleaved rounds a side (default: --rounds, at least 10)")
     parser.add_argument("--w3-row-bytes", default="1024,64", help="W3's row sizes, bytes, in order")
     parser.add_argument("--resident-chunk-mib", type=int, default=1024, help="W3/W4: chunk size, MiB")
     args = parser.parse_args(argv)
@@ -569,16 +571,16 @@ def resident_workloads(args: argparse.Namespace, pool: Any) -> dict[str, Any]:
     otherwise), best of `--rounds`; TB/s = (x read + y written) / wall, beside torch index_select +
     masked_fill_ and CuPy take + copyto on the same resident tensors, for 1 KiB and 64-byte rows.
     W4 (run first): `torch.from_dlpack(y.compute(device=True))` of one chunk's result against the
-    compute alone (interleaved, best and median of `--rounds`, at least 10, each: `_w4`), no
-    download in `lf.profile`, values bit-equal to torch's. Then the
-    resident store's budget under 16 threads: persisted blocks spilling under a small budget end
+    compute alone (interleaved, best and median of `--w4-rounds`, else `--rounds` and at least 10,
+    each: `_w4`), no download in `lf.profile`, values bit-equal to torch's. Then the resident
+    store's budget under 16 threads: persisted blocks spilling under a small budget end
     under it, bit-exact."""
     results: dict[str, Any] = {}
     gib = 1 / 16 if args.quick else args.resident_gib
     chunk_mib = 4 if args.quick else args.resident_chunk_mib
     rows_out: list[str] = []
     if "w4" in args.workloads:  # first: the shortest, so a call cut short still has it
-        results["w4"] = _w4(pool, gib, chunk_mib, max(args.rounds, 10))
+        results["w4"] = _w4(pool, gib, chunk_mib, args.w4_rounds or max(args.rounds, 10))
         gc.collect()
     for row_bytes in [int(b) for b in args.w3_row_bytes.split(",")] if "w3" in args.workloads else ():
         results[f"w3 {row_bytes}"] = _w3(pool, gib, chunk_mib, row_bytes, max(args.rounds, 2), rows_out)

@@ -11,7 +11,8 @@ inside each chunk (as benchmarks/data_path.py's W1). The GPU is kept busy `--war
 For each variant (chunk MiB x dask threads x `task_bytes` x tasks per thread at least (the
 grouping's floor, 2 in the library) x recording gate (0: none; k: at most k threads between a
 program's first upload and its submit, a semaphore wrapped around `VulkanExecutor._record` and
-`Batch.start`: does fewer threads contending for the GIL while recording help?)), `--rounds` rounds,
+`Batch.start`: does fewer threads contending for the GIL while recording help?) x `prep_slots`
+(`--prep-gates`; the library's turns at a task's whole Python, decision 112; 0 off)), `--rounds` rounds,
 each a lazyfuel `compute(out=)` then (CUDA only) torch at its best on the same chunks (pinned
 tensors, 3 streams, `non_blocking`): per round the ratio of the two walls, and for lazyfuel, from
 `Batch.start` and the pool's fence wait wrapped for the round: programs, ms before the first submit
@@ -22,7 +23,7 @@ GIL), and the queue slots used. Medians over the rounds; the result is checked b
 
     python benchmarks/probes/w1_timeline.py [--gib 4] [--mibs 8,64] [--threads 16,8]
                                             [--task-mibs 64,128] [--per-thread 2,1] [--gates 0,4]
-                                            [--rounds 8]
+                                            [--prep-gates 0,1] [--rounds 8]
 """
 
 from __future__ import annotations
@@ -141,53 +142,6 @@ class Gate:
         VulkanExecutor._record, batch_module.Batch.start = self._record, self._start
 
 
-class PrepGate:
-    """At most `k` threads between a task's start (`store_made` / `store_block`, as lower.py's
-    graph calls them) and its first `Batch.start` (0: no gate): the first tasks of a compute
-    submit after their own Python, not after every thread's interleaved under the GIL."""
-
-    def __init__(self, k: int) -> None:
-        self.k, self._held = k, threading.local()
-        self._semaphore = threading.Semaphore(max(k, 1))
-        self._made, self._block, self._start = lower.store_made, lower.store_block, batch_module.Batch.start
-
-    def _release(self) -> None:
-        if getattr(self._held, "on", False):
-            self._held.on = False
-            self._semaphore.release()
-
-    def _gated(self, task: Any) -> Any:
-        gate = self
-
-        def run(*args: Any) -> Any:
-            gate._semaphore.acquire()
-            gate._held.on = True
-            try:
-                return task(*args)
-            finally:
-                gate._release()
-
-        return run
-
-    def __enter__(self) -> PrepGate:
-        if not self.k:
-            return self
-        gate, start = self, self._start
-
-        def gated_start(batch: Any) -> None:
-            try:
-                start(batch)
-            finally:
-                gate._release()
-
-        lower.store_made, lower.store_block = self._gated(self._made), self._gated(self._block)
-        batch_module.Batch.start = gated_start
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        lower.store_made, lower.store_block, batch_module.Batch.start = self._made, self._block, self._start
-
-
 class PerThread:
     """The grouping's floor of tasks per worker thread set to `n` while entered (2 in lower.py)."""
 
@@ -227,7 +181,7 @@ def variant(x: np.ndarray, out: np.ndarray, mask: np.ndarray, mib: int, threads:
     idx_pinned = torch.from_numpy(idx).pin_memory() if tensors else None
     rows: list[dict[str, float]] = []
     ratios: list[float] = []
-    with lf.config(task_bytes=task_mib << 20), PerThread(per_thread), Gate(gate), PrepGate(prep):
+    with lf.config(task_bytes=task_mib << 20, prep_slots=prep), PerThread(per_thread), Gate(gate):
         y.compute(out=out, scheduler="threads", num_workers=threads)  # cold: pipelines, plans
         check(out, x, idx, mask, chunk_rows, "lazyfuel")
         if tensors:
@@ -259,7 +213,7 @@ def main() -> None:
     parser.add_argument("--task-mibs", default="64")
     parser.add_argument("--per-thread", default="2")
     parser.add_argument("--gates", default="0")
-    parser.add_argument("--prep-gates", default="0")
+    parser.add_argument("--prep-gates", default="1", help="`prep_slots` values (0: off)")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warm-s", type=float, default=1.5)
     args = parser.parse_args()

@@ -264,11 +264,8 @@ def w1(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) 
         np.copyto(x_pinned, x)
         out_pinned = lf.empty_pinned(x.shape, x.dtype)
         out_pinned[...] = 0
-    tensors: dict[str, Any] = {}
+    tensors = torch_best_tensors(x, mask)
     if CUDA:
-        tensors = {"x": torch.from_numpy(x).pin_memory(), "mask": torch.from_numpy(mask).pin_memory(),
-                   "out": torch.empty(x.shape, dtype=torch.float32).pin_memory(),
-                   "streams": [torch.cuda.Stream() for _ in range(STREAMS)]}
         torch.zeros(1 << 28, device="cuda").sum().item()  # the clocks up before timing
     mibs = [_mib(m) for m in args.mibs.split(",") if m]
     rows_out = []
@@ -543,6 +540,16 @@ def configurations(x: np.ndarray, mask: np.ndarray, out: np.ndarray, x_pinned: n
             found["torch as first written (pageable)"] = partial(
                 measure, partial(torch_naive, x, idx, mask, out, chunk_rows), args.rounds, verify)
     return found
+
+
+def torch_best_tensors(x: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
+    """What `torch_best_run` reads and writes: x, mask and the result as pinned tensors and its
+    CUDA streams ({} without CUDA)."""
+    if not CUDA:
+        return {}
+    return {"x": torch.from_numpy(x).pin_memory(), "mask": torch.from_numpy(mask).pin_memory(),
+            "out": torch.empty(x.shape, dtype=torch.float32).pin_memory(),
+            "streams": [torch.cuda.Stream() for _ in range(STREAMS)]}
 
 
 def torch_best_run(t: dict[str, Any], idx_pinned: Any, chunk_rows: int) -> Any:

@@ -45,35 +45,29 @@ def test_a_second_task_waits_for_the_first_to_give_its_turn_up():
     assert held == [True]
 
 
-def test_two_slots_let_two_tasks_prepare_at_once():
+def _another_enters_while_this_one_holds(slots: int) -> list[bool]:
+    """Whether a second thread, taking one of `slots` turns while this one holds a turn of them,
+    held one once it got in (it always gets in)."""
     entered, leave, held = threading.Event(), threading.Event(), []
-    with lf.config(prep_slots=2), prep_gate.turn():
-        other = _enter_in_thread(entered, leave, held, 2)
+    with lf.config(prep_slots=slots), prep_gate.turn():
+        assert prep_gate.holding() == bool(slots)
+        other = _enter_in_thread(entered, leave, held, slots)
         assert entered.wait(10)
         leave.set()
         other.join()
-    assert held == [True]
+    return held
+
+
+def test_two_slots_let_two_tasks_prepare_at_once():
+    assert _another_enters_while_this_one_holds(2) == [True]
 
 
 def test_no_turns_with_prep_slots_0():
-    entered, leave, held = threading.Event(), threading.Event(), []
-    with lf.config(prep_slots=0), prep_gate.turn():
-        assert not prep_gate.holding()
-        other = _enter_in_thread(entered, leave, held, 0)
-        assert entered.wait(10)
-        leave.set()
-        other.join()
-    assert held == [False]
+    assert _another_enters_while_this_one_holds(0) == [False]
 
 
 def test_a_turn_held_too_long_delays_the_others_but_never_blocks_them():
-    entered, leave, held = threading.Event(), threading.Event(), []
-    with lf.config(prep_slots=1), prep_gate.turn():
-        other = _enter_in_thread(entered, leave, held)
-        assert entered.wait(10)  # after WAIT_LIMIT_S it went on without a turn
-        leave.set()
-        other.join()
-    assert held == [False]
+    assert _another_enters_while_this_one_holds(1) == [False]  # after WAIT_LIMIT_S it went on
 
 
 def test_nested_turns_are_one_and_release_is_idempotent():

@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 os.environ.setdefault("LAZYFUEL_BACKEND", "vulkan")
 
-from data_path import COLS, CUDA, check, make_inputs, permutation, torch, torch_best_run
+from data_path import COLS, CUDA, check, make_inputs, permutation, torch, torch_best_run, torch_best_tensors
 
 import lazyfuel as lf
 from lazyfuel.backends.vulkan import batch as batch_module
@@ -225,11 +225,7 @@ def main() -> None:
     del host
     out = lf.empty_pinned(x.shape, x.dtype)
     out[...] = 0
-    tensors: dict[str, Any] = {}
-    if CUDA:
-        tensors = {"x": torch.from_numpy(x).pin_memory(), "mask": torch.from_numpy(mask).pin_memory(),
-                   "out": torch.empty(x.shape, dtype=torch.float32).pin_memory(),
-                   "streams": [torch.cuda.Stream() for _ in range(3)]}
+    tensors = torch_best_tensors(x, mask)
     print(f"{pool.label}: {x.nbytes / 2**30:.2f} GiB page-locked x and out, {len(pool.queues)} queues, "
           f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print("\n| chunk MiB | threads | task MiB | tasks a thread | gate | prep gate | GB/s median (best) | "

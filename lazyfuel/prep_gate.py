@@ -29,7 +29,8 @@ from lazyfuel.settings import config
 
 WAIT_LIMIT_S = 0.05  # the longest a task waits for its turn before it goes on without one
 
-_held = threading.local()  # .semaphore: the one this thread holds a turn of (None: none)
+_held = threading.local()  # .semaphore: the one this thread holds a turn of (None: none);
+#                            .inside: whether the thread is in a `turn()` body
 _lock = threading.Lock()
 _semaphores: dict[tuple[int, int], threading.Semaphore] = {}  # (pid, slots) -> its turns
 
@@ -47,18 +48,22 @@ def _semaphore(slots: int) -> threading.Semaphore:
 def turn(slots: int | None = None) -> Iterator[None]:
     """Run the body as a task's preparation: with one of `slots` turns (default
     `config.prep_slots`; a task passes its graph's, `Runtime.overrides` being applied only later in
-    it), waiting for one at most `WAIT_LIMIT_S`, given up at the latest when the body ends. Nested
-    turns on one thread are one turn; with 0 slots nothing waits."""
-    slots = config.prep_slots if slots is None else slots
-    if not slots or getattr(_held, "semaphore", None) is not None:
+    it), waiting for one at most `WAIT_LIMIT_S`, given up at the latest when the body ends. A turn
+    inside another on one thread is part of it: it takes none, even where the outer one was given
+    up or never got one (a task waits for its turn once); with 0 slots nothing waits."""
+    if getattr(_held, "inside", False):
         yield
         return
-    semaphore = _semaphore(slots)
-    _held.semaphore = semaphore if semaphore.acquire(timeout=WAIT_LIMIT_S) else None
+    _held.inside = True
     try:
+        slots = config.prep_slots if slots is None else slots
+        if slots:
+            semaphore = _semaphore(slots)
+            _held.semaphore = semaphore if semaphore.acquire(timeout=WAIT_LIMIT_S) else None
         yield
     finally:
         release()
+        _held.inside = False
 
 
 def release() -> None:

@@ -83,6 +83,16 @@ def test_nested_turns_are_one_and_release_is_idempotent():
         prep_gate._semaphore(1).release()
 
 
+def test_a_task_takes_its_turn_once_not_again_inside_it():
+    with lf.config(prep_slots=1):
+        with prep_gate.turn():
+            prep_gate.release()  # say a large copy: the turn went back
+            with prep_gate.turn():  # the task goes on inside: no second turn, though one is free
+                assert not prep_gate.holding()
+        with prep_gate.turn():  # the next task takes one
+            assert prep_gate.holding()
+
+
 def test_a_large_host_copy_gives_the_turn_up_and_a_small_one_keeps_it():
     src = np.random.default_rng(0).integers(0, 255, hostcopy.RELEASE_MIN, dtype=np.uint8)
     dst = np.zeros_like(src)

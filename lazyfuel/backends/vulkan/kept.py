@@ -135,6 +135,7 @@ class KeptImports:
         self._importing: set[tuple[int, int]] = set()  # ranges one thread is importing now
         self._imported = threading.Condition(self._lock)  # notified as a range leaves `_importing`
         self.kept_bytes = 0
+        self._reserved = 0  # bytes of imports being made that will be kept: counted in the budget
         self.made = self.made_bytes = 0  # imports made so far and their bytes (benchmarks report them)
         self.closed = False
 
@@ -183,12 +184,13 @@ class KeptImports:
                 if not self._make_room_locked(kept[1], kept_budget()):
                     return None
                 self._importing.add(key)
+                self._reserved += kept[1]
             else:
                 entry.users += 1
                 entry.last_used = time.monotonic()
         if entry is None:
             entry = self._import(allocator, key, memory_span(owner)[kept[0]:kept[0] + kept[1]], owner,
-                                 owner_data)
+                                 owner_data, reserved=kept[1])
         if entry is None:
             return None
         batch.after_close(lambda: self._done(key, entry))
@@ -231,6 +233,7 @@ class KeptImports:
                 if key not in self._importing:
                     keep = bool(config.kept_imports) and self._make_room_locked(nbytes, kept_budget())
                     self._importing.add(key)
+                    self._reserved += nbytes if keep else 0
                     if (key not in self._seen or self._seen[key][0]() is not owner
                             or self._seen[key][1] != owner_data):
                         self._seen[key] = (weakref.ref(owner), owner_data, set())
@@ -239,23 +242,24 @@ class KeptImports:
                 self._imported.wait()  # another thread pins this range: its import is shared when made
         if entry is None:
             entry = self._import(allocator, key, memory_span(owner)[start:start + nbytes], owner,
-                                 owner_data, keep=keep)
+                                 owner_data, keep=keep, reserved=nbytes if keep else 0)
         if entry is None:
             return None
         batch.after_close(lambda: self._done(key, entry))
         return entry.allocation
 
     def _import(self, allocator: VulkanAllocator, key: tuple[int, int], span: np.ndarray,
-                owner: np.ndarray, owner_data: int, keep: bool = True) -> _Entry | None:
+                owner: np.ndarray, owner_data: int, keep: bool = True, reserved: int = 0) -> _Entry | None:
         """Import `span`'s pages (outside the lock: pinning takes time) and keep them (with `keep`),
-        in use once; `key` is no longer being imported when this returns."""
+        in use once; `key` is no longer being imported, and its `reserved` bytes of the budget are
+        given back (kept bytes instead where it is kept), when this returns."""
         try:
             allocation = allocator.import_host(span)
         except BaseException:
-            self._imported_now(key)
+            self._imported_now(key, reserved)
             raise
         if allocation is None:
-            self._imported_now(key)
+            self._imported_now(key, reserved)
             return None
         allocation.block.keep = None  # the owner's finalizer, not the import, decides its life
         entry = _Entry(allocation, allocator, weakref.ref(owner), owner_data, span.nbytes, users=1)
@@ -268,27 +272,30 @@ class KeptImports:
                 self.kept_bytes += span.nbytes
             self.made += 1
             self.made_bytes += span.nbytes
-            self._imported_now(key)  # with the entry in: a waiting `hold` finds it
+            self._imported_now(key, reserved)  # with the entry in: a waiting `hold` finds it
         return entry
 
-    def _imported_now(self, key: tuple[int, int]) -> None:
-        """`key`'s range is no longer being imported: wake the `hold`s waiting on it."""
+    def _imported_now(self, key: tuple[int, int], reserved: int) -> None:
+        """`key`'s range is no longer being imported (its `reserved` bytes given back): wake the
+        `hold`s waiting on it."""
         with self._lock:
+            self._reserved -= reserved
             self._importing.discard(key)
             self._imported.notify_all()
 
     def _make_room_locked(self, nbytes: int, budget: int) -> bool:
-        """Release least recently used imports no batch uses until `nbytes` more fit `budget`."""
+        """Release least recently used imports no batch uses until `nbytes` more fit `budget`
+        (beside those kept and those another thread is importing to keep)."""
         if nbytes > budget:
             return False
         idle = sorted((e.last_used, k) for k, e in self._entries.items() if not e.users)
         for _, key in idle:
-            if self.kept_bytes + nbytes <= budget:
+            if self.kept_bytes + self._reserved + nbytes <= budget:
                 break
             entry = self._entries.get(key)
             if entry is not None:
                 self._drop_locked(key, entry)
-        return self.kept_bytes + nbytes <= budget
+        return self.kept_bytes + self._reserved + nbytes <= budget
 
     def _drop_locked(self, key: tuple[int, int], entry: _Entry) -> None:
         """Stop keeping `entry`: released now where no batch uses it, else by the last one's close."""

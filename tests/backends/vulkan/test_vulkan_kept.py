@@ -247,6 +247,39 @@ def test_a_hold_of_a_range_being_imported_waits_for_that_import_and_shares_it(po
     assert found["first"] is not None and found["second"] == found["first"], "and shared"
 
 
+def test_two_ranges_imported_at_once_keep_no_more_than_the_budget(pool, discrete, monkeypatch):
+    """Two threads importing two ranges at the same time, with room for one: the budget counts an
+    import under way, so only one is kept (both runs get their pages; the other is released after
+    its batch). Before, both saw room and 2x the budget was kept."""
+    import threading
+
+    arrays = [np.random.default_rng(s).standard_normal((CHUNK_ROWS, COLS), dtype=np.float32)
+              for s in (14, 15)]
+    both_inside = threading.Barrier(2, timeout=10)
+    real_import = discrete.import_host
+
+    def import_together(data):  # the real import, once both threads are importing
+        both_inside.wait()
+        return real_import(data)
+
+    monkeypatch.setattr(discrete, "import_host", import_together)
+    held = []
+
+    def hold(x):
+        with lf.config(kept_imports=arrays[0].nbytes), pool.batch() as batch:  # a block is per thread
+            found = pool.kept.hold(batch, x, 0, x.nbytes)
+            held.append(found is not None)
+
+    workers = [threading.Thread(target=hold, args=(x,)) for x in arrays]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(20)
+    assert held == [True, True]
+    assert pool.kept.kept_bytes <= arrays[0].nbytes
+    assert pool.kept._reserved == 0
+
+
 def _small_mask_blocks(monkeypatch, discrete, seed: int):
     """W3 in small: 8 resident blocks of 2048 x 8 f32, y = masked_fill(index_select(x), host mask
     (N, 1)), with `KEEP_MIN` lowered so each block's 2 KiB mask span is under it and the mask's

@@ -29,14 +29,15 @@ def _enter_in_thread(entered: threading.Event, leave: threading.Event, held: lis
     return thread
 
 
-def test_a_second_task_waits_for_the_first_to_give_its_turn_up():
+def test_a_second_task_waits_for_the_first_to_give_its_turn_up(monkeypatch):
+    monkeypatch.setattr(prep_gate, "WAIT_LIMIT_S", 60.0)  # no going on without a turn, however loaded
     entered, leave, held = threading.Event(), threading.Event(), []
     with lf.config(prep_slots=1):
         with prep_gate.turn():
             assert prep_gate.holding()
             other = _enter_in_thread(entered, leave, held)
-            # well inside WAIT_LIMIT_S: the other thread cannot have a turn while this one holds it
-            assert not entered.wait(prep_gate.WAIT_LIMIT_S / 5)
+            # the other thread cannot get in while this one holds the turn
+            assert not entered.wait(0.05)
             prep_gate.release()  # handed off: the other may prepare now
             assert not prep_gate.holding()
             assert entered.wait(10)

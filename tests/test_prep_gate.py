@@ -9,6 +9,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lazyfuel as lf
 from lazyfuel import hostcopy, prep_gate
@@ -139,3 +141,30 @@ def test_prep_slots_takes_a_count_or_0():
         with lf.config(prep_slots="two"):
             pass
     assert lf.config.prep_slots == 1
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(1, 700), cols=st.integers(1, 12), chunk=st.integers(1, 200),
+       threads=st.integers(1, 6), slots=st.integers(0, 3), task_kib=st.sampled_from([0, 4, 64]),
+       dtype=st.sampled_from([np.float32, np.int16, np.float64]))
+def test_any_shape_chunking_threads_and_slots_give_numpy_bits(backend, rows, cols, chunk, threads, slots,
+                                                             task_kib, dtype):
+    """index_select then masked_fill into a poisoned `out=`, on every backend, with the turns on or
+    off, tasks grouped or not: numpy's bits, and every turn given back."""
+    rng = np.random.default_rng(rows * 131 + cols)
+    x = rng.integers(-1000, 1000, (rows, cols)).astype(dtype)
+    idx = rng.integers(0, rows, rows)
+    mask = rng.random((rows, 1)) < 0.5
+    out = np.full_like(x, 77)  # poisoned
+    y = lf.masked_fill(lf.index_select(lf.from_array(x, chunks=(chunk, cols)), 0, idx), mask, -1)
+    with lf.config(prep_slots=slots, task_bytes=task_kib << 10):
+        y.compute(out=out, scheduler="threads", num_workers=threads)
+    assert out.tobytes() == np.where(mask, dtype(-1), x[idx]).tobytes()
+    assert not prep_gate.holding()
+    if slots:
+        semaphore = prep_gate._semaphore(slots)
+        taken = [semaphore.acquire(blocking=False) for _ in range(slots)]
+        for got in taken:
+            if got:
+                semaphore.release()
+        assert all(taken), "a turn was not given back"

@@ -271,8 +271,8 @@ class Batch:
             check(vk.lib.vkResetFences(self.context.device, 1, self.context.fence_ptr), "vkResetFences")
         self._ran = True
         self._started = time.perf_counter()
+        prep_gate.release()  # handed off (lavapipe runs it in the submit): the next task may prepare
         self.pool.submit(self.context)
-        prep_gate.release()  # handed to the device: the next task may prepare
 
     @property
     def submitted(self) -> bool:

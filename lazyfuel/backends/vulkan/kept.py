@@ -232,8 +232,9 @@ class KeptImports:
                     break
                 if key not in self._importing:
                     keep = bool(config.kept_imports) and self._make_room_locked(nbytes, kept_budget())
+                    reserved = nbytes if keep else 0
                     self._importing.add(key)
-                    self._reserved += nbytes if keep else 0
+                    self._reserved += reserved
                     if (key not in self._seen or self._seen[key][0]() is not owner
                             or self._seen[key][1] != owner_data):
                         self._seen[key] = (weakref.ref(owner), owner_data, set())
@@ -242,7 +243,7 @@ class KeptImports:
                 self._imported.wait()  # another thread pins this range: its import is shared when made
         if entry is None:
             entry = self._import(allocator, key, memory_span(owner)[start:start + nbytes], owner,
-                                 owner_data, keep=keep, reserved=nbytes if keep else 0)
+                                 owner_data, keep=keep, reserved=reserved)
         if entry is None:
             return None
         batch.after_close(lambda: self._done(key, entry))

@@ -869,8 +869,7 @@ def _w4(pool: Any, gib: float, chunk_mib: int, rounds: int) -> dict:
         same_memory = t.data_ptr() == r_.__cuda_array_interface__["data"][0]
         equal = t.cpu().numpy().tobytes() == want.tobytes()
         found.update(compute_s=alone_s, handoff_s=handed_s["best_s"], paired_median=paired,
-                     down=p.bytes_downloaded,
-                     same_memory=same_memory, equal=equal, kind=r_.hand_off.kind)
+                     down=p.bytes_downloaded, same_memory=same_memory, equal=equal, kind=r_.hand_off.kind)
         tail = (f"MiB down {p.bytes_downloaded / 2**20:.0f}; same memory {same_memory}; bit-equal {equal}; "
                 f"best {handed_s['best_s'] / alone_s:.3f}x, "
                 f"median {handed_s['median_s'] / alone_median:.3f}x, median of paired rounds {paired:.3f}x")

@@ -38,6 +38,9 @@
 # w1timeline (not in the default list): benchmarks/probes/w1_timeline.py, W1 page-locked as a timeline of
 #   its programs (lead, tail, programs in flight, host time between tasks) round by round beside torch at
 #   its best, by chunk size, threads and task_bytes (W1T_ARGS; W1T_S seconds at most).
+# w2first (not in the default list): benchmarks/probes/w2_first.py, W2's first compute to host over many fresh
+#   processes, lazyfuel and torch CPU index_select in turn, the first compute split (lead, gathers, tail),
+#   fresh result-size arrays touched with and without huge-page advice (W2F_ARGS; W2F_S seconds at most).
 # per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
 #   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # resident (not in the default list): issue 18's CUDA hand-off and resident figures: the DLPack / CUDA
@@ -178,6 +181,8 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 2>&1 | tee "$OUT/w3_narrow.txt" ;;
     w1timeline) timeout ${W1T_S:-300} python3 benchmarks/probes/w1_timeline.py ${W1T_ARGS:-} 2>&1 \
                 | tee "$OUT/w1_timeline.txt" ;;
+    w2first)  timeout ${W2F_S:-300} python3 benchmarks/probes/w2_first.py ${W2F_ARGS:-} 2>&1 \
+                | tee "$OUT/w2_first.txt" ;;
     w4handoff) timeout ${W4H_S:-120} python3 benchmarks/probes/w4_handoff.py ${W4H_ARGS:-} 2>&1 \
                 | tee "$OUT/w4_handoff.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;

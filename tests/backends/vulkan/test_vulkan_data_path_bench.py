@@ -31,3 +31,18 @@ def test_the_quick_data_path_benchmark_runs(tmp_path):
         row = results[f"w2 0.0625 {name}"]
         assert "failed" not in row and row["first_s"] > 0 and row["again_s"] > 0, row
     assert results["w2 0.0625 lazyfuel"]["picked"].startswith("program on ")
+    assert len(results["w2 0.0625 lazyfuel"]["firsts_s"]) == 2  # the compared pair: a process each time
+
+
+def test_resident_workloads_asked_with_host_ones_run_in_a_process_of_their_own(tmp_path):
+    out = tmp_path / "data_path.json"
+    env = {**os.environ, "LAZYFUEL_BACKEND": "vulkan"}
+    script = ROOT / "benchmarks" / "data_path.py"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--workloads", "w1,w4", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.count("validation messages: 0") == 2  # the resident process's, then this one's
+    assert done.stdout.index("### W4") < done.stdout.index("| 16 | lazyfuel, pageable |")  # W4 first
+    found = json.loads(out.read_text())
+    assert "failed" not in found["resident"] and found["resident"]["w4"]
+    assert "16 lazyfuel, pageable" in found["results"]

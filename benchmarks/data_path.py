@@ -24,7 +24,8 @@ Workload W2 (`--workloads w2`): 1M random int64 ids (`--w2-ids`) over a (rows, 2
 of `--w2-gib` GiB (4 and 6 by default) in 16 chunks, each configuration in a fresh process with an
 empty judge cache (`LAZYFUEL_CACHE_DIR` a new folder: the planner prices with its priors): lazyfuel
 `compute()` (result to host; what the planner picked, from `lf.explain`) and `compute(device=True)`
-(the result on the GPU; what it picked from `lf.explain(y, device=True)`), torch on the CPU
+(the result on the GPU; what it picked from `lf.explain(y, device=True)`; with `--w2-ways`, also
+with `config.host_rows` forced), torch on the CPU
 (`index_select`, all threads), torch gathering on the CPU into pinned memory and copying it up
 (`non_blocking`), numpy `take` on all threads.
 Seconds of the first compute in that process, then the best of the rest (`again`). The pair the
@@ -210,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w2-backend", default="auto", help="LAZYFUEL_BACKEND of W2's lazyfuel processes")
     parser.add_argument("--w2-only", default="",
                         help="W2 configurations to run: name prefixes, comma-separated (=NAME: exactly)")
+    parser.add_argument("--w2-ways", default="",
+                        help=f"W2 on the GPU with `config.host_rows` forced too, comma-separated: "
+                        f"{', '.join(W2_WAYS)} (default: the planner's pick only)")
     parser.add_argument("--w2-processes", type=int, default=3,
                         help="fresh processes each for W2's compared pair (lazyfuel and torch to host)")
     parser.add_argument("--w2-child", default="", help=argparse.SUPPRESS)  # one W2 configuration (JSON)
@@ -399,8 +403,9 @@ def w1_peers(x: np.ndarray, idx: np.ndarray, mask: np.ndarray, out: np.ndarray, 
 
 def w2(args: argparse.Namespace, pool: Any, results: dict[str, dict[str, Any]]) -> None:
     """W2 (see the module docstring): each configuration in a fresh process, empty judge cache."""
+    ways = [way for way in args.w2_ways.split(",") if way]
     configs = ["lazyfuel", "lazyfuel, compute(device=True)", *(f"lazyfuel, compute(device=True), {way}"
-               for way in W2_WAYS), f"numpy take ({CPUS} threads)"]
+               for way in ways), f"numpy take ({CPUS} threads)"]
     if torch is not None:
         configs[2:2] = [f"torch CPU index_select ({torch.get_num_threads()} threads)"]
         if CUDA:

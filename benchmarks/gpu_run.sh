@@ -41,6 +41,9 @@
 # w2first (not in the default list): benchmarks/probes/w2_first.py, W2's first compute to host over many fresh
 #   processes, lazyfuel and torch CPU index_select in turn, the first compute split (lead, gathers, tail),
 #   fresh result-size arrays touched with and without huge-page advice (W2F_ARGS; W2F_S seconds at most).
+# staging (not in the default list): benchmarks/probes/staging_cost.py, what making page-locked staging costs by
+#   block size and thread count: the driver's upload and download blocks against host pages imported
+#   fresh or touched beforehand (STAGING_ARGS). Under a minute.
 # per_task (not in the default list): benchmarks/probes/per_task.py, W1's time per task at small chunks by
 #   thread count, cProfile of one compute, and the cost of importing pageable pages (PER_TASK_ARGS).
 # resident (not in the default list): issue 18's CUDA hand-off and resident figures: the DLPack / CUDA
@@ -183,6 +186,8 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 | tee "$OUT/w1_timeline.txt" ;;
     w2first)  timeout ${W2F_S:-300} python3 benchmarks/probes/w2_first.py ${W2F_ARGS:-} 2>&1 \
                 | tee "$OUT/w2_first.txt" ;;
+    staging)  timeout ${STAGING_S:-240} python3 benchmarks/probes/staging_cost.py ${STAGING_ARGS:-} 2>&1 \
+                | tee "$OUT/staging.txt" ;;
     w4handoff) timeout ${W4H_S:-120} python3 benchmarks/probes/w4_handoff.py ${W4H_ARGS:-} 2>&1 \
                 | tee "$OUT/w4_handoff.txt" ;;
     link)     python3 benchmarks/probes/link.py ${LINK_ARGS:-} 2>&1 | tee "$OUT/link.txt" ;;

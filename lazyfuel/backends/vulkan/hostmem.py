@@ -41,6 +41,7 @@ class Imported:
     address: int
     size: int
     offset: int
+    memory_type: int = -1  # the memory type index it was imported as
 
 
 def alignment(physical: Any) -> int:
@@ -138,7 +139,7 @@ class HostImports:
         with self._lock:
             self.live += 1
         return Imported(pmem[0], pbuf[0], int(lib.vkGetBufferDeviceAddress(device, dinfo)), size,
-                        address - base)
+                        address - base, fitting[0])
 
     def release(self, imported: Imported) -> None:
         """Destroy the buffer and free the memory (no work using them may be in flight)."""

@@ -1,5 +1,6 @@
 """The device allocator (`backends.vulkan.memory`) on the real device: size classes, aligned allocations
-reused and counted, and a buffer too large for the device refused saying what was asked."""
+reused and counted, a buffer too large for the device refused saying what was asked, and staging made
+of the allocator's own host pages imported (blocks of their own made by threads at once)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,66 @@ def test_too_large_a_buffer_says_what_was_asked(pool):
                              r"maxMemoryAllocationSize of \d+ bytes; device-local heap \d+ bytes, this pool "
                              r"holds \d+ in blocks \(\d+ in use\), so at most \d+ free"):
         pool.allocator.alloc(pool.info.max_memory_allocation_size + 1)
+
+
+def _staged(pool):
+    from lazyfuel.backends.vulkan.memtypes import Mode
+    from lazyfuel.backends.vulkan.transfer import in_mode
+
+    if pool.allocator.imports is None:
+        pytest.skip("the device cannot import host memory")
+    return in_mode(pool, Mode.STAGED)
+
+
+@pytest.mark.parametrize("nbytes", [4096, 40 << 20], ids=["in a shared block", "a block of its own"])
+@pytest.mark.parametrize("download", [False, True], ids=["upload", "download"])
+def test_staging_is_made_of_the_allocators_own_pages_imported(pool, nbytes, download):
+    import numpy as np
+
+    with _staged(pool) as allocator:
+        stage = allocator.alloc(nbytes, staging=True, download=download)
+        block = stage.block
+        assert block.pages is not None and block.host is not None and block.keep is not None
+        assert allocator.resources()["page_blocks"] == 1 and allocator.resources()["imports"] == 0
+        bits = np.random.default_rng(nbytes).integers(0, 256, stage.size, np.uint8)
+        stage.host[:] = bits
+        assert stage.host.tobytes() == bits.tobytes()  # (programs through it: test_vulkan_staging.py)
+        allocator.free(stage)
+        assert allocator.alloc(nbytes, staging=True, download=download).address == stage.address  # reused
+        imports = allocator.imports
+    assert allocator.resources()["page_blocks"] == 0 and imports.live == 0  # destroyed: every import released
+
+
+def test_staging_pages_off_makes_the_drivers_staging(pool):
+    with _staged(pool) as allocator:
+        allocator.staging_pages = False
+        stage = allocator.alloc(40 << 20, staging=True)
+        assert stage.block.pages is None and stage.block.memory_type >= 0 and stage.host is not None
+        assert allocator.resources()["page_blocks"] == 0
+        allocator.free(stage)
+
+
+def test_threads_making_blocks_of_their_own_at_once_get_each_their_own(pool):
+    import threading
+
+    with _staged(pool) as allocator:
+        got, barrier = [], threading.Barrier(4)
+
+        def make(use: str) -> None:
+            barrier.wait()
+            for _ in range(3):
+                got.append(allocator.alloc(20 << 20, staging=use == "upload", download=use == "download")
+                           if use != "device" else allocator.alloc(20 << 20))
+
+        uses = ("upload", "upload", "download", "device")
+        threads = [threading.Thread(target=make, args=(use,)) for use in uses]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 12 and len({a.block.buffer for a in got}) == 12  # a block each, none shared
+        assert allocator.in_use == sum(a.size for a in got)
+        assert allocator.resources()["blocks"] == 12 and allocator.resources()["page_blocks"] == 9
+        for a in got:
+            allocator.free(a)
+        assert allocator.in_use == 0

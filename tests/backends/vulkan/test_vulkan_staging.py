@@ -4,7 +4,8 @@ lavapipe's memory is host-visible, so the pool normally copies straight into it.
 gets an allocator that pretends otherwise (a discrete GPU's transfer modes): device blocks stay
 unmapped and every upload, download and status fill goes through staging buffers (`staged`) or
 the host arrays' own imported pages (`import`, every array imported however small) and transfer
-commands in the same command buffer.
+commands in the same command buffer. Staging is the allocator's own pages imported, and, apart, the
+driver's own staging memory.
 """
 
 from __future__ import annotations
@@ -18,13 +19,19 @@ from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.dtypes import DType
 
 
-@pytest.fixture(params=[Mode.STAGED, Mode.IMPORT], ids=lambda mode: mode.value)
+@pytest.fixture(params=[(Mode.STAGED, True), (Mode.STAGED, False), (Mode.IMPORT, True)],
+                ids=["staged", "staged, the driver's staging", "import"])
 def staged(pool, request):
-    if request.param.imports and pool.allocator.imports is None:
+    mode, pages = request.param
+    if mode.imports and pool.allocator.imports is None:
         pytest.skip("the device cannot import host memory")
-    with in_mode(pool, request.param, import_min=0) as allocator:
+    with in_mode(pool, mode, import_min=0) as allocator:
         assert not allocator.direct
+        allocator.staging_pages = pages  # staging of own pages imported (decision 114), or the driver's
         yield pool
+        staging = [block for block in allocator._blocks if block.staging]
+        if mode is Mode.STAGED:
+            assert staging and all((block.pages is not None) == pages for block in staging)
 
 
 @pytest.mark.parametrize("dtype", [DType.U8, DType.BF16, DType.F32, DType.C128], ids=str)

@@ -38,8 +38,8 @@ def test_resident_workloads_asked_with_host_ones_run_in_a_process_of_their_own(t
     out = tmp_path / "data_path.json"
     env = {**os.environ, "LAZYFUEL_BACKEND": "vulkan"}
     script = ROOT / "benchmarks" / "data_path.py"
-    done = subprocess.run([sys.executable, str(script), "--quick", "--workloads", "w1,w4", "--json", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(script), "--quick", "--workloads", "w1,w4", "--json",
+                           str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.count("validation messages: 0") == 2  # the resident process's, then this one's
     assert done.stdout.index("### W4") < done.stdout.index("| 16 | lazyfuel, pageable |")  # W4 first

@@ -339,16 +339,20 @@ class VulkanAllocator:
 
     def _staging_pages(self, size: int, use: Use, dedicated: bool) -> Block | None:
         """Staging of `size` bytes as host pages of the allocator's own, written on the calling
-        thread and imported (VK_EXT_external_memory_host); None where the driver refuses them or
-        offers no host-coherent type for them (then the driver's staging is made). NVIDIA's
-        driver makes its own page-locked blocks at 2-4 GB/s, one at a time whatever the threads;
-        pages faulted and imported by 16 threads at once reach ~17 GB/s (decision 114)."""
+        thread and imported (VK_EXT_external_memory_host); None where the host has no memory for
+        them, the driver refuses them or offers no host-coherent type for them (then the driver's
+        staging is asked for). NVIDIA's driver makes its own page-locked blocks at 2-4 GB/s, one at
+        a time whatever the threads; pages faulted and imported by 16 threads at once reach ~17
+        GB/s (decision 114)."""
         injected = faults.due(faults.ALLOCATE) if faults.armed else 0  # a test hook; 0 when off
         if injected:
             check(injected, "vkAllocateMemory", self.shortfall(size))
         page = self.imports.page
         nbytes = -(-size // page) * page
-        raw = np.empty(nbytes + page, np.uint8)
+        try:
+            raw = np.empty(nbytes + page, np.uint8)
+        except MemoryError:  # the driver's staging is asked for, and fails (or trims) as it does
+            return None
         skip = -int(raw.__array_interface__["data"][0]) % page
         host = raw[skip:skip + nbytes]
         host[::PAGE_STRIDE] = 0  # the pages faulted here, on this thread, not one by one in the driver

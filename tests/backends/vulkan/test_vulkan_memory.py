@@ -104,3 +104,23 @@ def test_threads_making_blocks_of_their_own_at_once_get_each_their_own(pool):
         for a in got:
             allocator.free(a)
         assert allocator.in_use == 0
+
+
+def test_staging_without_host_memory_for_its_pages_is_the_drivers(pool, monkeypatch):
+    import numpy as np
+
+    from lazyfuel.backends.vulkan import memory
+
+    real = np.empty
+
+    def no_room(shape, dtype=float, *args, **kwargs):
+        if np.dtype(dtype) == np.uint8 and np.prod(shape) >= 40 << 20:  # the staging's pages only
+            raise MemoryError("no room for the pages")
+        return real(shape, dtype, *args, **kwargs)
+
+    with _staged(pool) as allocator:
+        monkeypatch.setattr(memory.np, "empty", no_room)
+        stage = allocator.alloc(40 << 20, staging=True)
+        monkeypatch.undo()
+        assert stage.block.pages is None and stage.block.memory_type >= 0  # the driver's staging
+        allocator.free(stage)

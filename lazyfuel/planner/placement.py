@@ -42,6 +42,11 @@ class Placement:
         """A placement of inputs `where` (normalised: host-memory backends count as the host)."""
         return cls(tuple(_device(b) for b in where), _device(result))
 
+    @property
+    def all_host(self) -> bool:
+        """Whether every input and the result are in host memory, as no placement at all says."""
+        return self.result is None and not any(self.inputs)
+
     def input(self, number: int) -> Backend | None:
         """Where input `number` is (None: host memory, also for an input this placement omits)."""
         return self.inputs[number] if number < len(self.inputs) else None

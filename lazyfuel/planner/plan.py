@@ -81,6 +81,8 @@ class Planner:
         the result is wanted (None: host memory, `planner.placement`); NoBindingError if no
         backend can run it. Kernels pinned in `lazyfuel.config.pin_kernels` are taken wherever
         they can run (ValueError for a name no binding of the registry has)."""
+        if placement is not None and placement.all_host:
+            placement = None  # the same program as no placement: one cache entry, planned once
         pins = self._pins()
         key = (chain, tuple(dtypes), tuple(in_layouts), len(self.registry), placement, pins)
         with self._lock:

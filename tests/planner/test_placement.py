@@ -78,3 +78,13 @@ def test_plans_are_cached_per_placement():
     first = planner.plan(SELECT, [DType.F32, DType.U32], layouts)
     again = planner.plan(SELECT, [DType.F32, DType.U32], layouts, Placement.of([V, None]))
     assert (first.backend, again.backend) == (CPU, V)
+
+
+def test_a_placement_all_in_host_memory_is_no_placement_and_planned_once():
+    planner = _planner()
+    layouts = [Layout.contiguous((2 << 20, 256)), Layout.contiguous((4096,))]
+    first = planner.plan(SELECT, [DType.F32, DType.U32], layouts)
+    for host in (Placement(), Placement((None, None), None), Placement.of([CPU, None], result=CPU)):
+        assert host.all_host
+        assert planner.plan(SELECT, [DType.F32, DType.U32], layouts, host) is first  # the cached program
+    assert not Placement.of([V, None]).all_host and not Placement((None, None), V).all_host

@@ -347,6 +347,7 @@ class VulkanAllocator:
         injected = faults.due(faults.ALLOCATE) if faults.armed else 0  # a test hook; 0 when off
         if injected:
             check(injected, "vkAllocateMemory", self.shortfall(size))
+        prep_gate.release()  # the pages fault and pin without the GIL: no need of the task's turn
         page = self.imports.page
         nbytes = -(-size // page) * page
         try:

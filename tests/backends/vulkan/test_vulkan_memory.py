@@ -124,3 +124,18 @@ def test_staging_without_host_memory_for_its_pages_is_the_drivers(pool, monkeypa
         monkeypatch.undo()
         assert stage.block.pages is None and stage.block.memory_type >= 0  # the driver's staging
         allocator.free(stage)
+
+
+def test_making_staging_pages_gives_the_tasks_turn_up_and_reusing_them_keeps_it(pool):
+    import lazyfuel as lf
+    from lazyfuel import prep_gate
+
+    with _staged(pool) as allocator:
+        with lf.config(prep_slots=1), prep_gate.turn():
+            stage = allocator.alloc(40 << 20, staging=True)
+            assert not prep_gate.holding()  # the pages faulted and imported without the turn
+        allocator.free(stage)
+        with lf.config(prep_slots=1), prep_gate.turn():
+            again = allocator.alloc(40 << 20, staging=True)
+            assert prep_gate.holding() and again.address == stage.address  # cached: no pages made
+        allocator.free(again)

@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from lazyfuel.backends.vulkan import get_pool, register
+from lazyfuel.backends.vulkan.memory import faulted_pages
 from lazyfuel.backends.vulkan.memtypes import Use
 
 PAGE = 4096
@@ -62,12 +63,9 @@ def at_once(threads: int, work: Callable[[int], Any]) -> tuple[float, list[Any]]
 
 
 def touched(nbytes: int) -> np.ndarray:
-    """`nbytes` of fresh host memory, page-aligned, every page written."""
-    raw = np.empty(nbytes + PAGE, np.uint8)
-    skip = -raw.__array_interface__["data"][0] % PAGE
-    a = raw[skip:skip + nbytes]
-    a[::PAGE] = 1
-    return a
+    """`nbytes` of fresh host memory, page-aligned, every page written (as the allocator's staging
+    pages are made)."""
+    return faulted_pages(nbytes, PAGE)[1]  # the view keeps its allocation alive through `base`
 
 
 def row(allocator: Any, size: int, threads: int, blocks: int) -> list[str]:

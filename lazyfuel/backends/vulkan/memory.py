@@ -61,6 +61,17 @@ MIN_CLASS = 256
 ALIGN = 16
 
 
+def faulted_pages(nbytes: int, page: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh host memory for `nbytes` starting on a `page` boundary, every page written once on the
+    calling thread (so faulted in here, not one by one later): (the allocation, which keeps the
+    memory alive, and its aligned `nbytes` view). MemoryError where the host has no room."""
+    raw = np.empty(nbytes + page, np.uint8)
+    skip = -int(raw.__array_interface__["data"][0]) % page
+    view = raw[skip:skip + nbytes]
+    view[::PAGE_STRIDE] = 0
+    return raw, view
+
+
 def size_class(nbytes: int, align: int = ALIGN) -> int:
     """The size an allocation of `nbytes` really gets: >= 256, four classes per octave, a multiple
     of `align` (so that every offset in a block stays aligned)."""
@@ -144,8 +155,6 @@ class VulkanAllocator:
         self.direct = maps_device_memory(mode, self._type_flags)
         self.import_min = IMPORT_MIN  # tests lower it to import small arrays
         self.staging_pages = True  # staging of own pages imported where it can be (tests clear it)
-        self._page_blocks = 0  # blocks of own pages alive (imports, not counted as a host array's)
-        self._pages_lock = threading.Lock()  # for `_page_blocks`: `destroy_block` runs under `_lock`
         # storage-buffer bindings need offsets aligned to minStorageBufferOffsetAlignment
         self.align = max(ALIGN, info.min_storage_buffer_offset_alignment)
         self._lock = threading.Lock()
@@ -261,10 +270,11 @@ class VulkanAllocator:
         allocations kept for reuse, `imports` (host arrays' ranges imported, not yet released) and
         `page_blocks` (staging blocks of the allocator's own pages imported)."""
         with self._lock:
+            pages = sum(block.pages is not None for block in self._blocks)
             return {"blocks": len(self._blocks), "reserved": self.reserved, "in_use": self.in_use,
                     "cached": sum(len(free) for free in self._free.values()),
-                    "imports": 0 if self.imports is None else self.imports.live - self._page_blocks,
-                    "page_blocks": self._page_blocks}
+                    "imports": 0 if self.imports is None else self.imports.live - pages,
+                    "page_blocks": pages}
 
     def destroy(self) -> None:
         """Free every block (all work using them must have finished)."""
@@ -348,15 +358,11 @@ class VulkanAllocator:
         if injected:
             check(injected, "vkAllocateMemory", self.shortfall(size))
         prep_gate.release()  # the pages fault and pin without the GIL: no need of the task's turn
-        page = self.imports.page
-        nbytes = -(-size // page) * page
+        nbytes = -(-size // self.imports.page) * self.imports.page
         try:
-            raw = np.empty(nbytes + page, np.uint8)
+            raw, host = faulted_pages(nbytes, self.imports.page)
         except MemoryError:  # the driver's staging is asked for, and fails (or trims) as it does
             return None
-        skip = -int(raw.__array_interface__["data"][0]) % page
-        host = raw[skip:skip + nbytes]
-        host[::PAGE_STRIDE] = 0  # the pages faulted here, on this thread, not one by one in the driver
         found = self.imports.import_range(int(host.__array_interface__["data"][0]), nbytes, BUFFER_USAGE)
         if found is None:
             return None
@@ -364,8 +370,6 @@ class VulkanAllocator:
         if self._type_flags[found.memory_type] & wanted != wanted:  # no flushes: coherent, as the driver's
             self.imports.release(found)
             return None
-        with self._pages_lock:
-            self._page_blocks += 1
         return Block(found.memory, found.buffer, found.address, size, host[:size], use, dedicated,
                      keep=raw, memory_type=found.memory_type, pages=found)
 
@@ -426,8 +430,6 @@ class VulkanAllocator:
         if block.pages is not None:  # unpin the allocator's own pages, then let them go
             self.imports.release(block.pages)
             block.pages = block.keep = None
-            with self._pages_lock:
-                self._page_blocks -= 1
             return
         vk.lib.vkDestroyBuffer(self.device, block.buffer, vk.ffi.NULL)
         vk.lib.vkFreeMemory(self.device, block.memory, vk.ffi.NULL)  # unmaps implicitly

@@ -50,6 +50,5 @@ class Families:
         if not isinstance(self._planner, Planner):
             self._planner = self._planner()
         kind = OpKind.parse(op)
-        bound = {b.backend for b in self._planner.registry.bindings()
-                 if b.op_kind is kind and b.dtypes[0] == dtype}
+        bound = {b.backend for b in self._planner.registry.of_kind(kind) if b.dtypes[0] == dtype}
         return next((b for b in self._planner.backends if b in bound), None)

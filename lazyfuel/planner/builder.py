@@ -109,8 +109,8 @@ class _Builder(PairPlanning):
         """Plan `node` (chain node `number`, default the next) with its cheapest binding."""
         args = [self.values[a] for a in node.args]
         in_dtypes = tuple(a.dtype for a in args)  # the output dtype is the binding's (its dtype rule)
-        candidates = [b for b in self.registry.bindings() if b.op_kind is op_kind
-                      and b.backend is self.backend and b.dtypes[:-1] == in_dtypes]
+        candidates = [b for b in self.registry.of_kind(op_kind)
+                      if b.backend is self.backend and b.dtypes[:-1] == in_dtypes]
         params, out_shape = spec_for(op_kind).params([a.layout.shape for a in args], args[0].dtype, node.attr)
         candidates = [b for b in candidates if self._may_plan(b, params, out_shape)]
         if any(b.contract.kernel in self.pins for b in candidates):

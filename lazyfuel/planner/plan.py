@@ -176,8 +176,7 @@ class Planner:
 
     def left_out_for(self, ops: Iterable[str]) -> dict[Backend, str]:
         """The left-out backends (and why) that ship a binding for one of `ops` (op kind names)."""
-        wanted = set(ops)
-        shipping = {b.backend for b in self.registry.bindings() if b.op_kind.name in wanted}
+        shipping = {b.backend for op in set(ops) for b in self.registry.of_kind(op)}
         return {b: why for b, why in self.left_out.items() if b in shipping}
 
     def _mention_left_out(self, chain: Chain) -> None:
@@ -189,8 +188,8 @@ class Planner:
         ops = [n.op for n in chain.nodes]
         for backend, why in self.left_out_for(ops).items():
             if backend in waiting:
-                shipped = sorted({b.op_kind.name for b in self.registry.bindings()
-                                  if b.backend is backend and b.op_kind.name in ops})
+                shipped = sorted({op for op in ops
+                                  if any(b.backend is backend for b in self.registry.of_kind(op))})
                 notices.log_once(left_out_notice(backend), f"lazyfuel: {', '.join(shipped)} planned "
                                  f"without the {backend} backend, which is {why}")
 

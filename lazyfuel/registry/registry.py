@@ -40,6 +40,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._bindings: dict[BindingKey, Binding] = {}
+        self._by_kind: dict[OpKind, tuple[Binding, ...]] = {}  # of `_bindings`, made with it
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -49,13 +50,22 @@ class Registry:
         """A new registry holding this one's bindings; loading into it leaves this one as it is."""
         other = Registry()
         with self._lock:
-            other._bindings = dict(self._bindings)
+            other._bindings, other._by_kind = dict(self._bindings), self._by_kind
         return other
 
     def bindings(self) -> list[Binding]:
         """Every binding, in registration order."""
         with self._lock:
             return list(self._bindings.values())
+
+    def of_kind(self, op_kind: OpKind | str) -> tuple[Binding, ...]:
+        """The bindings of `op_kind` (or the op kind of that name; none for a name no binding has),
+        in registration order: what planning a node looks through (hundreds of bindings in all, a
+        few of one kind; indexed once per change of the registry)."""
+        by_kind = self._by_kind
+        if isinstance(op_kind, str) and not isinstance(op_kind, OpKind):
+            return next((found for kind, found in by_kind.items() if kind.name == op_kind), ())
+        return by_kind.get(op_kind, ())
 
     def load(self, path_or_text: str | Path, origin: str | None = None) -> list[Binding]:
         """Parse a contract document (a file path or its text) and add its bindings.
@@ -105,13 +115,17 @@ class Registry:
                         "or audit it)", key="kernel")
                 seen[binding.key] = binding
                 added.append(binding)
+            by_kind: dict[OpKind, list[Binding]] = {}
+            for binding in seen.values():
+                by_kind.setdefault(binding.op_kind, []).append(binding)
             self._bindings = seen
+            self._by_kind = {kind: tuple(found) for kind, found in by_kind.items()}
         return added
 
     def candidates(self, op_kind: OpKind | str, dtypes: Sequence[DType | str]) -> list[Binding]:
         """Every binding for `op_kind` whose dtype key is `dtypes`, on any backend."""
         op_kind, dtypes = OpKind.parse(op_kind), tuple(DType.parse(d) for d in dtypes)
-        return [b for b in self.bindings() if b.op_kind is op_kind and b.dtypes == dtypes]
+        return [b for b in self.of_kind(op_kind) if b.dtypes == dtypes]
 
     def lookup(self, op_kind: OpKind | str, dtypes: Sequence[DType | str],
                backend: Backend | str | None = None,
@@ -126,9 +140,7 @@ class Registry:
         dtypes = tuple(DType.parse(d) for d in dtypes)
         backend = None if backend is None else Backend.parse(backend)
         misses: list[tuple[Binding, str]] = []
-        for binding in self.bindings():
-            if binding.op_kind is not op_kind:
-                continue
+        for binding in self.of_kind(op_kind):
             reason = first_failing_check(binding, dtypes, backend, layouts)
             if reason is None:
                 return binding

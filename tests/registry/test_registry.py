@@ -189,3 +189,23 @@ def test_enum_names_are_accepted_everywhere(seed_registry: Registry) -> None:
 @pytest.mark.parametrize("t", list(itertools.chain(T6)))
 def test_every_seed_dtype_key_is_found(seed_registry: Registry, t: str) -> None:
     assert seed_registry.lookup("Gather", [t, "U32", t]).dtypes[0] is DType[t]
+
+
+def test_of_kind_indexes_every_binding_in_registration_order(seed_registry: Registry) -> None:
+    for kind in (OpKind.IndexSelect, OpKind.Gather, OpKind.MaskedFill):
+        assert list(seed_registry.of_kind(kind)) == [b for b in seed_registry.bindings() if b.op_kind is kind]
+        assert seed_registry.of_kind(kind.name) == seed_registry.of_kind(kind)
+    assert seed_registry.of_kind(OpKind.Fft) == () and seed_registry.of_kind("NoSuchOp") == ()
+
+
+def test_of_kind_follows_loads_and_copies_apart(seed_registry: Registry) -> None:
+    registry = Registry()
+    assert registry.of_kind(OpKind.Gather) == ()
+    registry.add_document(parse_document(_seed_with_registry("test::seed-links"), "seed.md"))
+    assert len(registry.of_kind(OpKind.Gather)) == len(T6)
+    scratch = registry.copy()
+    twin = _seed_with_registry("test::seed-links").replace("vulkan-slang", "vulkan-twin")
+    added = scratch.add_document(parse_document(twin, "twin.md"))
+    assert added and all(b in scratch.of_kind(b.op_kind) for b in added)
+    assert len(scratch.of_kind(OpKind.Gather)) == 2 * len(T6)
+    assert len(registry.of_kind(OpKind.Gather)) == len(T6)  # the copy's load leaves the original as it is

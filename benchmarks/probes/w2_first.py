@@ -15,6 +15,7 @@ and touched on every thread with and without numpy's huge-page advice. The kerne
 transparent-huge-page settings are printed. Every result is compared with numpy.
 
     python benchmarks/probes/w2_first.py [--gib 6] [--rounds 6] [--ids 1048576] [--computes 3]
+        [--configs "lazyfuel;torch;lazyfuel, copy threads 1"]
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ from data_path import CPUS, W2_CHUNKS, W2_COLS, torch, w2_inputs
 
 import lazyfuel as lf
 from lazyfuel.backends.cpu import kernels as cpu_kernels
+from lazyfuel.graph import lower as lowering
 
 CONFIGS = ("lazyfuel", "torch", "lazyfuel, plain pages")  # the last: numpy's huge-page advice off
+COPY_THREADS = "lazyfuel, copy threads "  # + N: `LAZYFUEL_COPY_THREADS=N` (`--configs`)
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 
 
@@ -74,12 +77,15 @@ def fresh_touched_ms(nbytes: int, advise: bool) -> float:
 
 
 class Gathers:
-    """`take_rows` as the CPU kernels call it, wrapped: the start and end of each call."""
+    """`take_rows` as the CPU kernels call it, wrapped: the start and end of each call; and the
+    start of each task of a compute into one array (`store_made` as the lowering lays it out)."""
 
     def __init__(self) -> None:
         self.spans: list[tuple[float, float]] = []
+        self.tasks: list[float] = []
         self._lock = threading.Lock()
         self._inner = cpu_kernels.take_rows
+        self._task = lowering.store_made
 
     def __enter__(self) -> Gathers:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -89,11 +95,15 @@ class Gathers:
             finally:
                 with self._lock:
                     self.spans.append((start, time.perf_counter()))
-        cpu_kernels.take_rows = timed
+
+        def task(*args: Any, **kwargs: Any) -> Any:
+            self.tasks.append(time.perf_counter())
+            return self._task(*args, **kwargs)
+        cpu_kernels.take_rows, lowering.store_made = timed, task
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cpu_kernels.take_rows = self._inner
+        cpu_kernels.take_rows, lowering.store_made = self._inner, self._task
 
 
 def child(spec: dict[str, Any]) -> int:
@@ -118,6 +128,7 @@ def child(spec: dict[str, Any]) -> int:
             if k == 0:
                 spans = gathers.spans
                 found.update(lead_ms=(min(a for a, _ in spans) - start) * 1e3,
+                             task_ms=(min(gathers.tasks, default=start) - start) * 1e3,
                              gathers_ms=(max(b for _, b in spans) - min(a for a, _ in spans)) * 1e3,
                              tail_ms=(end - max(b for _, b in spans)) * 1e3, gathers=len(spans))
             if got.tobytes() != expected.tobytes():
@@ -152,6 +163,8 @@ def run_child(gib: float, n_ids: int, config: str, computes: int) -> dict[str, A
     """`config` in a fresh process with an empty judge cache: its figures, or {"failed": tail}."""
     with tempfile.TemporaryDirectory(prefix="lazyfuel-judge-") as cache:
         env = {**os.environ, "LAZYFUEL_CACHE_DIR": cache, "LAZYFUEL_BACKEND": "auto"}
+        if config.startswith(COPY_THREADS):
+            env["LAZYFUEL_COPY_THREADS"] = config[len(COPY_THREADS):]
         spec = json.dumps({"gib": gib, "ids": n_ids, "config": config, "computes": computes})
         done = subprocess.run([sys.executable, __file__, "--child", spec], env=env,
                               capture_output=True, text=True, timeout=600)
@@ -166,11 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", type=int, default=1 << 20)
     parser.add_argument("--rounds", type=int, default=6, help="rounds of one fresh process per configuration")
     parser.add_argument("--computes", type=int, default=3, help="computes timed per process")
+    parser.add_argument("--configs", default=";".join(CONFIGS),
+                        help=f"configurations, ';'-separated: of {', '.join(CONFIGS)}, or "
+                        f"'{COPY_THREADS}N' (lazyfuel with LAZYFUEL_COPY_THREADS=N)")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(json.loads(args.child))
-    configs = CONFIGS if torch is not None else tuple(c for c in CONFIGS if c != "torch")
+    configs = tuple(c.strip() for c in args.configs.split(";") if c.strip())
+    unknown = [c for c in configs if c not in CONFIGS and not c.startswith(COPY_THREADS)]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; accepted: {', '.join(CONFIGS)}, '{COPY_THREADS}N'")
+    configs = configs if torch is not None else tuple(c for c in configs if c != "torch")
     print(f"W2 first compute to host: {args.ids} ids over {args.gib:g} GiB, {CPUS} CPUs, "
           f"transparent huge pages {thp_settings()}; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
     run_child(args.gib, args.ids, configs[0], 1)  # a fresh machine's first process is slow: untimed
@@ -186,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {pair} | {config} | FAILED: {got['failed']} |", flush=True)
                 continue
             firsts[config].append(got["times_ms"][0])
-            split = (f"{got['lead_ms']:.1f} / {got['gathers_ms']:.1f} / {got['tail_ms']:.1f} "
+            split = (f"{got['lead_ms']:.1f} (first task {got['task_ms']:.1f}) / {got['gathers_ms']:.1f} / "
+                     f"{got['tail_ms']:.1f} "
                      f"({got['gathers']} calls)" if "lead_ms" in got else "-")
             print(f"| {pair} | {config} | {' '.join(f'{t:.1f}' for t in got['times_ms'])} | {split} | "
                   f"{got['into_touched_ms']:.1f} | {got['fresh_advised_ms']:.1f} / "

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -288,11 +289,10 @@ class KeptWays:
             return "in-place"
         return "streamed" if self.streamed.cost < self.program_s else "program"
 
-    def saving(self) -> float:
-        """What reading in place would save this compute once imported (0: nothing)."""
-        if self.read is None:
-            return 0.0
-        return max(min(self.program_s, self.streamed.cost) - self.read.warm, 0.0)
+    def lost(self, streamed_s: float) -> float:
+        """What a block streamed in `streamed_s` (measured) lost against reading it in place once
+        imported (0: nothing, or no read in place)."""
+        return 0.0 if self.read is None else max(streamed_s - self.read.warm, 0.0)
 
 
 def kept_ways(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
@@ -347,10 +347,8 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
     reader = streamer if isinstance(streamer, RowReader) else None
     ways = kept_ways(planner, chain, dtypes, layouts, backend, streamer,
                      None if reader is None else reader.unkept_bytes(data))
-    rent = 0.0
-    if reader is not None and ways.read is not None and ways.read.imported:
-        rent = reader.import_rent(data, ways.saving())
-    way = ways.pick(rent)
+    renting = reader is not None and ways.read is not None and ways.read.imported
+    way = ways.pick(reader.import_rent(data, 0.0) if renting else 0.0)
     if way == "in-place" and reader is not None:
         shape = (len(positions), *data.shape[1:])
         into = into if getattr(into, "shape", None) == shape else None
@@ -358,4 +356,10 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
         if block is not None:
             return block
         way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"
-    return streamer.gather_up(data, positions) if way == "streamed" else None
+    if way != "streamed":
+        return None
+    start = time.perf_counter()
+    block = streamer.gather_up(data, positions)
+    if renting:  # the rent is what streaming took, measured, over the priced read in place
+        reader.import_rent(data, ways.lost(time.perf_counter() - start))
+    return block

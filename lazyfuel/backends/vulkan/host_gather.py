@@ -227,10 +227,12 @@ class ImportRent:
     """What each table has cost, compute after compute, by not being read in place because its
     import was not paid yet (`base.RowReader.import_rent`): once that reaches the import's price
     the planner imports it (the rent-or-buy rule: never more than twice the better of the two in
-    hindsight). Rent accrues no faster than the clock: the blocks of one compute run at once, so
-    each adds at most the time since the table's last addition (the H200's 4 blocks of W2 each
-    priced a saving of ~0.13 s and paid a 4 GiB import inside the first compute). Keyed by the
-    owner's data pointer and size, forgotten when the owner goes."""
+    hindsight). The rent is measured, not priced: each block streamed adds what streaming it took
+    over the priced read in place (`touched.KeptWays.lost`; priced savings of ~0.13 s a block on
+    the H200, where streaming W2 took 35 ms a compute, bought a 4-6 GiB import of 190-340 ms on the
+    second compute). Rent accrues no faster than the clock: the blocks of one compute run at once,
+    so each adds at most the time since the table's last addition or query. Keyed by the owner's
+    data pointer and size, forgotten when the owner goes."""
 
     def __init__(self) -> None:
         # (owner data, owner bytes) -> (the owner, rent so far, when it was last added to)

@@ -18,7 +18,7 @@ phases, every round recorded (not only the best):
 Per round: wall ms; ms from the persist's start to the first `vkQueueSubmit` (`Batch.start`), the
 first submit to the last fence (`Batch.finish` returning), the last fence to the persist's return;
 kernel ms (`lf.profile`'s GPU timestamps); device blocks and exportable buffers newly made
-(`VulkanAllocator._new_block`, `ExportedMemory.allocate`); whether it was replayed. Per phase the
+(`VulkanAllocator._new_unlocked`, `ExportedMemory.allocate`); whether it was replayed. Per phase the
 SM clock range (nvidia-smi every 100 ms, `gpu_clocks.Clocks`).
 
     python benchmarks/probes/w3_rounds.py [--mib 16384] [--chunk-mib 1024] [--row-bytes 1024]
@@ -83,7 +83,7 @@ def instrument() -> None:
 
     wrap(batch.Batch, "start", before=first_submit)
     wrap(batch.Batch, "finish", after=fence)
-    wrap(memory.VulkanAllocator, "_new_block", before=count("new blocks"))
+    wrap(memory.VulkanAllocator, "_new_unlocked", before=count("new blocks"))
     real_allocate = export.ExportedMemory.allocate.__func__
 
     def allocate(cls: Any, *args: Any, **kwargs: Any) -> Any:

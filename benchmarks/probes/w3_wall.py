@@ -5,7 +5,7 @@ kernels goes to fresh device allocations (vkAllocateMemory per result block), re
 contexts (command pools, fences), uploads of the indices and masks, the Python per task under the
 GIL, or the scheduler. Prints, per configuration and round: wall ms, programs, submits, device
 ms (submit to fence) and kernel ms from `lf.profile`, bytes up / down, new device memory blocks
-(`VulkanAllocator._new_block` calls: vkAllocateMemory) and new recording contexts made during the
+(`VulkanAllocator._new_unlocked` calls: vkAllocateMemory) and new recording contexts made during the
 compute; then the top functions by own time of one compute on the synchronous scheduler
 (cProfile). Modes: `main` (`kept_indices=0`: every compute uploads its indices, as main did),
 `kept` (the default: several blocks per task and program, `graph.batched`), `mask resident` (the
@@ -53,13 +53,13 @@ def _count_device_calls() -> None:
     """Count new device memory blocks and new recording contexts (wrapping the two makers)."""
     from lazyfuel.backends.vulkan import batch, memory
 
-    new_block = memory.VulkanAllocator._new_block
+    new_block = memory.VulkanAllocator._new_unlocked
 
     def counted_block(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         COUNTS["vkAllocateMemory"] += 1
         return new_block(self, *args, **kwargs)
 
-    memory.VulkanAllocator._new_block = counted_block  # type: ignore[method-assign]
+    memory.VulkanAllocator._new_unlocked = counted_block  # type: ignore[method-assign]
     context_init = batch.Context.__init__
 
     def counted_context(self, *args, **kwargs):  # type: ignore[no-untyped-def]

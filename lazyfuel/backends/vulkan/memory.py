@@ -72,6 +72,9 @@ def faulted_pages(nbytes: int, page: int) -> tuple[np.ndarray, np.ndarray]:
     return raw, view
 
 
+OPEN_BLOCKS = 4  # shared blocks of one use kept open for sub-allocation, the newest
+
+
 def size_class(nbytes: int, align: int = ALIGN) -> int:
     """The size an allocation of `nbytes` really gets: >= 256, four classes per octave, a multiple
     of `align` (so that every offset in a block stays aligned)."""
@@ -159,7 +162,9 @@ class VulkanAllocator:
         self.align = max(ALIGN, info.min_storage_buffer_offset_alignment)
         self._lock = threading.Lock()
         self._blocks: list[Block] = []
-        self._current: dict[Use, Block | None] = dict.fromkeys(Use)
+        # per use, the shared blocks with room left, newest last (several where threads made
+        # theirs at once: `alloc` makes shared blocks outside the lock)
+        self._open: dict[Use, list[Block]] = {use: [] for use in Use}
         self._free: dict[tuple[Use, int], list[Allocation]] = {}
         self._dedicated = DedicatedCache()
         self.in_use = 0
@@ -191,12 +196,21 @@ class VulkanAllocator:
                 found = free.pop()
                 if found.block.dedicated:
                     self._dedicated.reuse(use, size, found)
-            elif size <= self.block_size // 4:
-                found = self._bump(size, use)
+            shared = size <= self.block_size // 4
+            if found is None and shared:
+                found = self._bump(self._open[use], size)
             if found is not None:
                 self.in_use += size
-        if found is None:  # a block of its own, made outside the lock: threads make theirs at once
-            block = self._new_dedicated(size, use)
+        if found is None and shared:  # a shared block, made outside the lock: it may take a while
+            block = self._new_unlocked(self.block_size, use, dedicated=False)
+            with self._lock:
+                self._blocks.append(block)
+                self._open[use].append(block)  # beside any made meanwhile: their room is used too
+                del self._open[use][:-OPEN_BLOCKS]
+                found = self._bump([block], size)
+                self.in_use += size
+        elif found is None:  # a block of its own, made outside the lock: threads make theirs at once
+            block = self._new_unlocked(size, use, dedicated=True)
             with self._lock:
                 self._blocks.append(block)
                 found = self._whole(block)
@@ -282,21 +296,26 @@ class VulkanAllocator:
             for block in list(self._blocks):
                 self._destroy_block(block)
             self._free.clear()
-            self._current = dict.fromkeys(Use)
+            self._open = {use: [] for use in Use}
 
     # -- blocks ---------------------------------------------------------------------------------
     def _whole(self, block: Block) -> Allocation:
         block.used = block.size
         return Allocation(block, 0, block.size, block.address, block.host)
 
-    def _bump(self, size: int, use: Use) -> Allocation:
-        block = self._current[use]
-        if block is None or block.used + size > block.size:
-            block = self._current[use] = self._new_block(self.block_size, use, dedicated=False)
-        offset = block.used
-        block.used += size
-        host = None if block.host is None else block.host[offset:offset + size]
-        return Allocation(block, offset, size, block.address + offset, host)
+    def _bump(self, blocks: list[Block], size: int) -> Allocation | None:
+        """`size` bytes from the free end of the first of the open shared `blocks` with room (the
+        caller holds the lock), or None; a block left with less room than the smallest size
+        class is no longer open."""
+        for block in blocks:
+            if block.used + size <= block.size:
+                offset = block.used
+                block.used += size
+                if block.size - block.used < size_class(1, self.align):
+                    blocks.remove(block)
+                host = None if block.host is None else block.host[offset:offset + size]
+                return Allocation(block, offset, size, block.address + offset, host)
+        return None
 
     def type_for(self, use: Use) -> int:
         """The memory type index blocks for `use` get (buffers of BUFFER_USAGE allow every type
@@ -314,29 +333,17 @@ class VulkanAllocator:
     def _heap_of(self, block: Block) -> int:
         return self._type_heaps[block.memory_type] if block.memory_type >= 0 else 0
 
-    def _new_block(self, size: int, use: Use, dedicated: bool) -> Block:
-        """A tracked block (the caller holds the lock); on running out, cached blocks are freed
-        and it is asked for once more."""
+    def _new_unlocked(self, size: int, use: Use, dedicated: bool) -> Block:
+        """A block, made without the lock (the caller tracks it); on running out, cached blocks
+        are freed (under the lock) and it is asked for once more."""
         try:
-            block = self._made(size, use, dedicated)
-        except VulkanMemoryError:
-            if not self._trim_locked():
-                raise
-            block = self._made(size, use, dedicated)
-        self._blocks.append(block)
-        return block
-
-    def _new_dedicated(self, size: int, use: Use) -> Block:
-        """A dedicated block, made without the lock (the caller tracks it); on running out, cached
-        blocks are freed (under the lock) and it is asked for once more."""
-        try:
-            return self._made(size, use, True)
+            return self._made(size, use, dedicated)
         except VulkanMemoryError:
             with self._lock:
                 trimmed = self._trim_locked()
             if not trimmed:
                 raise
-            return self._made(size, use, True)
+            return self._made(size, use, dedicated)
 
     def _made(self, size: int, use: Use, dedicated: bool) -> Block:
         """A new block for the allocator's own use: staging of host pages imported where it can
@@ -437,6 +444,6 @@ class VulkanAllocator:
     def _destroy_block(self, block: Block) -> None:
         self.destroy_block(block)
         self._blocks.remove(block)
-        for use, current in self._current.items():
-            if current is block:
-                self._current[use] = None
+        for blocks in self._open.values():
+            if block in blocks:
+                blocks.remove(block)

@@ -106,6 +106,45 @@ def test_threads_making_blocks_of_their_own_at_once_get_each_their_own(pool):
         assert allocator.in_use == 0
 
 
+def test_threads_making_shared_blocks_at_once_hand_out_apart_and_use_every_blocks_room(pool):
+    """Shared blocks are made outside the lock: threads that find no room at once each make one,
+    every allocation lies apart, each written and read back as its own, and the room left in
+    every block so made is handed out before another is made."""
+    import threading
+    from itertools import pairwise
+
+    import numpy as np
+
+    with _staged(pool) as allocator:
+        size = allocator.block_size // 4  # the largest shared size: four to a block
+        got, barrier = [], threading.Barrier(4)
+
+        def make(k: int) -> None:
+            barrier.wait()
+            for _ in range(3):
+                a = allocator.alloc(size, staging=True)
+                a.host[:] = k
+                got.append((k, a))
+
+        threads = [threading.Thread(target=make, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        spans = sorted((a.block.address + a.offset, a.size) for _, a in got)
+        assert all(x + n <= y for (x, n), (y, _) in pairwise(spans))  # none overlaps another
+        assert all(np.all(a.host == k) for k, a in got)
+        blocks = {id(a.block): a.block for _, a in got}
+        made = len(blocks)
+        assert 3 <= made <= 6  # 12 allocations, 4 a block; up to 3 more where threads made theirs at once
+        room = sum(b.size - b.used for b in blocks.values())
+        more = [allocator.alloc(size, staging=True) for _ in range(room // size)]
+        assert {id(a.block) for a in more} <= set(blocks)  # the room left is used: no block made
+        assert allocator.in_use == sum(a.size for _, a in got) + sum(a.size for a in more)
+        for a in [a for _, a in got] + more:
+            allocator.free(a)
+
+
 def test_staging_without_host_memory_for_its_pages_is_the_drivers(pool, monkeypatch):
     import numpy as np
 

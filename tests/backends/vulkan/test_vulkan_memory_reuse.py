@@ -1,11 +1,12 @@
 """Device memory reused between computes over resident blocks (issue 18's W3), on the real pool.
 
 A compute over `persist(device=True)` blocks, done again, makes no new device memory
-(`VulkanAllocator._new_block`: vkAllocateMemory) and no new recording context: freed result
-blocks and staging come back from the allocator's dedicated cache (`cache_policy.py`) and
-contexts from the pool. A reused buffer is never one a live result still holds: results kept
-across computes, a DLPack view outliving its DeviceArray, and freed memory poisoned before it
-is handed out again all read back bit-equal to numpy on fresh random data.
+(`VulkanAllocator._new_unlocked`: vkAllocateMemory, shared blocks and blocks of their own) and no
+new recording context: freed result blocks and staging come back from the allocator's dedicated
+cache (`cache_policy.py`) and contexts from the pool. A reused buffer is never one a live result
+still holds: results kept across computes, a DLPack view outliving its DeviceArray, and freed
+memory poisoned before it is handed out again all read back bit-equal to numpy on fresh random
+data.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROWS, COLS, CHUNK = 2048, 64, 256
 def made(monkeypatch):
     """Counts of new device memory blocks and recording contexts made while the test runs."""
     counts: Counter[str] = Counter()
-    new_block, context_init = memory.VulkanAllocator._new_block, batch.Context.__init__
+    new_block, context_init = memory.VulkanAllocator._new_unlocked, batch.Context.__init__
 
     def counted_block(self, *args, **kwargs):
         counts["blocks"] += 1
@@ -39,7 +40,7 @@ def made(monkeypatch):
         counts["contexts"] += 1
         context_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(memory.VulkanAllocator, "_new_block", counted_block)
+    monkeypatch.setattr(memory.VulkanAllocator, "_new_unlocked", counted_block)
     monkeypatch.setattr(batch.Context, "__init__", counted_context)
     return counts
 

@@ -40,7 +40,8 @@
 #   its best, by chunk size, threads and task_bytes (W1T_ARGS; W1T_S seconds at most).
 # w2first (not in the default list): benchmarks/probes/w2_first.py, W2's first compute to host over many fresh
 #   processes, lazyfuel and torch CPU index_select in turn, the first compute split (lead, gathers, tail),
-#   fresh result-size arrays touched with and without huge-page advice (W2F_ARGS; W2F_S seconds at most).
+#   fresh result-size arrays touched with and without huge-page advice (W2F_ARGS; W2F_CONFIGS, its --configs,
+#   which hold spaces; W2F_S seconds at most).
 # staging (not in the default list): benchmarks/probes/staging_cost.py, what making page-locked staging costs by
 #   block size and thread count: the driver's upload and download blocks against host pages imported
 #   fresh or touched beforehand (STAGING_ARGS). Under a minute.
@@ -184,7 +185,7 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 2>&1 | tee "$OUT/w3_narrow.txt" ;;
     w1timeline) timeout ${W1T_S:-300} python3 benchmarks/probes/w1_timeline.py ${W1T_ARGS:-} 2>&1 \
                 | tee "$OUT/w1_timeline.txt" ;;
-    w2first)  timeout ${W2F_S:-300} python3 benchmarks/probes/w2_first.py ${W2F_ARGS:-} 2>&1 \
+    w2first)  timeout ${W2F_S:-300} python3 benchmarks/probes/w2_first.py ${W2F_ARGS:-} ${W2F_CONFIGS:+--configs "$W2F_CONFIGS"} 2>&1 \
                 | tee "$OUT/w2_first.txt" ;;
     staging)  timeout ${STAGING_S:-240} python3 benchmarks/probes/staging_cost.py ${STAGING_ARGS:-} 2>&1 \
                 | tee "$OUT/staging.txt" ;;

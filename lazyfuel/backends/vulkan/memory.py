@@ -207,7 +207,7 @@ class VulkanAllocator:
                 self._blocks.append(block)
                 self._open[use].append(block)  # beside any made meanwhile: their room is used too
                 del self._open[use][:-OPEN_BLOCKS]
-                found = self._bump([block], size)
+                found = self._bump(self._open[use], size)  # the first with room: ours at the latest
                 self.in_use += size
         elif found is None:  # a block of its own, made outside the lock: threads make theirs at once
             block = self._new_unlocked(size, use, dedicated=True)

@@ -42,6 +42,10 @@
 #   processes, lazyfuel and torch CPU index_select in turn, the first compute split (lead, gathers, tail),
 #   fresh result-size arrays touched with and without huge-page advice (W2F_ARGS; W2F_CONFIGS, its --configs,
 #   which hold spaces; W2F_S seconds at most).
+# w2gpufirst (not in the default list): benchmarks/probes/w2_timeline.py --first, a fresh process's first W2
+#   compute(device=True) as a timeline per thread (the pool, the link probe, plans built, blocks made, staging,
+#   takes), for each table of W2G_GIBS (4 6) in W2G_PROCESSES (2) processes, each with an empty judge cache
+#   (W2G_ARGS; output w2_gpu_first_GIB_K.txt). About 15 s a process.
 # staging (not in the default list): benchmarks/probes/staging_cost.py, what making page-locked staging costs by
 #   block size and thread count: the driver's upload and download blocks against host pages imported
 #   fresh or touched beforehand (STAGING_ARGS). Under a minute.
@@ -187,6 +191,11 @@ from lazyfuel.backends.vulkan.shared import hand_off; print(p.label, p.info.max_
                 | tee "$OUT/w1_timeline.txt" ;;
     w2first)  timeout ${W2F_S:-300} python3 benchmarks/probes/w2_first.py ${W2F_ARGS:-} ${W2F_CONFIGS:+--configs "$W2F_CONFIGS"} 2>&1 \
                 | tee "$OUT/w2_first.txt" ;;
+    w2gpufirst) for gib in ${W2G_GIBS:-4 6}; do for k in $(seq ${W2G_PROCESSES:-2}); do
+                LAZYFUEL_BACKEND=auto LAZYFUEL_CACHE_DIR=$(mktemp -d) timeout ${W2G_S:-90} python3 \
+                  benchmarks/probes/w2_timeline.py --first --gib "$gib" --way auto --rounds 8 ${W2G_ARGS:-} 2>&1 \
+                  | tee "$OUT/w2_gpu_first_${gib}_$k.txt" | grep -E "^(explain|compute|first|W2|Traceback)"
+              done; done ;;
     staging)  timeout ${STAGING_S:-240} python3 benchmarks/probes/staging_cost.py ${STAGING_ARGS:-} 2>&1 \
                 | tee "$OUT/staging.txt" ;;
     w4handoff) timeout ${W4H_S:-120} python3 benchmarks/probes/w4_handoff.py ${W4H_ARGS:-} 2>&1 \

@@ -16,8 +16,17 @@ chunks (16: W2's, 4 blocks of result; 4: one block, one dispatch and nothing to 
 task readying its read at once (`host_gather.SubmitTurn` made a no-op here), and the blocks in
 allocations of their own assembled after the last kernel (`graph/placed.py` given no holder).
 
+`--first` times a fresh process's first computes instead, as data_path.py's W2 child runs them
+(run it with `LAZYFUEL_CACHE_DIR` a new folder: an empty judge cache): `lf.explain(y,
+device=True)` (the pool made, its link probed, the blocks planned), then `--rounds` computes
+with no warm-up, the timeline of the first two printed; beside the calls above it stamps the
+pool's making, the link probe, each plan the planner builds (a miss of its cache), each block
+the allocator makes (bytes, use, shared or its own), each piece's staging and take of the
+streamed way, and each host range imported. Decides where W2's first `compute(device=True)`
+(74-121 ms on the H200 in session 15, the warm ones 35-57) spends the difference.
+
     python benchmarks/probes/w2_timeline.py [--gib 4] [--ids 1048576] [--rounds 5] [--warm-s 1.5]
-        [--way in-place] [--chunks 16] [--no-turns] [--assemble]
+        [--way in-place] [--chunks 16] [--no-turns] [--assemble] [--first]
 """
 
 from __future__ import annotations
@@ -66,6 +75,42 @@ def instrument() -> None:
     _wrap(batch.Batch, "finish", "wait", lambda b, _: f"device {b.device_seconds * 1e3:.2f} ms")
 
 
+def instrument_first() -> None:
+    """Also wrap what only a first compute does much of (see the module docstring)."""
+    from lazyfuel.backends.vulkan import batch, compute_pipelines, link_probe, memory, pool, streamed
+    from lazyfuel.planner import plan
+
+    _wrap(pool.DevicePool, "__init__", "pool made")
+    _wrap(link_probe, "measure", "link probe")
+    _wrap(plan._Builder, "build", "plan built", lambda b, _: str(b.backend))
+    _wrap(memory.VulkanAllocator, "_new_unlocked", "new block",
+          lambda _, a: f"{a[1] / 2**20:.0f} MiB {a[2].name.lower()}")
+    _wrap(memory.VulkanAllocator, "import_host", "import")
+    _wrap(batch.Batch, "staging", "staging")
+    _wrap(streamed, "take_rows", "take")
+    _wrap(compute_pipelines.Pipelines, "_create", "pipeline made", lambda _, a: str(a[1]))
+
+
+def first_computes(y: lf.Array, want: tuple[bytes, bytes], rounds: int) -> None:
+    """`--first`: explain, then `rounds` computes with no warm-up, the first two's timelines."""
+    instrument_first()
+    start, wall, _ = recorded("explain", lambda: lf.explain(y, device=True))
+    print(f"explain(device=True) in a fresh process: {wall * 1e3:.2f} ms", flush=True)
+    _print_timeline(start)
+    walls = []
+    for k in range(rounds):
+        start, wall, r = recorded("compute", lambda: y.compute(device=True))
+        walls.append(wall)
+        host = np.asarray(r)
+        if (host[:1024].tobytes(), host[-1024:].tobytes()) != want:
+            raise SystemExit("differs from numpy")
+        print(f"\ncompute {k}: {wall * 1e3:.2f} ms", flush=True)
+        if k < 2:
+            _print_timeline(start)
+        del r, host
+    print("first computes: " + " ".join(f"{w * 1e3:.1f}" for w in walls) + " ms")
+
+
 def before_w2place(no_turns: bool, assemble: bool) -> str:
     """Undo this branch's changes for a comparison (see the module docstring); their names."""
     from lazyfuel import array
@@ -94,6 +139,7 @@ def main() -> int:
     ap.add_argument("--chunks", type=int, default=CHUNKS, help="the table's chunks")
     ap.add_argument("--no-turns", action="store_true", help="every task readies its read at once")
     ap.add_argument("--assemble", action="store_true", help="blocks assembled after the kernels")
+    ap.add_argument("--first", action="store_true", help="a fresh process's first computes, no warm-up")
     args = ap.parse_args()
     variant = before_w2place(args.no_turns, args.assemble)
     rows = int(args.gib * 2**30) // (COLS * 4)
@@ -105,6 +151,10 @@ def main() -> int:
     want = (table[ids[:1024]].tobytes(), table[ids[-1024:]].tobytes())
     instrument()
     walls = []
+    if args.first:
+        with lf.config(host_rows=args.way):
+            first_computes(y, want, args.rounds)
+        return 0
     with lf.config(host_rows=args.way):
         end = time.perf_counter() + args.warm_s
         while time.perf_counter() < end or not walls:  # imports the table, warms the clocks

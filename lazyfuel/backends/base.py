@@ -172,9 +172,10 @@ class RowStreamer(Protocol):
     block, the host gathering while the link uploads (issue 18 item 4: no host array of the
     result, no pageable upload)."""
 
-    def gather_up(self, source: np.ndarray, positions: np.ndarray) -> object:
+    def gather_up(self, source: np.ndarray, positions: np.ndarray, into: object | None = None) -> object:
         """`source[positions]` along axis 0 (a C-contiguous host array, checked positions) as a
-        device block."""
+        device block (written into `into`, a block of this device of the result's shape and
+        dtype, where given, and `into` returned)."""
         ...
 
     def pieces(self, nbytes: int, row_bytes: int) -> int:

@@ -10,9 +10,11 @@ along its first axis only, or covering the trailing axes whole) finds its byte r
 (`part_for(recipe)`: a `part` of the result block, which keeps that block alive and frees nothing
 itself). A task that
 reads its rows in place (`touched.streamed_where_cheaper` -> `base.RowReader.gather_in_place(into=)`)
-writes straight into it; the assembly then copies only the blocks that are not their part lying in
-place, so where every block is, nothing is copied after the last kernel and the DeviceArray is
-the reserved allocation itself. Every other block (a program's result, rows streamed up, another
+or streams them up (`base.RowStreamer.gather_up(into=)`) writes straight into it; the assembly
+then copies only the blocks that are not their part lying in place, so where every block is,
+nothing is copied after the last kernel and the DeviceArray is the reserved allocation itself
+(a streamed W2 compute once made its result twice, the parts and the whole: 2 GiB of device
+memory on its first compute, then a copy). Every other block (a program's result, another
 device's, uneven or non-contiguous regions) is assembled as before.
 
 Only for `compute(device=True)` on one device (`lazyfuel.config.devices` of one: a task on another

@@ -260,8 +260,9 @@ def _touched(runtime: Runtime, chain: Chain, inputs: list[Any], sources: Sequenc
 def _streamed(runtime: Runtime, recipe: BlockRecipe, inputs: list[Any]) -> Any | None:
     """A block kept in device memory whose rows the host gathers straight into it, piece by piece
     as earlier pieces upload, where the planner prices that cheapest (`touched.streamed_where_cheaper`;
-    the block's device's `base.RowStreamer`); else None (plan and run the chain). A read in place
-    writes into the block's part of the compute's result where one is placed (`graph/placed.py`)."""
+    the block's device's `base.RowStreamer`); else None (plan and run the chain). Either way the
+    rows are written into the block's part of the compute's result where one is placed
+    (`graph/placed.py`)."""
     assert recipe.chain is not None
     with runtime.applied():
         planner = runtime.planner()

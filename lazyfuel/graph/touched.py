@@ -335,8 +335,8 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
     without a program costs less than `kept_cost`'s program (`KeptWays.pick`): its rows read in
     place by a kernel (`base.RowReader.gather_in_place`, where `streamer` is one; into `into`, the
     block's part of the compute's one result allocation, where given and of the result's shape:
-    `graph/placed.py`) or gathered on the host straight into it (`streamer.gather_up`); else None
-    (run the program)."""
+    `graph/placed.py`) or gathered on the host straight into it (`streamer.gather_up`, into `into`
+    likewise); else None (run the program)."""
     data, positions = inputs[0], inputs[1] if len(inputs) > 1 else None
     if not isinstance(data, np.ndarray) or not isinstance(positions, np.ndarray):
         return None
@@ -349,9 +349,9 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
                      None if reader is None else reader.unkept_bytes(data))
     renting = reader is not None and ways.read is not None and ways.read.imported
     way = ways.pick(reader.import_rent(data, 0.0) if renting else 0.0)
+    shape = (len(positions), *data.shape[1:])
+    into = into if getattr(into, "shape", None) == shape else None
     if way == "in-place" and reader is not None:
-        shape = (len(positions), *data.shape[1:])
-        into = into if getattr(into, "shape", None) == shape else None
         block = reader.gather_in_place(data, positions, checked=True, into=into)  # a task's inputs: in range
         if block is not None:
             return block
@@ -359,7 +359,7 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
     if way != "streamed":
         return None
     start = time.perf_counter()
-    block = streamer.gather_up(data, positions)
+    block = streamer.gather_up(data, positions, into=into)
     if renting:  # the rent is what streaming took, measured, over the priced read in place
         reader.import_rent(data, ways.lost(time.perf_counter() - start))
     return block

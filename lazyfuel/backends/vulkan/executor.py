@@ -186,11 +186,12 @@ class VulkanExecutor:
         block.done()
         return block
 
-    def gather_up(self, source: np.ndarray, positions: np.ndarray) -> ResidentBlock:
+    def gather_up(self, source: np.ndarray, positions: np.ndarray,
+                  into: ResidentBlock | None = None) -> ResidentBlock:
         """`source[positions]` along axis 0 gathered by the host straight into a new block of this
-        pool, piece by piece through page-locked staging while earlier pieces upload
-        (`streamed.gather_up`; the `base.RowStreamer` capability)."""
-        return streamed.gather_up(self.pool, source, positions, shared=self._shared_result())
+        pool, or into `into`, piece by piece through page-locked staging while earlier pieces
+        upload (`streamed.gather_up`; the `base.RowStreamer` capability)."""
+        return streamed.gather_up(self.pool, source, positions, shared=self._shared_result(), into=into)
 
     def gather_in_place(self, source: np.ndarray, positions: np.ndarray, checked: bool = False,
                         into: ResidentBlock | None = None) -> ResidentBlock | None:

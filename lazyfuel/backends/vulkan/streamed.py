@@ -1,8 +1,9 @@
 """A select's rows gathered on the host straight into a result in device memory (issue 18 item 4).
 
 `gather_up(pool, source, positions)` is `source[positions]` (rows along axis 0 of a C-contiguous
-host array) as a new `ResidentBlock` of `pool`, with no host array of the result in between and
-no pageable upload:
+host array) as a new `ResidentBlock` of `pool` (or into a given block: a compute's one result
+allocation's part, `graph/placed.py`), with no host array of the result in between and no
+pageable upload:
 
 - where the pool's device memory is mapped (lavapipe, integrated GPUs), the rows are taken by the
   copy pool's threads (`hostcopy.take_rows`) straight into the block's memory;
@@ -63,11 +64,13 @@ def piece_runs(rows: int, row_bytes: int) -> list[tuple[int, int]]:
 
 
 def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
-              shared: bool = False) -> ResidentBlock:
+              shared: bool = False, into: ResidentBlock | None = None) -> ResidentBlock:
     """`source[positions]` along axis 0 as a new block in `pool`'s device memory (in a buffer CUDA
-    can import with `shared`); see the module docstring. `source` is C-contiguous and every
-    position lies in 0..len(source)-1 (the caller checked them). Counted in `lazyfuel.profile` as
-    the result's bytes uploaded."""
+    can import with `shared`), or written into `into` (a block of `pool` of the result's shape and
+    dtype reserved by the caller: a `part` of a compute's one result allocation, pinned here
+    while it is written) and returned; see the module docstring. `source` is C-contiguous and
+    every position lies in 0..len(source)-1 (the caller checked them). Counted in
+    `lazyfuel.profile` as the result's bytes uploaded."""
     if not source.flags.c_contiguous or source.ndim < 1 or positions.ndim != 1:
         raise ValueError(f"gather_up takes a C-contiguous source of rank >= 1 and 1-d positions; got a "
                          f"source of shape {source.shape} (contiguous: {source.flags.c_contiguous}) and "
@@ -76,15 +79,25 @@ def gather_up(pool: DevicePool, source: np.ndarray, positions: np.ndarray,
     # every piece into a temporary array first and copies it over: 2-3x slower on the H200)
     checked_indices(positions, len(source), what="position")
     shape = (len(positions), *source.shape[1:])
+    if into is not None and (into.pool is not pool or into.shape != shape or into.dtype != source.dtype):
+        raise ValueError(f"gather_up(into=...) takes a block of {pool.label} of shape {shape} and dtype "
+                         f"{source.dtype}; got {into!r}")
     row_bytes = math.prod(source.shape[1:]) * source.dtype.itemsize
     nbytes = len(positions) * row_bytes
-    block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
-    try:
-        submits = fill(pool, source, positions, block.allocation, row_bytes)
-    except BaseException:
-        block.free()
-        raise
-    block.done()
+    if into is not None:
+        try:
+            submits = fill(pool, source, positions, into.pin(), row_bytes)
+        finally:
+            into.unpin()
+        block = into
+    else:
+        block = ResidentBlock.reserve(pool, shape, source.dtype, shared=shared)
+        try:
+            submits = fill(pool, source, positions, block.allocation, row_bytes)
+        except BaseException:
+            block.free()
+            raise
+        block.done()
     profiling.record(bytes_uploaded=nbytes, submits=submits, device=pool.label)
     return block
 

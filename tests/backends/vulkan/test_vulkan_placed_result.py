@@ -1,6 +1,7 @@
 """A `compute(device=True)` result written in place by its tasks (`graph/placed.py`, issue 18 W2):
 the result's one allocation reserved before the tasks run, each in-place read
-(`host_gather.gather_in_place(into=)`) writing its block's range of it (`ResidentBlock.part`),
+(`host_gather.gather_in_place(into=)`) or streamed block (`streamed.gather_up(into=)`) writing its
+block's range of it (`ResidentBlock.part`),
 nothing copied after the last kernel; every other block assembled as before. On the real pool
 (lavapipe imports host memory too), poisoned (every fresh allocation 0xA5), validation on;
 bit-equal with numpy on fresh random data."""
@@ -16,6 +17,7 @@ from vulkan_helpers import random_rows, row_positions
 
 import lazyfuel as lf
 from lazyfuel.backends.vulkan.residency import ResidentBlock, store_of
+from lazyfuel.backends.vulkan.transfer import in_mode
 from lazyfuel.graph.resident import contiguous_offset
 
 device_array = importlib.import_module("lazyfuel.backends.vulkan.device_array")  # a function of the package
@@ -104,16 +106,32 @@ def test_a_bad_id_raises_on_every_compute_and_holds_nothing(importing) -> None:
             assert store.device_bytes == base
 
 
-def test_other_ways_and_regions_are_assembled_as_before(importing, bits_equal, copies) -> None:
-    """Rows streamed up, and blocks split over columns (no contiguous region), are copied into the
-    result; bit for bit."""
+@pytest.mark.parametrize("mode", [None, "staged"])
+@pytest.mark.parametrize(("dtype", "width"), [(np.float32, (64,)), (np.uint8, ()), (np.complex64, (3, 2))])
+def test_rows_streamed_up_write_one_allocation_and_nothing_is_assembled(importing, bits_equal, copies, mode,
+                                                                       dtype, width) -> None:
+    """The streamed way writes each block's rows into its part of the result too (mapped device
+    memory, and piece by piece through staging): nothing copied after, no block of its own made
+    beside the result's one allocation (the first W2 compute on the H200 made its 1 GiB twice)."""
+    table = random_rows(3000, width, dtype, seed=37)
+    ids = row_positions("random", len(table), 2500, seed=38)
+    y = lf.from_array(table, chunks=(1000, *width)).index_select(0, lf.from_array(ids, chunks=1000))
+    store = store_of(importing)
+    with in_mode(importing, mode), lf.config(host_rows="streamed"), lf.profile() as p:
+        gc.collect()
+        before = store.device_bytes
+        result = y.compute(device=True)
+        held = store.device_bytes - before
+        bits_equal(_host(result).copy(), table[ids])
+    assert copies == [], copies
+    assert result._block.whole and held == result._block.nbytes  # the result's allocation alone
+    assert p.bytes_uploaded >= table[ids].nbytes and not p.where, p
+
+
+def test_other_regions_are_assembled_as_before(importing, bits_equal, copies) -> None:
+    """Blocks split over columns (no contiguous region) are copied into the result; bit for bit."""
     table = random_rows(3000, (64,), np.float32, seed=37)
     ids = row_positions("random", len(table), 2500, seed=38)
-    y = lf.from_array(table, chunks=(1000, 64)).index_select(0, lf.from_array(ids, chunks=1000))
-    with lf.config(host_rows="streamed"):
-        bits_equal(_host(y.compute(device=True)).copy(), table[ids])
-    assert len(copies) == 3  # one run a block
-    copies.clear()
     y = lf.from_array(table, chunks=(1000, 32)).index_select(0, lf.from_array(ids, chunks=1000))
     with lf.config(host_rows="in-place"):
         bits_equal(_host(y.compute(device=True)).copy(), table[ids])

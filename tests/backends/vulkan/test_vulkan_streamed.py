@@ -15,6 +15,7 @@ import lazyfuel as lf
 from lazyfuel.backends.vulkan import streamed
 from lazyfuel.backends.vulkan.executor import VulkanExecutor
 from lazyfuel.backends.vulkan.memtypes import Use
+from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.backends.vulkan.streamed import gather_up
 from lazyfuel.backends.vulkan.transfer import in_mode
 
@@ -48,6 +49,37 @@ def test_the_rows_land_in_the_block_bit_for_bit(pool, bits_equal, small_pieces, 
         row_bytes = nbytes // len(positions)
         assert p.submits == streamed.pieces(nbytes, row_bytes), p
         assert p.submits > 2 or nbytes <= 2 * streamed.PIECE_BYTES, p
+
+
+@pytest.mark.parametrize("mode", [None, "staged", "import"])
+@pytest.mark.parametrize(("dtype", "width"), [(np.float32, (256,)), (np.uint8, ()), (np.int16, (7, 5))])
+def test_the_rows_land_in_a_given_part_and_nowhere_else(pool, bits_equal, small_pieces, mode, dtype,
+                                                        width) -> None:
+    """`into=`: a part of a larger block (a compute's one result allocation) gets the rows, the
+    block's other bytes keep what they held, `into` itself is returned and left unpinned."""
+    source = random_rows(3001, width, dtype, seed=21)
+    positions = row_positions("random", len(source), 2500, seed=22)
+    background = random_rows(2600, width, dtype, seed=23)
+    with in_mode(pool, mode):
+        whole = ResidentBlock.upload(pool, background)
+        part = whole.part(60 * source[:1].nbytes, (2500, *width))
+        got = gather_up(pool, source, positions, into=part)
+        assert got is part
+        assert whole._slot.pins == 0, whole._slot.pins  # gather_up gave its pin back
+        host = np.asarray(whole)
+        del whole, part, got
+    bits_equal(host[60:2560], source[positions])
+    bits_equal(host[:60], background[:60])
+    bits_equal(host[2560:], background[2560:])
+
+
+def test_a_part_of_another_shape_is_refused(pool) -> None:
+    source = random_rows(100, (8,), np.float32, 23)
+    whole = ResidentBlock.reserve(pool, (50, 8), np.float32)
+    with pytest.raises(ValueError, match=r"gather_up\(into=...\) takes a block of .* shape \(40, 8\) and "
+                                         r"dtype float32"):
+        gather_up(pool, source, np.arange(40), into=whole.part(0, (30, 8)))
+    whole.free()
 
 
 def test_no_positions_make_an_empty_block(pool) -> None:

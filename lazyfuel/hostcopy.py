@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -28,7 +26,6 @@ SPLIT_MIN = 32 << 20  # copies under this run in the caller's thread
 PIECE = 8 << 20  # the smallest piece a large copy is cut into
 RELEASE_MIN = 1 << 20  # copies of this many bytes give up the task's turn (`prep_gate`) first
 ENV = "LAZYFUEL_COPY_THREADS"
-T = TypeVar("T")
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0
@@ -48,11 +45,6 @@ def _executor() -> ThreadPoolExecutor:
             _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="lazyfuel-copy")
             _pool_pid = os.getpid()
         return _pool
-
-
-def submit(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """`fn(*args)` on the copy pool's threads (work that copies without the GIL, as `copy` does)."""
-    return _executor().submit(fn, *args)
 
 
 def copy(dst: np.ndarray, src: np.ndarray) -> None:

@@ -23,12 +23,10 @@ with no warm-up, the timeline of the first two printed; beside the calls above i
 pool's making, the link probe, each plan the planner builds (a miss of its cache), each block
 the allocator makes (bytes, use, shared or its own), each piece's staging and take of the
 streamed way, and each host range imported. Decides where W2's first `compute(device=True)`
-(74-121 ms on the H200 in session 15, the warm ones 35-57) spends the difference. `--in-turn`
-streams the pieces as before session 16 (each task's pieces in turn, each cut into runs on the
-copy threads) for the comparison with each piece whole on one copy thread.
+(74-121 ms on the H200 in session 15, the warm ones 35-57) spends the difference.
 
     python benchmarks/probes/w2_timeline.py [--gib 4] [--ids 1048576] [--rounds 5] [--warm-s 1.5]
-        [--way in-place] [--chunks 16] [--no-turns] [--assemble] [--first] [--in-turn]
+        [--way in-place] [--chunks 16] [--no-turns] [--assemble] [--first]
 """
 
 from __future__ import annotations
@@ -142,12 +140,7 @@ def main() -> int:
     ap.add_argument("--no-turns", action="store_true", help="every task readies its read at once")
     ap.add_argument("--assemble", action="store_true", help="blocks assembled after the kernels")
     ap.add_argument("--first", action="store_true", help="a fresh process's first computes, no warm-up")
-    ap.add_argument("--in-turn", action="store_true",
-                    help="the streamed way's pieces in turn, each cut into runs (before session 16)")
     args = ap.parse_args()
-    if args.in_turn:
-        from lazyfuel.backends.vulkan import streamed
-        streamed.ON_THREADS = False
     variant = before_w2place(args.no_turns, args.assemble)
     rows = int(args.gib * 2**30) // (COLS * 4)
     table = np.empty((rows, COLS), np.float32)

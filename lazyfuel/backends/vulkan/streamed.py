@@ -27,19 +27,15 @@ page-locked rate); the graph layer calls it through the `base.RowStreamer` capab
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from collections import deque
-from concurrent.futures import Future
-from contextlib import suppress
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lazyfuel import prep_gate, profiling
+from lazyfuel import profiling
 from lazyfuel.backends.vulkan.residency import ResidentBlock
 from lazyfuel.checks import checked_indices
-from lazyfuel.hostcopy import row_runs, submit, take_rows, workers
+from lazyfuel.hostcopy import row_runs, take_rows
 
 if TYPE_CHECKING:
     from lazyfuel.backends.vulkan.batch import Batch
@@ -49,8 +45,6 @@ if TYPE_CHECKING:
 PIECE_BYTES = 16 << 20  # the result bytes one batch uploads
 IN_FLIGHT = 2  # pieces submitted and not yet waited for (double buffering)
 RUN_BYTES = 4 << 20  # a piece's rows are taken on the copy pool's threads in runs of this
-ON_THREADS = True  # each piece taken whole by one copy thread, which submits it (False: `_in_turn`)
-SLOTS_OVER = 2  # pieces on their way per pool beyond one a copy thread (`_Slots`)
 
 
 def pieces(nbytes: int, row_bytes: int) -> int:
@@ -130,121 +124,9 @@ def _rows(host: np.ndarray, nbytes: int, source: np.ndarray, count: int) -> np.n
 
 def _streamed(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
               row_bytes: int) -> int:
-    """The rows into unmapped device memory `target` through page-locked staging, piece by piece
-    (see the module docstring); returns the submits (one a piece)."""
-    if ON_THREADS and workers() > 1:
-        return _on_threads(pool, source, positions, target, row_bytes)
-    return _in_turn(pool, source, positions, target, row_bytes)
-
-
-class _Slots:
-    """The pieces of one pool on their way at once, gathering on a copy thread or uploading: as
-    many as the copy pool has threads, and `SLOTS_OVER` more (a piece landing while the next
-    is gathered), shared by every task streaming there, so the staging the pool holds for them
-    stays bounded however many tasks stream at once."""
-
-    def __init__(self) -> None:
-        self.size = self.free = 0
-        self._cond = threading.Condition()
-
-    def resize(self, size: int) -> None:
-        """Hold `size` slots from now on (those taken come back as they are given)."""
-        with self._cond:
-            self.free += size - self.size
-            self.size = size
-            self._cond.notify_all()
-
-    def take(self, block: bool) -> bool:
-        """Take a slot: at once or not at all, or with `block` once one is given back."""
-        with self._cond:
-            while block and self.free <= 0:
-                self._cond.wait()
-            if self.free <= 0:
-                return False
-            self.free -= 1
-            return True
-
-    def give(self) -> None:
-        with self._cond:
-            self.free += 1
-            self._cond.notify()
-
-
-_SLOTS: weakref.WeakKeyDictionary[DevicePool, _Slots] = weakref.WeakKeyDictionary()
-_SLOTS_LOCK = threading.Lock()
-
-
-def _slots_of(pool: DevicePool) -> _Slots:
-    """`pool`'s slots, sized for the copy threads there are now (`lazyfuel.config.copy_threads`)."""
-    with _SLOTS_LOCK:
-        found = _SLOTS.setdefault(pool, _Slots())
-    size = workers() + SLOTS_OVER
-    if found.size != size:
-        found.resize(size)
-    return found
-
-
-def _on_threads(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
-                row_bytes: int) -> int:
-    """Each piece taken whole by one copy thread into its staging and submitted from there
-    (`_piece`), so no thread waits at a piece's end for the others; this thread hands the
-    pieces out as slots free up (`_Slots`) and lands them in order. Returns the submits."""
-    step = rows_per_piece(row_bytes)
-    slots = _slots_of(pool)
-    flight: deque[tuple[Batch, Future[None]]] = deque()
-    prep_gate.release()  # the copy threads gather; this one hands out and waits
-    try:
-        for start in range(0, len(positions), step):
-            while not slots.take(block=not flight):  # none free: land our oldest, whose slot frees
-                _landed(*flight.popleft(), slots)
-            try:
-                batch = pool.batch()
-            except BaseException:
-                slots.give()
-                raise
-            stop = min(start + step, len(positions))
-            flight.append((batch, submit(_piece, batch, source, positions[start:stop], target,
-                                         start * row_bytes)))
-        while flight:
-            _landed(*flight.popleft(), slots)
-        return -(-len(positions) // step)
-    finally:
-        for batch, future in flight:  # an error: let each piece end, then free it (the first error raises)
-            try:
-                future.exception()
-                if batch.submitted:
-                    with suppress(Exception):
-                        batch.finish()
-            finally:
-                batch.close()
-                slots.give()
-
-
-def _piece(batch: Batch, source: np.ndarray, positions: np.ndarray, target: Allocation, offset: int) -> None:
-    """On a copy thread: `source[positions]` into new staging of `batch`, copied to `target` from
-    byte `offset` on, submitted."""
-    n = len(positions) * (source.nbytes // max(len(source), 1))
-    stage = batch.staging(n)
-    assert stage.host is not None, "staging is host-visible"
-    np.take(source, positions, axis=0, out=_rows(stage.host, n, source, len(positions)), mode="clip")
-    batch.copy(stage, 0, target, offset, n)
-    batch.start()
-
-
-def _landed(batch: Batch, future: Future[None], slots: _Slots) -> None:
-    """Wait for one piece's gather and upload, then give its staging, context and slot back."""
-    try:
-        future.result()
-        batch.finish()
-    finally:
-        batch.close()
-        slots.give()
-
-
-def _in_turn(pool: DevicePool, source: np.ndarray, positions: np.ndarray, target: Allocation,
-             row_bytes: int) -> int:
-    """The pieces in turn on this thread, each cut into runs taken on the copy threads, each
-    piece's upload overlapping the next one's gather (`IN_FLIGHT` at most); returns the submits."""
+    """The rows into unmapped device memory `target`, piece by piece through page-locked staging,
+    each piece's upload overlapping the next one's gather (see the module docstring); returns the
+    submits (one a piece)."""
     step = rows_per_piece(row_bytes)
     flight: deque[Batch] = deque()
     try:

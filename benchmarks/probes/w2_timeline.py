@@ -63,7 +63,7 @@ def instrument() -> None:
     _wrap(dask.threaded, "get", "scheduler")
     _wrap(task, "streamed_where_cheaper", "task's way")
     _wrap(touched, "kept_ways", "prices")
-    _wrap(executor.VulkanExecutor, "import_rent", "rent")
+    _wrap(executor.VulkanExecutor, "streamed_before", "seen")
     _wrap(executor.VulkanExecutor, "unkept_bytes", "unkept")
     _wrap(host_gather, "gather_in_place", "gather_in_place")
     _wrap(host_gather, "checked_indices", "ids checked")

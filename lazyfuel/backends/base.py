@@ -202,9 +202,9 @@ class RowReader(Protocol):
         """The bytes of `source` that `gather_in_place` would import now (none kept yet)."""
         ...
 
-    def import_rent(self, source: np.ndarray, seconds: float) -> float:
-        """Add `seconds` (what not reading `source` in place cost this time) to what its table has
-        cost so far that way, and return the sum (0 where nothing is kept of it)."""
+    def streamed_before(self, source: np.ndarray, mark: bool = False) -> bool:
+        """Whether a block of `source`'s table was streamed before, instead of read in place (then
+        its import pays: the table is used again); with `mark`, one was just now."""
         ...
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -274,25 +273,19 @@ class KeptWays:
     streamed: Streaming
     read: InPlace | None
 
-    def pick(self, rent: float = 0.0) -> str:
+    def pick(self, reused: bool = False) -> str:
         """"in-place", "streamed" or "program": `config.host_rows` where it forces a way that can
-        run, else the cheapest, where the in-place read counts its import as paid once `rent` (what
-        the table has cost so far by not being read in place) reaches it."""
+        run, else the cheapest, where the in-place read counts its import as paid once the table
+        is `reused` (a block of it was streamed before: decision 116)."""
         forced = config.host_rows
         if forced == "in-place" and self.read is not None:
             return "in-place"
         if forced == "streamed":
             return "streamed"
         other = min(self.program_s, self.streamed.cost)
-        if self.read is not None and (self.read.cost < other
-                                      or (self.read.warm < other and rent >= self.read.import_s)):
+        if self.read is not None and (self.read.cost < other or (self.read.warm < other and reused)):
             return "in-place"
         return "streamed" if self.streamed.cost < self.program_s else "program"
-
-    def lost(self, streamed_s: float) -> float:
-        """What a block streamed in `streamed_s` (measured) lost against reading it in place once
-        imported (0: nothing, or no read in place)."""
-        return 0.0 if self.read is None else max(streamed_s - self.read.warm, 0.0)
 
 
 def kept_ways(planner: Planner, chain: Chain, dtypes: Sequence[DType], layouts: Sequence[Layout],
@@ -347,8 +340,8 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
     reader = streamer if isinstance(streamer, RowReader) else None
     ways = kept_ways(planner, chain, dtypes, layouts, backend, streamer,
                      None if reader is None else reader.unkept_bytes(data))
-    renting = reader is not None and ways.read is not None and ways.read.imported
-    way = ways.pick(reader.import_rent(data, 0.0) if renting else 0.0)
+    importing = reader is not None and ways.read is not None and ways.read.imported
+    way = ways.pick(reader.streamed_before(data) if importing else False)
     shape = (len(positions), *data.shape[1:])
     into = into if getattr(into, "shape", None) == shape else None
     if way == "in-place" and reader is not None:
@@ -358,8 +351,7 @@ def streamed_where_cheaper(planner: Planner, chain: Chain, inputs: Sequence[obje
         way = "streamed" if ways.streamed.cost < ways.program_s or config.host_rows != "auto" else "program"
     if way != "streamed":
         return None
-    start = time.perf_counter()
     block = streamer.gather_up(data, positions, into=into)
-    if renting:  # the rent is what streaming took, measured, over the priced read in place
-        reader.import_rent(data, ways.lost(time.perf_counter() - start))
+    if importing:  # streamed once: asked for again, the table is imported
+        reader.streamed_before(data, mark=True)
     return block

@@ -213,9 +213,9 @@ class VulkanExecutor:
         """The bytes of `source`'s table `gather_in_place` would import now."""
         return host_gather.unkept_bytes(self.pool, source)
 
-    def import_rent(self, source: np.ndarray, seconds: float) -> float:
-        """`host_gather.ImportRent.add` on this pool's rents."""
-        return host_gather.rent_of(self.pool).add(source, seconds)
+    def streamed_before(self, source: np.ndarray, mark: bool = False) -> bool:
+        """`host_gather.StreamedTables.seen` on this pool's tables."""
+        return host_gather.streamed_of(self.pool).seen(source, mark)
 
     def pieces(self, nbytes: int, row_bytes: int) -> int:
         """How many pieces (one submit each) `gather_up` moves a result of `nbytes` in: one where

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -223,54 +222,45 @@ class _Turn:
 _TURNS = PerPool(SubmitTurn)
 
 
-class ImportRent:
-    """What each table has cost, compute after compute, by not being read in place because its
-    import was not paid yet (`base.RowReader.import_rent`): once that reaches the import's price
-    the planner imports it (the rent-or-buy rule: never more than twice the better of the two in
-    hindsight). The rent is measured, not priced: each block streamed adds what streaming it took
-    over the priced read in place (`touched.KeptWays.lost`; priced savings of ~0.13 s a block on
-    the H200, where streaming W2 took 35 ms a compute, bought a 4-6 GiB import of 190-340 ms on the
-    second compute). Rent accrues no faster than the clock: the blocks of one compute run at once,
-    so each adds at most the time since the table's last addition or query. Keyed by the owner's
-    data pointer and size, forgotten when the owner goes."""
+class StreamedTables:
+    """The tables a block was streamed from, each kept until its owner goes
+    (`base.RowReader.streamed_before`): a table streamed once and asked for again is imported and
+    read in place from then on, as `kept.KeptImports` keeps a pageable array's pages from the
+    second time it is seen (decision 116). Renting by the measured loss (decision 115: what
+    streaming took over the read in place) bought W2's 4-6 GiB import only on the 5th-8th compute
+    on the H200, each streamed compute 41-48 ms against 35 read in place; the import costs
+    ~150-250 ms once. Keyed by the owner's data pointer and size."""
 
-    def __init__(self) -> None:
-        # (owner data, owner bytes) -> (the owner, rent so far, when it was last added to)
-        self._paid: dict[tuple[int, int], tuple[weakref.ref, float, float]] = {}
+    def __init__(self, pool: DevicePool) -> None:
+        self.pool = pool
+        self._seen: dict[tuple[int, int], weakref.ref] = {}  # (owner data, owner bytes) -> the owner
         self._lock = threading.Lock()
 
-    def add(self, source: np.ndarray, seconds: float) -> float:
-        """Add `seconds` (at most the time since the last addition) to the rent of `source`'s
-        table; the sum so far (0 where it has no owner that can be kept)."""
+    def seen(self, source: np.ndarray, mark: bool = False) -> bool:
+        """Whether a block of `source`'s table was streamed before (a table of no owner that can be
+        kept: never); with `mark`, one was just now."""
         found = table_of(source)
         if found is None:
-            return 0.0
+            return False
         owner = found[0]
         key = (int(owner.__array_interface__["data"][0]), owner.nbytes)
-        now = time.monotonic()
         with self._lock:
-            ref, paid, last = self._paid.get(key, (None, 0.0, -math.inf))
-            if ref is None or ref() is not owner:
-                ref, paid, last = weakref.ref(owner, lambda _, k=key: self._forget(k)), 0.0, -math.inf
-            paid += min(max(seconds, 0.0), now - last)
-            self._paid[key] = (ref, paid, now)
-        return paid
+            ref = self._seen.get(key)
+            before = ref is not None and ref() is owner
+            if mark and not before:
+                self._seen[key] = weakref.ref(owner, lambda _, k=key: self._forget(k))
+        return before
 
     def _forget(self, key: tuple[int, int]) -> None:
         with self._lock:
-            found = self._paid.get(key)
-            if found is not None and found[0]() is None:
-                del self._paid[key]
+            found = self._seen.get(key)
+            if found is not None and found() is None:
+                del self._seen[key]
 
 
-_RENTS: weakref.WeakKeyDictionary[DevicePool, ImportRent] = weakref.WeakKeyDictionary()
-_RENTS_LOCK = threading.Lock()
+_STREAMED = PerPool(StreamedTables)
 
 
-def rent_of(pool: DevicePool) -> ImportRent:
-    """The import rents of `pool`'s tables (made on first use)."""
-    with _RENTS_LOCK:
-        found = _RENTS.get(pool)
-        if found is None:
-            found = _RENTS[pool] = ImportRent()
-        return found
+def streamed_of(pool: DevicePool) -> StreamedTables:
+    """The tables `pool` streamed blocks from (made on first use)."""
+    return _STREAMED.for_pool(pool)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import re
-import time
 import warnings
 
 import numpy as np
@@ -195,29 +194,24 @@ def _discrete(pinned: float = 50e9, imports: float = 23e9) -> Planner:
     return Planner(default_registry(), [Backend.Vulkan, Backend.Cpu], costs=MeasuredCosts(priors=priors))
 
 
-def test_the_planner_reads_in_place_once_the_import_pays(importing, bits_equal) -> None:
-    """Priced as a discrete GPU: a table not imported yet is streamed while what streaming it took,
-    measured, over the priced read in place stays under its import's price (rent or buy), then
-    imported and read in place, and read in place from then on; once kept it is read in place at
-    once. Priced as lavapipe: never (its kernels are slow)."""
+def test_the_planner_reads_in_place_once_the_table_is_used_again(importing, bits_equal) -> None:
+    """Priced as a discrete GPU: a table not imported yet is streamed the first time, imported and
+    read in place the next (a block of it was streamed before: decision 116), and read in place
+    from then on; once kept, another table is read in place at once. Priced as lavapipe: never
+    (its kernels are slow)."""
     planner, executor = _discrete(), VulkanExecutor()
     table = random_rows(65536, (256,), np.float32, seed=24)  # 64 MiB: its import priced ~2.9 ms
     ids = row_positions("random", len(table), 2048, seed=25)  # 2 MiB of rows
-    rents, ways = host_gather.rent_of(executor.pool), []
-    for _ in range(200):
-        rent = rents.add(table, 0.0)
+    streamed, ways = host_gather.streamed_of(executor.pool), []
+    assert not streamed.seen(table)
+    for _ in range(4):
         with lf.profile() as p:
             block = streamed_where_cheaper(planner, SELECT, [table, ids], Backend.Vulkan, executor)
         bits_equal(np.asarray(block), table[ids])
         ways.append("in-place" if p.dispatches else "streamed")
-        if ways[-1] == "streamed":
-            assert rents.add(table, 0.0) > rent  # the measured streaming is rent
         del block
-        if ways[-3:] == ["in-place"] * 3:
-            break
-    assert ways[0] == "streamed" and "in-place" in ways, ways  # nothing paid yet: streamed first
-    bought = ways.index("in-place")
-    assert ways[bought:] == ["in-place"] * (len(ways) - bought), ways  # once imported, read in place
+    assert ways == ["streamed", "in-place", "in-place", "in-place"], ways
+    assert streamed.seen(table)
     other = random_rows(65536, (256,), np.float32, seed=26)
     assert gather_in_place(importing, other, ids) is not None  # now kept: no import to pay
     with lf.profile() as p:
@@ -236,7 +230,8 @@ def test_the_ways_are_picked_by_cost_and_the_knob() -> None:
     read = InPlace(0.022, 0.180, 1 << 30, 4 << 30)
     ways = KeptWays(0.060, None, stream, read)
     assert ways.pick() == "streamed"  # the import is not paid yet
-    assert ways.pick(rent=0.179) == "streamed" and ways.pick(rent=0.180) == "in-place"
+    assert ways.pick(reused=True) == "in-place"  # the table streamed before: its import pays
+    assert KeptWays(0.060, None, Streaming(0.010, 0.010, 64, 1 << 30), read).pick(reused=True) == "streamed"
     assert KeptWays(0.060, None, stream, InPlace(0.022, 0.0, 1 << 30, 0)).pick() == "in-place"
     assert KeptWays(0.020, None, stream, read).pick() == "program"
     assert KeptWays(0.060, None, stream, None).pick() == "streamed"
@@ -263,17 +258,18 @@ def test_explain_on_the_device_names_the_way_and_the_bytes_over_the_link(importi
         assert "result kept on Vulkan: gathered on the host" in text, text
 
 
-def test_the_rent_of_a_table_adds_up_and_is_forgotten_with_it(pool) -> None:
-    rent = host_gather.ImportRent()
+def test_a_table_streamed_is_seen_again_and_forgotten_with_it(pool) -> None:
+    tables = host_gather.StreamedTables(pool)
     table = random_rows(64, (4,), np.float32, 29)
-    assert rent.add(table, 0.01) == pytest.approx(0.01)
-    time.sleep(0.03)
-    assert rent.add(table[8:], 0.02) == pytest.approx(0.03)  # a view: the same table
-    # blocks of one compute at once: each adds no more than the time since the last addition
-    assert rent.add(table, 10.0) < 0.03 + 1.0
-    assert rent.add(np.frombuffer(bytearray(16), np.float32), 1.0) == 0.0  # not numpy's memory
+    assert not tables.seen(table)
+    assert not tables.seen(table, mark=True)  # streamed just now: not before
+    assert tables.seen(table) and tables.seen(table[8:])  # a view: the same table
+    other = random_rows(64, (4,), np.float32, 30)
+    assert not tables.seen(other)
+    foreign = np.frombuffer(bytearray(16), np.float32)  # not numpy's memory: never kept
+    assert not tables.seen(foreign, mark=True) and not tables.seen(foreign)
     del table
-    assert not rent._paid
+    assert len(tables._seen) == 0
 
 
 def test_a_read_in_place_is_priced_by_its_rows_its_bytes_and_the_import() -> None:

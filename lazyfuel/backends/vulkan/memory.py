@@ -24,7 +24,9 @@ from the memory type `memtypes` picks for that direction. Where the device impor
 the thread that asks and imported (`_staging_pages`; `staging_pages` False makes the driver's):
 NVIDIA's driver makes its page-locked blocks at 2-4 GB/s one at a time, so a first compute whose
 threads each made their staging waited on one another. Blocks of their own are made outside the
-allocator's lock, so threads make theirs at once (decision 114). `mode` (`memtypes.Mode`) says how
+allocator's lock, so threads make theirs at once (decision 114); so are shared blocks, a thread
+that finds no room while another makes one with room for it too waiting for that one
+(`_shared_new`, decision 116). `mode` (`memtypes.Mode`) says how
 host arrays reach the device; `import_host` wraps a host array's own pages as an allocation
 (VK_EXT_external_memory_host) that `free` releases.
 """
@@ -32,7 +34,7 @@ host arrays reach the device; `import_host` wraps a host array's own pages as an
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -111,6 +113,15 @@ class Block:
 
 
 @dataclass(eq=False)
+class _Making:
+    """A shared block one thread is making: the room it will have once the bytes the maker and
+    the threads waiting on it asked for are taken, and the event set once it is open (or failed)."""
+
+    room: int
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(eq=False)
 class Allocation:
     """`size` bytes at `offset` in `block`; `address` is its device address."""
 
@@ -165,6 +176,7 @@ class VulkanAllocator:
         # per use, the shared blocks with room left, newest last (several where threads made
         # theirs at once: `alloc` makes shared blocks outside the lock)
         self._open: dict[Use, list[Block]] = {use: [] for use in Use}
+        self._making: dict[Use, list[_Making]] = {use: [] for use in Use}  # shared blocks being made
         self._free: dict[tuple[Use, int], list[Allocation]] = {}
         self._dedicated = DedicatedCache()
         self.in_use = 0
@@ -201,14 +213,8 @@ class VulkanAllocator:
                 found = self._bump(self._open[use], size)
             if found is not None:
                 self.in_use += size
-        if found is None and shared:  # a shared block, made outside the lock: it may take a while
-            block = self._new_unlocked(self.block_size, use, dedicated=False)
-            with self._lock:
-                self._blocks.append(block)
-                self._open[use].append(block)  # beside any made meanwhile: their room is used too
-                del self._open[use][:-OPEN_BLOCKS]
-                found = self._bump(self._open[use], size)  # the first with room: ours at the latest
-                self.in_use += size
+        if found is None and shared:
+            found = self._shared_new(size, use)
         elif found is None:  # a block of its own, made outside the lock: threads make theirs at once
             block = self._new_unlocked(size, use, dedicated=True)
             with self._lock:
@@ -316,6 +322,45 @@ class VulkanAllocator:
                 host = None if block.host is None else block.host[offset:offset + size]
                 return Allocation(block, offset, size, block.address + offset, host)
         return None
+
+    def _shared_new(self, size: int, use: Use) -> Allocation:
+        """`size` bytes of a new shared block, made outside the lock (it may take a while), or of
+        one another thread is making with room for them too: then that one is waited for, so
+        threads that find no room at once make the blocks they need between them, not one each
+        (W2's first compute(device=True) on the H200 made four 64 MiB staging blocks at once,
+        32-49 ms each, where one more was needed)."""
+        while True:
+            with self._lock:
+                found = self._bump(self._open[use], size)  # one finished meanwhile may have room
+                if found is not None:
+                    self.in_use += size
+                    return found
+                making = next((m for m in self._making[use] if m.room >= size), None)
+                mine = making is None
+                if mine:
+                    making = _Making(self.block_size - size)
+                    self._making[use].append(making)
+                else:
+                    making.room -= size
+            if not mine:
+                making.done.wait()  # then bump from it (or, taken meanwhile, make another)
+                continue
+            try:
+                block = self._new_unlocked(self.block_size, use, dedicated=False)
+            except BaseException:
+                with self._lock:
+                    self._making[use].remove(making)
+                making.done.set()  # the waiters try again, each for itself
+                raise
+            with self._lock:
+                self._making[use].remove(making)
+                self._blocks.append(block)
+                self._open[use].append(block)  # beside any made meanwhile: their room is used too
+                del self._open[use][:-OPEN_BLOCKS]
+                found = self._bump(self._open[use], size)  # the first with room: ours at the latest
+                self.in_use += size
+            making.done.set()
+            return found
 
     def type_for(self, use: Use) -> int:
         """The memory type index blocks for `use` get (buffers of BUFFER_USAGE allow every type
